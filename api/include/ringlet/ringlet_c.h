@@ -1,0 +1,74 @@
+/* Ringlet's C ABI. Every call returns RINGLET_OK or an error code; the
+ * message of the last error on this thread is ringlet_last_error(). No C++
+ * exception ever crosses this boundary. */
+#ifndef RINGLET_RINGLET_C_H_
+#define RINGLET_RINGLET_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  RINGLET_OK = 0,
+  RINGLET_ERR_INVALID_ARGUMENT = 1,
+  RINGLET_ERR_NOT_INITIALIZED = 2,
+  RINGLET_ERR_CONFIG = 3,
+  RINGLET_ERR_PEER_LOST = 4,
+  RINGLET_ERR_TIMEOUT = 5,
+  RINGLET_ERR_INTERNAL = 6,
+} ringlet_status;
+
+/* Same values as ringlet::DataType and ringlet::ReduceOp. */
+typedef enum {
+  RINGLET_FLOAT32 = 0,
+  RINGLET_FLOAT64 = 1,
+  RINGLET_FLOAT16 = 2,
+  RINGLET_BFLOAT16 = 3,
+  RINGLET_INT8 = 4,
+  RINGLET_UINT8 = 5,
+  RINGLET_INT32 = 6,
+  RINGLET_INT64 = 7,
+} ringlet_dtype;
+
+typedef enum {
+  RINGLET_SUM = 0,
+  RINGLET_PROD = 1,
+  RINGLET_MIN = 2,
+  RINGLET_MAX = 3,
+  RINGLET_AVG = 4,
+} ringlet_op;
+
+const char* ringlet_last_error(void);
+
+ringlet_status ringlet_init(void);
+ringlet_status ringlet_shutdown(void);
+int ringlet_is_initialized(void);
+
+/* -1 when not initialized. */
+int ringlet_rank(void);
+int ringlet_size(void);
+int ringlet_local_rank(void);
+int ringlet_local_size(void);
+int ringlet_cross_rank(void);
+int ringlet_cross_size(void);
+
+ringlet_status ringlet_allreduce(const void* send, void* recv, size_t count, ringlet_dtype dtype,
+                                 ringlet_op op);
+/* recv_counts has size() entries. */
+ringlet_status ringlet_allgather(const void* send, void* recv, const size_t* recv_counts,
+                                 ringlet_dtype dtype);
+ringlet_status ringlet_broadcast(void* buffer, size_t count, ringlet_dtype dtype, int root);
+ringlet_status ringlet_reducescatter(const void* send, void* recv, const size_t* recv_counts,
+                                     ringlet_dtype dtype, ringlet_op op);
+ringlet_status ringlet_alltoall(const void* send, const size_t* send_counts, void* recv,
+                                const size_t* recv_counts, ringlet_dtype dtype);
+ringlet_status ringlet_barrier(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGLET_RINGLET_C_H_ */

@@ -1,0 +1,31 @@
+# Installed: the shared library, the public headers, the CLIs, a CMake package
+# (find_package(Ringlet) -> Ringlet::ringlet) and a pkg-config file (ringlet.pc).
+include(CMakePackageConfigHelpers)
+
+install(TARGETS ringlet EXPORT RingletTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES
+  ${PROJECT_SOURCE_DIR}/api/include/ringlet/ringlet.h
+  ${PROJECT_SOURCE_DIR}/api/include/ringlet/ringlet_c.h
+  ${PROJECT_SOURCE_DIR}/kernels/include/ringlet/types.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringlet)
+foreach(tool ringletrun ringlet-bench ringlet-topo)
+  if(TARGET ${tool})
+    install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
+set_target_properties(ringlet PROPERTIES INSTALL_RPATH "$ORIGIN")
+
+install(EXPORT RingletTargets NAMESPACE Ringlet::
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ringlet)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/RingletConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/RingletConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ringlet)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/RingletConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/RingletConfig.cmake ${PROJECT_BINARY_DIR}/RingletConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ringlet)
+
+configure_file(${PROJECT_SOURCE_DIR}/cmake/ringlet.pc.in ${PROJECT_BINARY_DIR}/ringlet.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/ringlet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

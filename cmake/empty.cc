@@ -1,0 +1,1 @@
+// Placeholder translation unit for a target that has no sources yet.

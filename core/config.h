@@ -1,0 +1,68 @@
+// Every environment variable Ringlet reads, declared once (name, type, default,
+// accepted values, one line of meaning), and the validated configuration that
+// init() builds from them. A bad value is a ConfigError naming the variable
+// and what it accepts.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ringlet::core {
+
+class ConfigError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class TransportKind { kAuto, kShm, kTcp, kUcx };
+enum class CpuOperations { kRing, kMpi };
+enum class GpuOperations { kNccl, kRing, kMpi };
+// Which allreduce/allgather algorithm runs; kAuto follows the algorithm table.
+enum class AlgorithmChoice { kAuto, kRing, kDirect, kOneStep };
+
+struct Config {
+  TransportKind transport = TransportKind::kAuto;
+  CpuOperations cpu_operations = CpuOperations::kRing;
+  GpuOperations gpu_operations = GpuOperations::kNccl;
+  AlgorithmChoice algorithm = AlgorithmChoice::kAuto;
+  std::chrono::milliseconds timeout{30000};        // RINGLET_TIMEOUT_SECONDS
+  std::chrono::milliseconds start_timeout{30000};  // RINGLET_START_TIMEOUT_SECONDS
+  std::string network_interface;                   // RINGLET_NETWORK_INTERFACE
+  int64_t fusion_threshold = 128 * 1024 * 1024;    // HOROVOD_FUSION_THRESHOLD
+  double cycle_time_ms = 1.0;                      // HOROVOD_CYCLE_TIME
+  int64_t cache_capacity = 1024;                   // HOROVOD_CACHE_CAPACITY
+  std::string timeline;                            // HOROVOD_TIMELINE
+  bool timeline_mark_cycles = false;               // HOROVOD_TIMELINE_MARK_CYCLES
+  int stall_check_seconds = 60;                    // HOROVOD_STALL_CHECK_TIME_SECONDS
+  int stall_shutdown_seconds = 0;                  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL
+  bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE
+  size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
+  int spin_iterations = 2000;                      // RINGLET_SPIN
+  bool nvtx = true;                                // RINGLET_NVTX
+};
+
+// One row of the table. parse() validates and stores into a Config; it throws
+// ConfigError with the variable's name and `accepted` on a bad value.
+struct EnvVar {
+  const char* name;
+  const char* default_value;  // as a user would write it
+  const char* accepted;       // e.g. "auto|shm|tcp|ucx" or "integer >= 0"
+  const char* meaning;
+  std::function<void(const std::string& value, Config& config)> parse;
+};
+
+const std::vector<EnvVar>& env_table();
+
+// Reads the process environment (or `env` when given, for tests).
+Config load_config(const std::map<std::string, std::string>* env = nullptr);
+
+// The table as text, for `ringletrun --help-env`.
+std::string describe_env_table();
+
+}  // namespace ringlet::core

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every system dependency Ringlet builds against, from Debian's
+# packages. Idempotent: packages already present are left alone, and apt is
+# not even consulted when nothing is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libhwloc-dev hwloc
+  libucx-dev
+  libopenmpi-dev openmpi-bin
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  libcli11-dev
+  nlohmann-json3-dev
+  libdlpack-dev
+  libssl-dev
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

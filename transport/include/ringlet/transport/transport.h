@@ -1,0 +1,144 @@
+// The transport contract: moving bytes between two ranks, nothing more.
+//
+//   Carrier  one per process and kind (shm, tcp, later ucx, nccl). Publishes this
+//            rank's address through a KeyValue store and connects Pairs.
+//   Pair     the link to one peer. Non-blocking posts of send/recv; posts in each
+//            direction are matched in order (the k-th send meets the peer's k-th
+//            recv), so algorithms need no tags.
+//   Request  the caller-owned completion record of one post, reused across posts.
+//
+// Threading: a Carrier and its Pairs are driven by one thread at a time (the
+// runtime's background thread). Progress happens only inside progress() and
+// wait_for_activity(); nothing runs behind the caller's back.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringlet::transport {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// Where a posted region lives. Host memory is carried by every carrier; CUDA
+// memory only by carriers that say so (supports(kCuda)).
+enum class MemoryKind : uint8_t { kHost, kCuda };
+
+// Any failure to move bytes. peer() is the global rank on the other side, or -1.
+class Error : public std::runtime_error {
+ public:
+  Error(int peer, const std::string& what) : std::runtime_error(what), peer_(peer) {}
+  int peer() const { return peer_; }
+
+ private:
+  int peer_;
+};
+
+// The peer closed its side, exited or died. Every later post on the pair fails too.
+class PeerLost : public Error {
+  using Error::Error;
+};
+
+// A wait ran past its deadline; peer() is the rank that did not answer.
+class Timeout : public Error {
+  using Error::Error;
+};
+
+// The rendezvous store as the transports see it: a key-value map shared by
+// every rank of the job. get() blocks until the key is set or the deadline.
+class KeyValue {
+ public:
+  virtual ~KeyValue() = default;
+  virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
+  virtual std::vector<uint8_t> get(const std::string& key, Deadline deadline) = 0;
+};
+
+class Request {
+ public:
+  enum class State : uint8_t { kIdle, kPending, kDone, kFailed };
+
+  State state() const { return state_; }
+  bool pending() const { return state_ == State::kPending; }
+  bool done() const { return state_ == State::kDone; }
+  bool failed() const { return state_ == State::kFailed; }
+  const std::string& error() const { return error_; }
+
+  // For carriers.
+  void start() { state_ = State::kPending; }
+  void complete() { state_ = State::kDone; }
+  void fail(std::string why) {
+    state_ = State::kFailed;
+    error_ = std::move(why);
+  }
+
+ private:
+  State state_ = State::kIdle;
+  std::string error_;
+};
+
+class Pair {
+ public:
+  virtual ~Pair() = default;
+  Pair(const Pair&) = delete;
+  Pair& operator=(const Pair&) = delete;
+
+  int self() const { return self_; }
+  int peer() const { return peer_; }
+
+  // The region must stay valid and untouched until the request completes.
+  // Sizes of matched sends and receives must be equal; a mismatch fails both
+  // ends with an error naming the two sizes. Zero-byte posts are legal.
+  virtual void post_send(const void* data, size_t bytes, Request& req,
+                         MemoryKind kind = MemoryKind::kHost) = 0;
+  virtual void post_recv(void* data, size_t bytes, Request& req,
+                         MemoryKind kind = MemoryKind::kHost) = 0;
+
+  // Moves whatever can move without blocking; true if anything did. Throws
+  // PeerLost (after failing the pending requests) once the peer is gone.
+  virtual bool progress() = 0;
+
+  // True while a posted request of this pair has not completed.
+  virtual bool busy() const = 0;
+
+ protected:
+  Pair(int self, int peer) : self_(self), peer_(peer) {}
+
+ private:
+  int self_;
+  int peer_;
+};
+
+class Carrier {
+ public:
+  virtual ~Carrier() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool supports(MemoryKind kind) const = 0;
+
+  // Collective between exactly the two ranks: both call connect() for each
+  // other. Blocks until the link is up or the deadline passes (Timeout).
+  virtual std::unique_ptr<Pair> connect(int peer, Deadline deadline) = 0;
+
+  // Blocks until some pair of this carrier may progress, or `timeout` passes.
+  // Used after a short spin, so that ranks oversubscribing cores sleep.
+  virtual void wait_for_activity(std::chrono::microseconds timeout) = 0;
+};
+
+// What a carrier needs to know about the job at construction.
+struct CarrierOptions {
+  int rank = 0;
+  int size = 1;
+  std::string job_id;       // names shared-memory segments; unique per job
+  KeyValue* store = nullptr;  // addresses are published and looked up here
+  std::string interface;    // tcp: network interface to listen on ("" = any)
+};
+
+std::unique_ptr<Carrier> make_tcp_carrier(const CarrierOptions& options);
+std::unique_ptr<Carrier> make_shm_carrier(const CarrierOptions& options);
+
+}  // namespace ringlet::transport
