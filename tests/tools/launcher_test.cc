@@ -1,0 +1,569 @@
+// Runs the built ringletrun on small shell jobs and checks what a user of
+// horovodrun would rely on: the ranks' environment, prefixed and unbroken
+// output, exit codes, signal forwarding, stopping the survivors of a failure,
+// and that nothing is left behind (processes, /dev/shm segments).
+//
+// Every run has a deadline: a hung launcher fails its test instead of the suite.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Send `signal` to ringletrun once its stdout holds `count` copies of `marker`.
+struct SignalStep {
+  std::string marker;
+  int count = 1;
+  int signal = SIGTERM;
+};
+
+struct RunOptions {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<SignalStep> steps;
+  std::chrono::seconds timeout{30};
+  std::vector<int> ignored_signals;  // SIG_IGN in ringletrun, as nohup or `cmd &` leave them
+};
+
+struct Result {
+  int exit_code = -1;  // -1 when ringletrun itself was killed
+  int term_signal = 0;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+  bool timed_out = false;
+};
+
+RunOptions with_env(const std::string& name, const std::string& value) {
+  RunOptions o;
+  o.env = {{name, value}};
+  return o;
+}
+
+RunOptions with_steps(std::vector<SignalStep> steps) {
+  RunOptions o;
+  o.steps = std::move(steps);
+  return o;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// Runs argv_s (argv_s[0] a path) with stdout and stderr captured.
+Result run_process(std::vector<std::string> argv_s, const RunOptions& opt) {
+  int out[2], err[2];
+  EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  auto start = Clock::now();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    // Whatever the test runner ignores, the job under test starts clean.
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int s : opt.ignored_signals) ::signal(s, SIG_IGN);
+    for (const auto& [k, v] : opt.env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::execv(argv[0], argv.data());
+    ::_exit(126);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+
+  Result r;
+  std::size_t step = 0;
+  auto deadline = start + opt.timeout;
+  int fds[2] = {out[0], err[0]};
+  std::string* sinks[2] = {&r.out, &r.err};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    if (step < opt.steps.size() && count_of(r.out, opt.steps[step].marker) >=
+                                       static_cast<std::size_t>(opt.steps[step].count)) {
+      ::kill(pid, opt.steps[step].signal);
+      ++step;
+      continue;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      if (!r.timed_out) {
+        r.timed_out = true;
+        ::kill(pid, SIGKILL);
+        deadline = Clock::now() + std::chrono::seconds(5);  // for the pipes to close
+        continue;
+      }
+      break;
+    }
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    ::poll(p, 2, static_cast<int>(left.count()));
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || p[i].revents == 0) continue;
+      char buf[65536];
+      ssize_t n = ::read(fds[i], buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i]);
+        fds[i] = -1;
+      }
+    }
+  }
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+  int status = 0;
+  if (!r.timed_out && ::waitpid(pid, &status, WNOHANG) == 0) {
+    // Pipes closed but ringletrun still running: give it the rest of the time.
+    while (::waitpid(pid, &status, WNOHANG) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (Clock::now() >= deadline) {
+      r.timed_out = true;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+  } else if (r.timed_out) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
+  return r;
+}
+
+Result run_ringletrun(const std::vector<std::string>& args, const RunOptions& opt = {}) {
+  std::vector<std::string> argv = {RINGLETRUN_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(std::move(argv), opt);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// The lines rank `rank` wrote to `stream`, prefix removed.
+std::vector<std::string> rank_lines(const std::string& text, int rank,
+                                    const std::string& stream = "stdout") {
+  std::string prefix = "[" + std::to_string(rank) + "]<" + stream + ">:";
+  std::vector<std::string> out;
+  for (const auto& l : lines_of(text)) {
+    if (l.rfind(prefix, 0) == 0) out.push_back(l.substr(prefix.size()));
+  }
+  return out;
+}
+
+// True when the process is gone (or a zombie nobody in this container reaps).
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;
+  std::string content((std::istreambuf_iterator<char>(stat)), {});
+  auto close_paren = content.rfind(')');
+  return close_paren != std::string::npos && content.size() > close_paren + 2 &&
+         content[close_paren + 2] == 'Z';
+}
+
+bool all_gone_within(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
+  auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    bool all = true;
+    for (pid_t p : pids) all = all && process_gone(p);
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::vector<pid_t> pids_in(const std::string& out, int np, const std::string& tag = "pid ") {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < np; ++r) {
+    for (const auto& l : rank_lines(out, r)) {
+      if (l.rfind(tag, 0) == 0) pids.push_back(std::stoi(l.substr(tag.size())));
+    }
+  }
+  return pids;
+}
+
+const char* kPrintEnv =
+    "echo \"$RINGLET_RANK $RINGLET_SIZE $RINGLET_LOCAL_RANK $RINGLET_LOCAL_SIZE "
+    "$RINGLET_CROSS_RANK $RINGLET_CROSS_SIZE|$HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK "
+    "$HOROVOD_LOCAL_SIZE $HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE|$RINGLET_RENDEZVOUS|"
+    "$RINGLET_SECRET|$RINGLET_JOB_ID\"";
+
+struct RankEnv {
+  std::string ids, horovod_ids, rendezvous, secret, job_id;
+};
+
+std::map<int, RankEnv> parse_env_lines(const std::string& out, int np) {
+  std::map<int, RankEnv> m;
+  for (int r = 0; r < np; ++r) {
+    auto lines = rank_lines(out, r);
+    if (lines.size() != 1) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(lines[0]);
+    for (std::string x; std::getline(ss, x, '|');) f.push_back(x);
+    if (f.size() == 5) m[r] = RankEnv{f[0], f[1], f[2], f[3], f[4]};
+  }
+  return m;
+}
+
+TEST(Launcher, OneRankGetsItsEnvironment) {
+  Result r = run_ringletrun({"-np", "1", "sh", "-c", kPrintEnv});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto env = parse_env_lines(r.out, 1);
+  ASSERT_EQ(env.size(), 1u) << r.out;
+  EXPECT_EQ(env[0].ids, "0 1 0 1 0 1");
+  EXPECT_EQ(env[0].horovod_ids, "0 1 0 1 0 1");
+}
+
+TEST(Launcher, ThreeRanksShareOneJobAndEachKnowsItsRank) {
+  Result r = run_ringletrun({"-np", "3", "sh", "-c", kPrintEnv});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto env = parse_env_lines(r.out, 3);
+  ASSERT_EQ(env.size(), 3u) << r.out;
+  for (int i = 0; i < 3; ++i) {
+    std::string n = std::to_string(i);
+    EXPECT_EQ(env[i].ids, n + " 3 " + n + " 3 0 1");
+    EXPECT_EQ(env[i].horovod_ids, n + " 3 " + n + " 3 0 1");
+    EXPECT_EQ(env[i].rendezvous, env[0].rendezvous);
+    EXPECT_EQ(env[i].secret, env[0].secret);
+    EXPECT_EQ(env[i].job_id, env[0].job_id);
+  }
+  EXPECT_TRUE(std::regex_match(env[0].rendezvous, std::regex(R"(127\.0\.0\.1:[1-9][0-9]*)")))
+      << env[0].rendezvous;
+  EXPECT_TRUE(std::regex_match(env[0].secret, std::regex("[0-9a-f]{64}"))) << env[0].secret;
+  EXPECT_TRUE(std::regex_match(env[0].job_id, std::regex("[a-z0-9]{6,16}"))) << env[0].job_id;
+
+  Result again = run_ringletrun({"-np", "1", "sh", "-c", kPrintEnv});
+  auto env2 = parse_env_lines(again.out, 1);
+  ASSERT_EQ(env2.size(), 1u);
+  EXPECT_NE(env2[0].secret, env[0].secret) << "the secret must be fresh per job";
+  EXPECT_NE(env2[0].job_id, env[0].job_id);
+}
+
+TEST(Launcher, FlagsBecomeTheRanksSettings) {
+  Result r = run_ringletrun({"--timeline-filename", "/tmp/tl.json", "--network-interface", "lo",
+                             "--start-timeout", "7", "-np", "2", "sh", "-c",
+                             "echo \"$HOROVOD_TIMELINE $RINGLET_NETWORK_INTERFACE "
+                             "$RINGLET_START_TIMEOUT_SECONDS\""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(rank_lines(r.out, i), std::vector<std::string>{"/tmp/tl.json lo 7"}) << r.out;
+  }
+}
+
+TEST(Launcher, StartTimeoutDefaultsToThirtyUnlessTheEnvironmentSaysOtherwise) {
+  const char* script = "echo \"$RINGLET_START_TIMEOUT_SECONDS\"";
+  Result r = run_ringletrun({"-np", "1", "sh", "-c", script});
+  EXPECT_EQ(rank_lines(r.out, 0), std::vector<std::string>{"30"}) << r.err;
+  Result env = run_ringletrun({"-np", "1", "sh", "-c", script},
+                              with_env("RINGLET_START_TIMEOUT_SECONDS", "45"));
+  EXPECT_EQ(rank_lines(env.out, 0), std::vector<std::string>{"45"}) << env.err;
+  Result flag = run_ringletrun({"--start-timeout", "9", "-np", "1", "sh", "-c", script},
+                               with_env("RINGLET_START_TIMEOUT_SECONDS", "45"));
+  EXPECT_EQ(rank_lines(flag.out, 0), std::vector<std::string>{"9"}) << flag.err;
+}
+
+TEST(Launcher, TheCommandsOwnFlagsPassThroughUntouched) {
+  Result r = run_ringletrun({"-np", "1", "sh", "-c", "echo \"$*\"", "sh", "--verbose", "-np", "5",
+                             "--check-build", "-H", "x"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(rank_lines(r.out, 0), std::vector<std::string>{"--verbose -np 5 --check-build -H x"});
+  Result dashdash = run_ringletrun({"-np", "1", "--", "echo", "-n", "x"});
+  EXPECT_EQ(dashdash.exit_code, 0) << dashdash.err;
+  EXPECT_EQ(dashdash.out, "[0]<stdout>:x\n");
+}
+
+TEST(Launcher, PrefixesEveryLineAndNeverBreaksOne) {
+  // Four ranks write long lines as fast as they can into the same launcher.
+  const int np = 4, lines = 2000;
+  std::string payload(150, 'x');
+  std::string script = "i=0; while [ $i -lt " + std::to_string(lines) +
+                       " ]; do echo \"r$RINGLET_RANK l$i " + payload +
+                       "\"; echo \"e$RINGLET_RANK l$i\" >&2; i=$((i+1)); done";
+  Result r = run_ringletrun({"-np", std::to_string(np), "sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::regex out_line(R"(\[(\d)\]<stdout>:r(\d) l(\d+) x{150})");
+  std::vector<int> next(np, 0);
+  for (const auto& l : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(l, m, out_line)) << "broken line: " << l.substr(0, 200);
+    int rank = std::stoi(m[1]);
+    ASSERT_EQ(std::stoi(m[2]), rank);
+    ASSERT_EQ(std::stoi(m[3]), next[rank]++) << "lines of one rank stay in order";
+  }
+  for (int i = 0; i < np; ++i) {
+    EXPECT_EQ(next[i], lines);
+    EXPECT_EQ(rank_lines(r.err, i, "stderr").size(), static_cast<std::size_t>(lines));
+  }
+}
+
+TEST(Launcher, KeepsLinesLongerThanAPipeWholeAcrossRanks) {
+  // 20000 bytes per line: each arrives in several reads, interleaved with the
+  // other ranks' pieces, and must still come out as one line.
+  const std::string script =
+      "line=$(head -c 20000 /dev/zero | tr '\\0' \"$RINGLET_RANK\"); "
+      "for i in 1 2 3 4 5 6 7 8; do echo \"$line\"; done";
+  Result r = run_ringletrun({"-np", "3", "sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 3; ++i) {
+    auto lines = rank_lines(r.out, i);
+    ASSERT_EQ(lines.size(), 8u);
+    for (const auto& l : lines) EXPECT_EQ(l, std::string(20000, static_cast<char>('0' + i)));
+  }
+  EXPECT_EQ(lines_of(r.out).size(), 24u);
+}
+
+TEST(Launcher, JoinsPartialWritesAndEndsAnUnfinishedLastLine) {
+  Result r = run_ringletrun(
+      {"-np", "2", "sh", "-c", "printf 'ab'; sleep 0.2; printf 'c\\nta'; sleep 0.1; printf il"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(rank_lines(r.out, i), (std::vector<std::string>{"abc", "tail"})) << r.out;
+  }
+  EXPECT_EQ(r.out.back(), '\n');
+}
+
+TEST(Launcher, AFailingRankIsNamedAndTheOthersAreStopped) {
+  Result r = run_ringletrun({"-np", "3", "sh", "-c",
+                             "echo pid $$; if [ \"$RINGLET_RANK\" = 1 ]; then sleep 0.3; "
+                             "echo bye >&2; exit 3; fi; exec sleep 100"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(count_of(r.err, "ringletrun: rank 1 exited with status 3\n"), 1u) << r.err;
+  EXPECT_EQ(count_of(r.err, "ringletrun: rank "), 1u)
+      << "only the first failure is named: " << r.err;
+  // The rank's last words come before the launcher's verdict.
+  EXPECT_LT(r.err.find("[1]<stderr>:bye"), r.err.find("ringletrun: rank 1"));
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_GT(r.seconds, 2.5) << "the others get RINGLET_ABORT_GRACE_SECONDS (3 s) first";
+  auto pids = pids_in(r.out, 3);
+  EXPECT_EQ(pids.size(), 3u);
+  EXPECT_TRUE(all_gone_within(pids, std::chrono::seconds(2))) << "no rank may outlive ringletrun";
+}
+
+TEST(Launcher, TheAbortGraceCanBeShortened) {
+  Result r = run_ringletrun(
+      {"-np", "2", "sh", "-c", "if [ \"$RINGLET_RANK\" = 0 ]; then exit 5; fi; exec sleep 100"},
+      with_env("RINGLET_ABORT_GRACE_SECONDS", "0.2"));
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_LT(r.seconds, 2.5);
+  Result bad =
+      run_ringletrun({"-np", "1", "true"}, with_env("RINGLET_ABORT_GRACE_SECONDS", "soon"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("RINGLET_ABORT_GRACE_SECONDS"), std::string::npos) << bad.err;
+}
+
+TEST(Launcher, ARankKilledByASignalIsNamedWithIt) {
+  Result r = run_ringletrun(
+      {"-np", "2", "sh", "-c", "if [ \"$RINGLET_RANK\" = 1 ]; then kill -9 $$; fi; exec sleep 100"},
+      with_env("RINGLET_ABORT_GRACE_SECONDS", "0.5"));
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.err;
+  EXPECT_NE(r.err.find("ringletrun: rank 1 was killed by signal 9 (Killed)"), std::string::npos)
+      << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+TEST(Launcher, AllRanksSucceedingMeansSuccess) {
+  Result r = run_ringletrun({"-np", "3", "sh", "-c", "exit 0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Launcher, SigtermReachesEveryRank) {
+  const char* script =
+      "trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+  Result r = run_ringletrun({"-np", "3", "sh", "-c", script}, with_steps({{"ready", 3, SIGTERM}}));
+  EXPECT_FALSE(r.timed_out);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rank_lines(r.out, i), (std::vector<std::string>{"ready", "got-term"})) << r.out;
+  }
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+TEST(Launcher, SigintIsForwardedAndASecondOneKills) {
+  // The ranks note SIGINT and carry on; the second SIGINT must end them anyway.
+  const char* script =
+      "echo pid $$; trap 'echo got-int' INT; echo ready; while :; do sleep 0.05; done";
+  Result r = run_ringletrun({"-np", "2", "sh", "-c", script},
+                            with_steps({{"ready", 2, SIGINT}, {"got-int", 2, SIGINT}}));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  EXPECT_LT(r.seconds, 5.0) << "the second SIGINT kills at once";
+  EXPECT_TRUE(all_gone_within(pids_in(r.out, 2), std::chrono::seconds(2)));
+}
+
+TEST(Launcher, ASignalIgnoredOnEntryStaysIgnored) {
+  // nohup ringletrun ...: a hang-up must neither stop the job nor reach the ranks.
+  RunOptions opt = with_steps({{"ready", 2, SIGHUP}});
+  opt.ignored_signals = {SIGHUP};
+  Result r = run_ringletrun({"-np", "2", "sh", "-c", "echo ready; sleep 0.5; echo done"}, opt);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(rank_lines(r.out, i), (std::vector<std::string>{"ready", "done"})) << r.out;
+  }
+}
+
+TEST(Launcher, ExitCodesSurviveAnIgnoredSigchld) {
+  RunOptions opt;
+  opt.ignored_signals = {SIGCHLD};
+  Result r = run_ringletrun(
+      {"-np", "2", "sh", "-c", "[ $RINGLET_RANK = 0 ] || sleep 0.5; exit $((RINGLET_RANK + 6))"},
+      opt);
+  EXPECT_EQ(r.exit_code, 6) << r.err;
+  EXPECT_NE(r.err.find("ringletrun: rank 0 exited with status 6"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, KeepsRunningWhenNobodyReadsItsOutput) {
+  // `ringletrun ... | head -1`: once the reader is gone, writes to stdout fail,
+  // and the job must still run to its end with its exit code intact.
+  std::string script = std::string("( '") + RINGLETRUN_PATH +
+                       "' -np 2 sh -c 'sleep 0.3; echo a; echo b; echo done >&2; exit 4'; "
+                       "echo rc=$? >&2 ) | true";
+  Result r = run_process({"/bin/sh", "-c", script}, {});
+  EXPECT_EQ(count_of(r.err, "<stderr>:done"), 2u) << r.err;
+  EXPECT_NE(r.err.find("rc=4"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, VerboseSaysWhatItDoes) {
+  Result r = run_ringletrun({"--verbose", "-np", "2", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("ringletrun: job [0-9a-f]{12}, 2 ranks, "
+                                                  "rendezvous 127\\.0\\.0\\.1:[0-9]+")))
+      << r.err;
+  EXPECT_NE(r.err.find("ringletrun: rank 1 exited with status 0"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, RanksDieWithAKilledLauncher) {
+  Result r = run_ringletrun({"-np", "2", "sh", "-c", "echo pid $$; exec sleep 100"},
+                            with_steps({{"pid ", 2, SIGKILL}}));
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  auto pids = pids_in(r.out, 2);
+  ASSERT_EQ(pids.size(), 2u) << r.out;
+  EXPECT_TRUE(all_gone_within(pids, std::chrono::seconds(5)));
+}
+
+TEST(Launcher, RemovesThisJobsLeftoverSharedMemory) {
+  Result r = run_ringletrun({"-np", "2", "sh", "-c",
+                             "f=/dev/shm/ringlet-$RINGLET_JOB_ID-$RINGLET_RANK; : > $f; "
+                             "test -e $f && echo made $f"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = rank_lines(r.out, 0);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  std::string path = lines[0].substr(std::string("made ").size());
+  EXPECT_EQ(path.rfind("/dev/shm/ringlet-", 0), 0u);
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << path << " was left behind";
+}
+
+TEST(Launcher, UsageErrorsExitWithTwo) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  std::vector<Case> cases = {
+      {{"sh", "-c", "true"}, "-np N is required"},
+      {{"-np", "0", "true"}, "at least 1"},
+      {{"-np", "2"}, "no command"},
+      {{"-np", "2", "no-such-command-ringlet"}, "command not found"},
+      {{"-np", "2", "--bogus", "true"}, "unknown option --bogus"},
+      {{"-np", "x", "true"}, "np"},
+      {{"-np", "2", "--start-timeout", "-3", "true"}, "start-timeout"},
+      {{"-np", "2", "-H", "localhost:1", "true"}, "slots"},
+      {{"-np", "2", "-H", "localhost:2", "--hostfile", "/dev/null", "true"}, "excludes"},
+  };
+  for (const auto& c : cases) {
+    Result r = run_ringletrun(c.args);
+    std::string shown;
+    for (const auto& a : c.args) shown += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << shown << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << shown << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << shown;
+  }
+}
+
+TEST(Launcher, OtherHostsAreRefusedNotIgnored) {
+  Result r = run_ringletrun({"-np", "2", "-H", "localhost:1,host2:1", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ringletrun: running on other hosts (-H host2) is not supported yet"),
+            std::string::npos)
+      << r.err;
+
+  std::string hostfile = ::testing::TempDir() + "ringletrun_hosts";
+  std::ofstream(hostfile) << "localhost slots=1\nnode9 slots=4\n";
+  Result f = run_ringletrun({"-np", "2", "--hostfile", hostfile, "true"});
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_NE(f.err.find("node9) is not supported yet"), std::string::npos) << f.err;
+  std::remove(hostfile.c_str());
+}
+
+TEST(Launcher, ThisHostWithEnoughSlotsIsAccepted) {
+  Result r = run_ringletrun({"-np", "3", "-H", "localhost:2,127.0.0.1:1", "sh", "-c", "echo ok"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "<stdout>:ok"), 3u);
+
+  std::string hostfile = ::testing::TempDir() + "ringletrun_localhosts";
+  std::ofstream(hostfile) << "# local only\nlocalhost slots=4\n";
+  Result f = run_ringletrun({"-np", "4", "--hostfile", hostfile, "true"});
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  std::remove(hostfile.c_str());
+}
+
+TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
+  Result r = run_ringletrun({"--check-build"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Ringlet v", 0), 0u) << r.out;
+  for (const char* want : {"Available Frameworks:", "    [ ] PyTorch",
+                           "Available Controllers:", "    [X] Ringlet store (TCP)",
+                           "Available Tensor Operations:", "    [X] Ringlet ring (CPU)", "NCCL",
+                           "Available Transports:", "[X] shm  [X] tcp  "}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+}
+
+TEST(Launcher, MpiModeHandsTheJobToMpirun) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    Result r = run_ringletrun({"--mpi", "-np", "2", "true"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("mpirun"), std::string::npos) << r.err;
+    return;
+  }
+  RunOptions slow;
+  slow.timeout = std::chrono::seconds(60);
+  Result r = run_ringletrun({"--mpi", "-np", "2", "--timeline-filename", "/tmp/tl", "sh", "-c",
+                             "echo \"mpi $OMPI_COMM_WORLD_RANK $HOROVOD_TIMELINE\""},
+                            slow);
+  if (r.exit_code != 0) GTEST_SKIP() << "mpirun cannot start a job here: " << r.err;
+  EXPECT_EQ(count_of(r.out, "mpi 0 /tmp/tl"), 1u) << r.out;
+  EXPECT_EQ(count_of(r.out, "mpi 1 /tmp/tl"), 1u) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,27 @@
+// `ringletrun --check-build`: what this build of Ringlet contains, printed the
+// way `horovodrun --check-build` prints it so that scripts and eyes that know
+// one read the other. ringletrun does not link the library, so the features
+// come from the same CMake variables that decided what the library was built
+// with, as compile definitions of ringletrun.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ringletrun {
+
+struct BuildFeatures {
+  bool cuda = false;
+  bool nccl = false;
+  bool ucx = false;
+  bool mpi = false;
+  bool python = false;
+};
+
+// The features this binary was configured with.
+BuildFeatures built_features();
+std::string_view built_version();
+
+std::string format_check_build(const BuildFeatures& f, std::string_view version);
+
+}  // namespace ringletrun

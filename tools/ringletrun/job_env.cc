@@ -1,0 +1,121 @@
+#include "job_env.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "fd.h"
+
+extern char** environ;
+
+namespace ringletrun {
+
+Environment Environment::from_process() {
+  Environment env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry = *e;
+    std::size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.vars_.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+  }
+  return env;
+}
+
+void Environment::set(std::string_view name, std::string_view value) {
+  for (auto& [n, v] : vars_) {
+    if (n == name) {
+      v = value;
+      return;
+    }
+  }
+  vars_.emplace_back(std::string(name), std::string(value));
+}
+
+const std::string* Environment::get(std::string_view name) const {
+  for (const auto& [n, v] : vars_) {
+    if (n == name) return &v;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Environment::entries() const {
+  std::vector<std::string> out;
+  out.reserve(vars_.size());
+  for (const auto& [n, v] : vars_) out.push_back(n + "=" + v);
+  return out;
+}
+
+std::string random_hex(std::size_t bytes) {
+  Fd fd(::open("/dev/urandom", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) throw std::system_error(errno, std::generic_category(), "open /dev/urandom");
+  std::string raw(bytes, '\0');
+  std::size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::read(fd.get(), raw.data() + got, bytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::system_error(n < 0 ? errno : EIO, std::generic_category(), "read /dev/urandom");
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * bytes);
+  for (unsigned char c : raw) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 0xf];
+  }
+  return hex;
+}
+
+int pick_free_port() {
+  Fd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw std::system_error(errno, std::generic_category(), "bind 127.0.0.1:0");
+  }
+  socklen_t len = sizeof addr;
+  if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw std::system_error(errno, std::generic_category(), "getsockname");
+  }
+  return ntohs(addr.sin_port);
+}
+
+JobIdentity make_job_identity() {
+  JobIdentity job;
+  job.job_id = random_hex(6);
+  job.secret = random_hex(32);
+  job.rendezvous = "127.0.0.1:" + std::to_string(pick_free_port());
+  return job;
+}
+
+std::vector<std::string> rank_environment(const Environment& base, const JobIdentity& job, int rank,
+                                          int size) {
+  Environment env = base;
+  const std::string r = std::to_string(rank);
+  const std::string n = std::to_string(size);
+  // One host: the local rank is the rank, and there is one cross-host group.
+  for (std::string_view prefix : {"RINGLET_", "HOROVOD_"}) {
+    std::string p(prefix);
+    env.set(p + "RANK", r);
+    env.set(p + "SIZE", n);
+    env.set(p + "LOCAL_RANK", r);
+    env.set(p + "LOCAL_SIZE", n);
+    env.set(p + "CROSS_RANK", "0");
+    env.set(p + "CROSS_SIZE", "1");
+  }
+  env.set("RINGLET_RENDEZVOUS", job.rendezvous);
+  env.set("RINGLET_SECRET", job.secret);
+  env.set("RINGLET_JOB_ID", job.job_id);
+  return env.entries();
+}
+
+}  // namespace ringletrun

@@ -1,0 +1,49 @@
+// What every rank of one job is told through its environment: who it is
+// (RINGLET_RANK and friends, and Horovod's names for scripts that read those),
+// where rank 0 serves the rendezvous store, the job's secret and its id.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ringletrun {
+
+// An environment as an ordered list of NAME=value, with set() replacing.
+class Environment {
+ public:
+  static Environment from_process();  // a copy of this process's environ
+
+  void set(std::string_view name, std::string_view value);
+  const std::string* get(std::string_view name) const;
+  std::vector<std::string> entries() const;  // "NAME=value", for execvpe
+
+ private:
+  std::vector<std::pair<std::string, std::string>> vars_;
+};
+
+// Shared by all ranks of one job, fresh for each job.
+struct JobIdentity {
+  std::string job_id;      // 12 chars [0-9a-f]; names /dev/shm/ringlet-<job_id>-*
+  std::string secret;      // 64 hex chars (256 random bits) that ranks use to
+                           // authenticate to the store and to each other
+  std::string rendezvous;  // "127.0.0.1:<port>", served by rank 0
+};
+
+// Reads /dev/urandom and finds a free port. Throws std::system_error.
+JobIdentity make_job_identity();
+
+// A TCP port on 127.0.0.1 that was free a moment ago: bound with port 0 and
+// closed again so that rank 0 can bind it. Another process could take it in
+// between; rank 0 then fails to serve the store and says so.
+int pick_free_port();
+
+// `bytes` random bytes from /dev/urandom, as lower-case hex.
+std::string random_hex(std::size_t bytes);
+
+// The environment of rank `rank` of `size`, all on this host.
+std::vector<std::string> rank_environment(const Environment& base, const JobIdentity& job, int rank,
+                                          int size);
+
+}  // namespace ringletrun
