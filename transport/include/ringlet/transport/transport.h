@@ -100,7 +100,10 @@ class Pair {
                          MemoryKind kind = MemoryKind::kHost) = 0;
 
   // Moves whatever can move without blocking; true if anything did. Throws
-  // PeerLost (after failing the pending requests) once the peer is gone.
+  // PeerLost (after failing the pending requests) once the peer is gone, and
+  // on every later call. A peer that leaves while nothing is pending (it
+  // finished first) is not an error until the pair is used again: later
+  // posts fail at once with the PeerLost message.
   virtual bool progress() = 0;
 
   // True while a posted request of this pair has not completed.

@@ -1,0 +1,336 @@
+// Pairwise tests of every carrier with real processes: each rank is a forked
+// child with its own carrier, meeting the other through a file-backed store.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "file_store.h"
+#include "forked_ranks.h"
+#include "ringlet/transport/transport.h"
+
+namespace ringlet::transport::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+uint8_t pattern(size_t i, int message, int from) {
+  return static_cast<uint8_t>(i * 131 + static_cast<size_t>(message) * 7 + from * 59 + (i >> 12));
+}
+
+std::vector<uint8_t> make_message(size_t bytes, int message, int from) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = pattern(i, message, from);
+  return v;
+}
+
+// Index of the first wrong byte, or -1.
+int64_t first_wrong(const std::vector<uint8_t>& v, int message, int from) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != pattern(i, message, from)) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// How the peer goes away in the middle of a 64 MiB transfer.
+enum class Exit { kSigkill, kExit, kClose };
+
+class PairTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void lose_peer_mid_transfer(Exit how);
+
+  void TearDown() override {
+    if (GetParam() == "shm") {
+      EXPECT_TRUE(leftover_segments(job_.job_id).empty())
+          << "segments left in /dev/shm, e.g. " << leftover_segments(job_.job_id).front();
+    }
+  }
+
+  // What one rank needs: its store, carrier and the pair to the other rank.
+  struct Rank {
+    std::unique_ptr<FileStore> store;
+    std::unique_ptr<Carrier> carrier;
+    std::unique_ptr<Pair> pair;
+  };
+
+  Rank join(int rank, int size = 2, int peer = -1) {
+    Rank r;
+    r.store = std::make_unique<FileStore>(job_.dir);
+    CarrierOptions options;
+    options.rank = rank;
+    options.size = size;
+    options.job_id = job_.job_id;
+    options.store = r.store.get();
+    r.carrier = GetParam() == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+    if (peer < 0) peer = 1 - rank;
+    r.pair = r.carrier->connect(peer, Clock::now() + seconds(20));
+    return r;
+  }
+
+  // Progresses until `done` or the deadline; the carrier's wait is used
+  // whenever a round moved nothing, as the runtime would.
+  static void drive(Rank& r, const std::function<bool()>& done, seconds limit = seconds(30)) {
+    auto deadline = Clock::now() + limit;
+    while (!done()) {
+      if (!r.pair->progress()) r.carrier->wait_for_activity(std::chrono::microseconds(1000));
+      ASSERT_LT(Clock::now(), deadline) << "transfer did not finish";
+    }
+  }
+
+  JobDir job_;
+};
+
+TEST_P(PairTest, SizesBothWaysWithContent) {
+  const std::vector<size_t> sizes = {0, 1, 4095, kMiB, 64 * kMiB};
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    Rank r = join(rank);
+    for (size_t m = 0; m < sizes.size(); ++m) {
+      std::vector<uint8_t> out = make_message(sizes[m], static_cast<int>(m), rank);
+      std::vector<uint8_t> in(sizes[m], 0xEE);
+      Request send, recv;
+      r.pair->post_recv(in.data(), in.size(), recv);
+      r.pair->post_send(out.data(), out.size(), send);
+      drive(r, [&] { return !send.pending() && !recv.pending(); });
+      ASSERT_TRUE(send.done()) << send.error();
+      ASSERT_TRUE(recv.done()) << recv.error();
+      EXPECT_EQ(first_wrong(in, static_cast<int>(m), 1 - rank), -1) << "size " << sizes[m];
+    }
+    EXPECT_FALSE(r.pair->busy());
+  }));
+}
+
+TEST_P(PairTest, SixtyFourInFlightEachWay) {
+  constexpr int kCount = 64;
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    Rank r = join(rank);
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<Request> sends(kCount), recvs(kCount);
+    for (int m = 0; m < kCount; ++m) {
+      size_t bytes = static_cast<size_t>(m % 7) * 40000 + static_cast<size_t>(m);
+      out.push_back(make_message(bytes, m, rank));
+      in.emplace_back(bytes);
+    }
+    for (int m = 0; m < kCount; ++m) r.pair->post_recv(in[m].data(), in[m].size(), recvs[m]);
+    for (int m = 0; m < kCount; ++m) r.pair->post_send(out[m].data(), out[m].size(), sends[m]);
+    EXPECT_TRUE(r.pair->busy());
+    drive(r, [&] { return !r.pair->busy(); });
+    for (int m = 0; m < kCount; ++m) {
+      ASSERT_TRUE(sends[m].done()) << sends[m].error();
+      ASSERT_TRUE(recvs[m].done()) << recvs[m].error();
+      EXPECT_EQ(first_wrong(in[m], m, 1 - rank), -1) << "message " << m;
+    }
+  }));
+}
+
+TEST_P(PairTest, BidirectionalLargeSimultaneous) {
+  constexpr int kCount = 4;
+  const size_t bytes = 16 * kMiB + 3;
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    Rank r = join(rank);
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<Request> sends(kCount), recvs(kCount);
+    for (int m = 0; m < kCount; ++m) {
+      out.push_back(make_message(bytes, m, rank));
+      in.emplace_back(bytes);
+    }
+    // Sends first on both sides: neither may need its peer's receive posted
+    // before it can make progress on its own.
+    for (int m = 0; m < kCount; ++m) r.pair->post_send(out[m].data(), bytes, sends[m]);
+    for (int m = 0; m < kCount; ++m) r.pair->post_recv(in[m].data(), bytes, recvs[m]);
+    drive(r, [&] { return !r.pair->busy(); });
+    for (int m = 0; m < kCount; ++m) {
+      ASSERT_TRUE(recvs[m].done()) << recvs[m].error();
+      EXPECT_EQ(first_wrong(in[m], m, 1 - rank), -1) << "message " << m;
+    }
+  }));
+}
+
+TEST_P(PairTest, SizeMismatchFailsBothEnds) {
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    Rank r = join(rank);
+    std::vector<uint8_t> buf(200);
+    Request a, b;
+    if (rank == 0) {
+      r.pair->post_recv(buf.data(), 200, a);
+      drive(r, [&] { return !a.pending(); });
+      ASSERT_TRUE(a.failed());
+      EXPECT_NE(a.error().find("100"), std::string::npos) << a.error();
+      EXPECT_NE(a.error().find("200"), std::string::npos) << a.error();
+      EXPECT_NE(a.error().find("rank 0"), std::string::npos) << a.error();
+      EXPECT_NE(a.error().find("rank 1"), std::string::npos) << a.error();
+      r.store->get("test/mismatch-seen", Clock::now() + seconds(20));
+    } else {
+      r.pair->post_send(buf.data(), 100, a);
+      r.pair->post_recv(buf.data(), 8, b);
+      drive(r, [&] { return !b.pending(); });
+      ASSERT_TRUE(b.failed());
+      EXPECT_NE(b.error().find("100"), std::string::npos) << b.error();
+      EXPECT_NE(b.error().find("200"), std::string::npos) << b.error();
+      r.store->set("test/mismatch-seen", {1});
+    }
+  }));
+}
+
+TEST_P(PairTest, PeerSigkilledMidTransfer) { lose_peer_mid_transfer(Exit::kSigkill); }
+TEST_P(PairTest, PeerExitsMidTransfer) { lose_peer_mid_transfer(Exit::kExit); }
+TEST_P(PairTest, PeerClosesPairMidTransfer) { lose_peer_mid_transfer(Exit::kClose); }
+
+INSTANTIATE_TEST_SUITE_P(Carriers, PairTest, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
+
+void PairTest::lose_peer_mid_transfer(Exit how) {
+  const size_t bytes = 64 * kMiB;
+  auto exits = run_ranks(2, [&](int rank) {
+    Rank r = join(rank);
+    std::vector<uint8_t> out(bytes, 1), in(bytes);
+    Request send, recv;
+    r.pair->post_recv(in.data(), bytes, recv);
+    if (rank == 1) {
+      // Take part for a moment, then vanish with the transfer half done.
+      auto until = Clock::now() + milliseconds(30);
+      while (Clock::now() < until) r.pair->progress();
+      if (how == Exit::kSigkill) ::raise(SIGKILL);
+      if (how == Exit::kExit) ::_exit(0);
+      r.pair.reset();
+      ::_exit(0);
+    }
+    r.pair->post_send(out.data(), bytes, send);
+    auto start = Clock::now();
+    try {
+      drive(
+          r, [] { return false; }, seconds(10));
+      ADD_FAILURE() << "no PeerLost";
+    } catch (const PeerLost& e) {
+      std::string what = e.what();
+      EXPECT_EQ(e.peer(), 1);
+      EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+      EXPECT_NE(what.find("rank 1"), std::string::npos) << what;
+      EXPECT_LT(Clock::now() - start, seconds(5));
+      EXPECT_TRUE(recv.failed());
+      EXPECT_TRUE(send.failed() || send.done());
+      // Later calls keep failing.
+      EXPECT_THROW(r.pair->progress(), PeerLost);
+    }
+  });
+  EXPECT_EQ(exits[0].code, 0);
+  EXPECT_FALSE(exits[0].signaled);
+}
+
+// Four ranks on a ring, each sending right and receiving from the left with
+// several slices in flight: more ranks than cores here, so it also checks
+// that waits give the core away instead of starving the peer.
+TEST_P(PairTest, RingOfFourOversubscribed) {
+  constexpr int n = 4;
+  constexpr int kIters = 40;
+  constexpr int kInFlight = 4;
+  const std::vector<size_t> sizes = {0, 8, 4096, kMiB + 1};
+  const std::string kind = GetParam();
+  expect_all_passed(run_ranks(n, [&](int rank) {
+    FileStore store(job_.dir);
+    CarrierOptions options{rank, n, job_.job_id, &store, ""};
+    auto carrier = kind == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    std::unique_ptr<Pair> to_right, from_left;
+    // Right first, then left: the order whose waits form a cycle.
+    for (int peer : {right, left}) {
+      auto pair = carrier->connect(peer, Clock::now() + seconds(20));
+      (peer == right ? to_right : from_left) = std::move(pair);
+    }
+    for (int it = 0; it < kIters; ++it) {
+      size_t bytes = sizes[it % sizes.size()];
+      std::vector<std::vector<uint8_t>> out, in;
+      std::vector<Request> sends(kInFlight), recvs(kInFlight);
+      for (int k = 0; k < kInFlight; ++k) {
+        out.push_back(make_message(bytes, it * kInFlight + k, rank));
+        in.emplace_back(bytes);
+        from_left->post_recv(in[k].data(), bytes, recvs[k]);
+        to_right->post_send(out[k].data(), bytes, sends[k]);
+      }
+      auto deadline = Clock::now() + seconds(30);
+      while (to_right->busy() || from_left->busy()) {
+        bool moved = to_right->progress();
+        moved |= from_left->progress();
+        if (!moved) carrier->wait_for_activity(std::chrono::microseconds(1000));
+        ASSERT_LT(Clock::now(), deadline);
+      }
+      for (int k = 0; k < kInFlight; ++k) {
+        ASSERT_TRUE(recvs[k].done()) << recvs[k].error();
+        ASSERT_EQ(first_wrong(in[k], it * kInFlight + k, left), -1) << "iteration " << it;
+      }
+    }
+    // Nobody leaves while a neighbour may still be waiting for its last slice.
+    store.set("test/ring-done/" + std::to_string(rank), {1});
+    for (int r = 0; r < n; ++r)
+      store.get("test/ring-done/" + std::to_string(r), Clock::now() + seconds(20));
+  }));
+}
+
+TEST_P(PairTest, ConnectTimesOutNamingThePeerAndCleansUp) {
+  FileStore store(job_.dir);
+  CarrierOptions options{0, 2, job_.job_id, &store, ""};
+  auto carrier = GetParam() == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+  try {
+    carrier->connect(1, Clock::now() + milliseconds(200));
+    ADD_FAILURE() << "no timeout";
+  } catch (const Timeout& e) {
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+  }
+}
+
+// The dialing side (higher rank) creates the shm channels: when the peer
+// exists but never connects, they must be gone after the Timeout.
+TEST_P(PairTest, DialerTimesOutWhenPeerNeverConnects) {
+  FileStore store(job_.dir);
+  CarrierOptions first{0, 2, job_.job_id, &store, ""};
+  CarrierOptions second{1, 2, job_.job_id, &store, ""};
+  bool tcp = GetParam() == "tcp";
+  auto idle = tcp ? make_tcp_carrier(first) : make_shm_carrier(first);
+  auto dialer = tcp ? make_tcp_carrier(second) : make_shm_carrier(second);
+  EXPECT_THROW(dialer->connect(0, Clock::now() + milliseconds(200)), Timeout);
+}
+
+// Connections that arrive while a rank waits for another peer are kept for
+// it, so connect() may be called in any order, even one with a cycle.
+TEST_P(PairTest, ConnectInAnyOrder) {
+  const std::string kind = GetParam();
+  expect_all_passed(run_ranks(3, [&](int rank) {
+    FileStore store(job_.dir);
+    CarrierOptions options{rank, 3, job_.job_id, &store, ""};
+    auto carrier = kind == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+    const std::vector<std::vector<int>> order = {{2, 1}, {0, 2}, {1, 0}};
+    std::vector<std::unique_ptr<Pair>> pairs(3);
+    for (int peer : order[rank]) pairs[peer] = carrier->connect(peer, Clock::now() + seconds(20));
+    // One message to each peer, rank number as content.
+    std::vector<int32_t> got(3, -1);
+    std::vector<Request> reqs(4);
+    int32_t me = rank;
+    int k = 0;
+    for (int peer : order[rank]) {
+      pairs[peer]->post_recv(&got[peer], sizeof(int32_t), reqs[k++]);
+      pairs[peer]->post_send(&me, sizeof me, reqs[k++]);
+    }
+    auto deadline = Clock::now() + seconds(20);
+    for (bool busy = true; busy;) {
+      busy = false;
+      for (int peer : order[rank]) {
+        pairs[peer]->progress();
+        busy |= pairs[peer]->busy();
+      }
+      if (busy) carrier->wait_for_activity(std::chrono::microseconds(1000));
+      ASSERT_LT(Clock::now(), deadline);
+    }
+    for (int peer : order[rank]) EXPECT_EQ(got[peer], peer);
+  }));
+}
+
+}  // namespace
+}  // namespace ringlet::transport::testing

@@ -1,0 +1,16 @@
+#include "store_wait.h"
+
+namespace ringlet::transport {
+
+std::vector<uint8_t> get_or_timeout(KeyValue& store, const std::string& key, Deadline deadline,
+                                    int self, int peer, const std::string& context) {
+  try {
+    return store.get(key, deadline);
+  } catch (const std::exception& e) {
+    if (Clock::now() < deadline) throw;  // a real store failure, not our deadline
+    throw Timeout(
+        peer, "rank " + std::to_string(self) + ": timed out " + context + " (" + e.what() + ")");
+  }
+}
+
+}  // namespace ringlet::transport
