@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ringlet::core {
@@ -52,7 +53,9 @@ struct Config {
 struct EnvVar {
   const char* name;
   const char* default_value;  // as a user would write it
-  const char* accepted;       // e.g. "auto|shm|tcp|ucx" or "integer >= 0"
+  // What a valid value looks like, completing the error's "expected ...":
+  // "one of auto|shm|tcp|ucx", "an integer >= 0 (bytes)".
+  const char* accepted;
   const char* meaning;
   std::function<void(const std::string& value, Config& config)> parse;
 };
@@ -64,5 +67,11 @@ Config load_config(const std::map<std::string, std::string>* env = nullptr);
 
 // The table as text, for `ringletrun --help-env`.
 std::string describe_env_table();
+
+// Strict number parsing, shared by the table and by launch detection: the whole
+// text must be the number (no blanks, no trailing junk), and out of range is
+// nullopt rather than a wrapped or clamped value.
+std::optional<int64_t> parse_int64(std::string_view text);
+std::optional<double> parse_double(std::string_view text);  // finite values only
 
 }  // namespace ringlet::core

@@ -2,12 +2,18 @@
 // which ranks exchange hostnames and transport addresses at start-up. Every
 // message carries an HMAC-SHA256 of its body under the job secret; the server
 // drops (and logs) anything unauthenticated, truncated or malformed, and is
-// never blocked by a client that stalls.
+// never blocked by a client that stalls. The wire format is in store_wire.h.
+//
+// The secret is RINGLET_SECRET: hex (as ringletrun generates it) is decoded,
+// any other text is used as it is. An empty secret still frames and checks
+// every message, under the empty key: that guards against garbage, not
+// against an attacker, so ringletrun always sets one.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +24,8 @@ namespace ringlet::core {
 class StoreServer {
  public:
   // Listens on `port` (0 = any free one) on all interfaces, serving from a
-  // background thread until destroyed.
+  // background thread until destroyed. Throws std::runtime_error if it cannot
+  // listen (the message names the port and the cause).
   StoreServer(uint16_t port, std::string secret);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
@@ -34,14 +41,21 @@ class StoreServer {
 
 class StoreClient : public transport::KeyValue {
  public:
-  // Connects to host:port, retrying until the deadline (the server may start later).
+  // Connects to host:port, retrying until the deadline (the server may start
+  // later); `rank` only names this client in errors. Every call but get() has a
+  // 30 s deadline. Failures throw transport::Timeout (a deadline passed) or
+  // std::runtime_error (the store was lost or refused us), naming the rank,
+  // the key and the store's address. Calls are serialized by a mutex.
   StoreClient(const std::string& host_port, std::string secret, int rank,
               transport::Deadline deadline);
   ~StoreClient() override;
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, transport::Deadline deadline) override;
-  // Atomically adds `delta` to the integer stored at key; returns the new value.
+  // The value if the key is set now, else nullopt; never waits for a set.
+  std::optional<std::vector<uint8_t>> try_get(const std::string& key);
+  // Atomically adds `delta` to the integer stored at key (decimal text; a
+  // missing key counts as 0); returns the new value.
   int64_t add(const std::string& key, int64_t delta);
   // Every rank of `size` calls barrier(name) once; returns when all have.
   void barrier(const std::string& name, int size, transport::Deadline deadline);

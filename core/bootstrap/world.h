@@ -27,8 +27,14 @@ struct World {
   bool single_host() const { return cross_size == 1; }
 };
 
-// Exchanges hostnames through the store and derives the rest. Checks them
-// against the launcher's hints and fails naming the variable on disagreement.
+// Exchanges hostnames through the store and derives the rest. A rank's host
+// is gethostname(), or RINGLET_HOSTNAME where set (tests use it to simulate
+// several hosts on one machine). Checks the result against the launcher's
+// local hints and fails naming the variable on disagreement.
 World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadline deadline);
+
+// The pure part of build_world: everything that follows from each rank's
+// hostname (job_id left empty).
+World derive_world(int rank, const std::vector<std::string>& hostnames);
 
 }  // namespace ringlet::core

@@ -1,0 +1,38 @@
+// HMAC-SHA256 under the job secret, for the rendezvous store's messages.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringlet::core::bootstrap {
+
+using Digest = std::array<uint8_t, 32>;
+
+// The key bytes of a RINGLET_SECRET value: hex-decoded when it is an even-length
+// hex string (what ringletrun generates), else the text's own bytes, so every
+// rank of a job derives the same key from the same variable.
+std::vector<uint8_t> secret_key(std::string_view secret);
+
+class Hmac {
+ public:
+  // An empty key is allowed (HMAC pads every key to the block size with zeros,
+  // so it equals the one-byte key 0x00): jobs started without a secret still
+  // talk, they just are not authenticated. ringletrun always sets a secret.
+  explicit Hmac(std::vector<uint8_t> key);
+
+  // The MAC of the concatenation of `parts`.
+  Digest compute(std::initializer_list<std::span<const uint8_t>> parts) const;
+
+  // Constant-time comparison, so a forger learns nothing from timing.
+  static bool equal(std::span<const uint8_t> a, std::span<const uint8_t> b);
+
+ private:
+  std::vector<uint8_t> key_;
+};
+
+}  // namespace ringlet::core::bootstrap

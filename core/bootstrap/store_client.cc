@@ -1,0 +1,288 @@
+// The rendezvous store's client: one blocking request/reply at a time over one
+// TCP connection, every wait bounded by poll() against a deadline. After a
+// timeout the connection is out of step with the server (a late reply may
+// still come), so it is closed and the next call reconnects.
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/bootstrap/fd.h"
+#include "core/bootstrap/store.h"
+#include "core/bootstrap/store_wire.h"
+
+namespace ringlet::core {
+
+using bootstrap::Hmac;
+using bootstrap::UniqueFd;
+using transport::Clock;
+using transport::Deadline;
+namespace wire = bootstrap::wire;
+
+namespace {
+
+constexpr std::chrono::seconds kDefaultTimeout{30};
+
+// Milliseconds until the deadline for poll(): -1 forever, 0 when already past.
+int poll_ms(Deadline deadline) {
+  if (deadline == Deadline::max()) return -1;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0) return 0;
+  return left.count() > INT_MAX ? INT_MAX : static_cast<int>(left.count());
+}
+
+std::string seconds_text(std::chrono::nanoseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+// "host:port" or "[v6]:port".
+std::pair<std::string, std::string> split_host_port(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) {
+    throw std::invalid_argument("ringlet store: address '" + address +
+                                "' is not host:port (RINGLET_RENDEZVOUS)");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, address.substr(colon + 1)};
+}
+
+// One attempt to connect to any address of host:port, within `deadline`.
+UniqueFd try_connect(const std::string& host, const std::string& port, Deadline deadline,
+                     std::string& why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list); rc != 0) {
+    why = std::string("cannot resolve: ") + gai_strerror(rc);
+    return {};
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(list, freeaddrinfo);
+  for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                         a->ai_protocol));
+    if (!fd) continue;
+    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      why = std::strerror(errno);
+      continue;
+    }
+    pollfd p{fd.get(), POLLOUT, 0};
+    if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
+      why = "connect timed out";
+      continue;
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      why = std::strerror(err);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+  }
+  return {};
+}
+
+}  // namespace
+
+struct StoreClient::Impl {
+  Impl(const std::string& address, const std::string& secret, int rank)
+      : address(address), rank(rank), hmac(bootstrap::secret_key(secret)) {
+    std::tie(host, port) = split_host_port(address);
+  }
+
+  std::string who() const { return "rank " + std::to_string(rank); }
+  std::string where() const { return "the rendezvous store at " + address + " (rank 0)"; }
+
+  void connect(Deadline deadline);
+  wire::Frame call(wire::Op op, std::span<const uint8_t> payload, Deadline deadline,
+                   const std::string& what);
+  [[noreturn]] void lost(const std::string& what, const std::string& detail);
+
+  std::string address, host, port;
+  int rank;
+  Hmac hmac;
+  std::mutex mutex;  // one request at a time on the connection
+  UniqueFd fd;
+  wire::Channel out, in;
+  std::vector<uint8_t> rx;
+};
+
+void StoreClient::Impl::connect(Deadline deadline) {
+  const auto start = Clock::now();
+  std::string why = "not tried";
+  for (;;) {
+    // Each attempt gets at most a second, so a lost SYN does not eat the whole deadline.
+    fd = try_connect(host, port, std::min(deadline, Clock::now() + std::chrono::seconds(1)), why);
+    if (fd) break;
+    if (Clock::now() >= deadline) {
+      throw transport::Timeout(0, who() + ": could not reach " + where() + " within " +
+                                      seconds_text(Clock::now() - start) + ": " + why);
+    }
+    // The server may simply not be up yet: retry a little later.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The hello carries this connection's nonce.
+  rx.clear();
+  while (rx.size() < wire::kHelloBytes) {
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
+      fd.reset();
+      throw transport::Timeout(0, who() + ": " + where() + " accepted but sent no greeting");
+    }
+    uint8_t buf[64];
+    ssize_t n = ::recv(fd.get(), buf, wire::kHelloBytes - rx.size(), 0);
+    if (n <= 0) {
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      fd.reset();
+      throw std::runtime_error(who() + ": lost " + where() + " during the greeting");
+    }
+    rx.insert(rx.end(), buf, buf + n);
+  }
+  if (!std::equal(wire::kMagic.begin(), wire::kMagic.end(), rx.begin())) {
+    fd.reset();
+    throw std::runtime_error(who() + ": " + where() + " did not greet as a Ringlet store");
+  }
+  wire::Nonce nonce;
+  std::copy(rx.begin() + wire::kMagic.size(), rx.begin() + wire::kHelloBytes, nonce.begin());
+  rx.clear();
+  out = {&hmac, nonce, wire::Direction::kToServer, 0};
+  in = {&hmac, nonce, wire::Direction::kToClient, 0};
+}
+
+void StoreClient::Impl::lost(const std::string& what, const std::string& detail) {
+  fd.reset();
+  throw std::runtime_error(who() + ": lost " + where() + " during " + what + detail);
+}
+
+wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payload,
+                                    Deadline deadline, const std::string& what) {
+  if (!fd) connect(deadline);
+  const auto frame = wire::encode(out, op, payload);
+  for (size_t sent = 0; sent < frame.size();) {
+    pollfd p{fd.get(), POLLOUT, 0};
+    if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
+      fd.reset();
+      throw transport::Timeout(0, who() + ": timed out sending " + what + " to " + where());
+    }
+    ssize_t n = ::send(fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) lost(what, std::string(" (") + std::strerror(errno) + ")");
+    sent += static_cast<size_t>(n);
+  }
+  const auto start = Clock::now();
+  for (;;) {
+    wire::Decoded d = wire::decode(in, rx, /*accept_refusal=*/true);
+    if (d.status == wire::Status::kBad) {
+      lost(what, ": its reply failed authentication (" + d.why + ")");
+    }
+    if (d.status == wire::Status::kFrame) {
+      rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(d.consumed));
+      if (d.frame.op == wire::Op::kRefused) {
+        fd.reset();
+        throw std::runtime_error(
+            who() + ": " + where() + " refused " + what + ": " +
+            std::string(d.frame.payload.begin(), d.frame.payload.end()) +
+            " (is RINGLET_SECRET the same on every rank?)");
+      }
+      if (d.frame.op == wire::Op::kError) {
+        throw std::runtime_error(who() + ": " + where() + " could not do " + what + ": " +
+                                 std::string(d.frame.payload.begin(), d.frame.payload.end()));
+      }
+      return std::move(d.frame);
+    }
+    pollfd p{fd.get(), POLLIN, 0};
+    const int ready = ::poll(&p, 1, poll_ms(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      fd.reset();  // a late reply would arrive out of step; start afresh next call
+      throw transport::Timeout(0, who() + ": timed out after " +
+                                      seconds_text(Clock::now() - start) + " waiting for " +
+                                      what + " from " + where());
+    }
+    uint8_t buf[64 * 1024];
+    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n == 0) lost(what, " (the connection closed)");
+    if (n < 0) lost(what, std::string(" (") + std::strerror(errno) + ")");
+    rx.insert(rx.end(), buf, buf + n);
+  }
+}
+
+StoreClient::StoreClient(const std::string& host_port, std::string secret, int rank,
+                         Deadline deadline)
+    : impl_(std::make_unique<Impl>(host_port, secret, rank)) {
+  impl_->connect(deadline);
+}
+
+StoreClient::~StoreClient() = default;
+
+void StoreClient::set(const std::string& key, const std::vector<uint8_t>& value) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->call(wire::Op::kSet, wire::key_payload(key, value), Clock::now() + kDefaultTimeout,
+              "set of key '" + key + "'");
+}
+
+std::vector<uint8_t> StoreClient::get(const std::string& key, Deadline deadline) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->call(wire::Op::kGet, wire::key_payload(key), deadline, "key '" + key + "'")
+      .payload;
+}
+
+std::optional<std::vector<uint8_t>> StoreClient::try_get(const std::string& key) {
+  std::lock_guard lock(impl_->mutex);
+  auto reply = impl_->call(wire::Op::kTryGet, wire::key_payload(key),
+                           Clock::now() + kDefaultTimeout, "look-up of key '" + key + "'");
+  if (reply.payload.empty() || reply.payload[0] == 0) return std::nullopt;
+  return std::vector<uint8_t>(reply.payload.begin() + 1, reply.payload.end());
+}
+
+int64_t StoreClient::add(const std::string& key, int64_t delta) {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<uint8_t> d;
+  wire::put_u64(d, static_cast<uint64_t>(delta));
+  auto reply = impl_->call(wire::Op::kAdd, wire::key_payload(key, d),
+                           Clock::now() + kDefaultTimeout, "add to key '" + key + "'");
+  if (reply.payload.size() != 8) {
+    throw std::runtime_error(impl_->who() + ": " + impl_->where() +
+                             " answered add to key '" + key + "' with a malformed value");
+  }
+  return static_cast<int64_t>(wire::get_u64(reply.payload.data()));
+}
+
+// Each rank counts itself in; the last one to arrive opens the gate that the
+// others wait on. Names are single-use, as the header says.
+void StoreClient::barrier(const std::string& name, int size, Deadline deadline) {
+  const std::string count = "barrier/" + name + "/arrived";
+  const std::string gate = "barrier/" + name + "/open";
+  if (add(count, 1) == size) set(gate, {1});
+  try {
+    get(gate, deadline);
+  } catch (const transport::Timeout&) {
+    std::string arrived = "?";
+    try {
+      arrived = std::to_string(add(count, 0));
+    } catch (const std::exception&) {
+      // Best effort: the count only improves the message.
+    }
+    throw transport::Timeout(0, impl_->who() + ": barrier '" + name + "' timed out with " +
+                                    arrived + " of " + std::to_string(size) +
+                                    " ranks arrived at " + impl_->where());
+  }
+}
+
+}  // namespace ringlet::core

@@ -1,0 +1,369 @@
+// The rendezvous store's server: one thread, one poll() over the listener and
+// every client, all sockets non-blocking, one input and one output buffer per
+// connection. Nothing a client does (stall mid-frame, never read its replies,
+// send garbage) can block the loop: a bad frame drops that connection only.
+//
+// A GET for a missing key parks the connection in `waiters` and is answered
+// when a SET or ADD creates the key; the client enforces its own deadline and
+// closes the connection if it gives up, which removes it here.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "core/bootstrap/fd.h"
+#include "core/bootstrap/store.h"
+#include "core/bootstrap/store_wire.h"
+#include "core/config.h"
+
+namespace ringlet::core {
+
+using bootstrap::Hmac;
+using bootstrap::UniqueFd;
+namespace wire = bootstrap::wire;
+
+namespace {
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+std::string peer_name(const sockaddr_storage& addr, socklen_t len) {
+  char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+  getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof host, port, sizeof port,
+              NI_NUMERICHOST | NI_NUMERICSERV);
+  return std::string(host) + ":" + port;
+}
+
+// All interfaces, IPv6 dual-stack where the kernel has IPv6, else IPv4.
+UniqueFd listen_on(uint16_t port) {
+  for (int family : {AF_INET6, AF_INET}) {
+    UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) continue;
+    int one = 1, zero = 0;
+    // Rank 0 of the next job may reuse the port while this one's sockets linger in TIME_WAIT.
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    if (family == AF_INET6) {
+      setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+      a->sin6_family = AF_INET6;
+      a->sin6_addr = in6addr_any;
+      a->sin6_port = htons(port);
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+      a->sin_family = AF_INET;
+      a->sin_addr.s_addr = htonl(INADDR_ANY);
+      a->sin_port = htons(port);
+      len = sizeof *a;
+    }
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+      if (family == AF_INET6 && errno != EADDRINUSE) continue;
+      throw std::runtime_error("ringlet store: cannot listen on port " + std::to_string(port) +
+                               ": " + errno_text("bind"));
+    }
+    if (::listen(fd.get(), 1024) != 0) {
+      throw std::runtime_error("ringlet store: " + errno_text("listen"));
+    }
+    return fd;
+  }
+  throw std::runtime_error("ringlet store: " + errno_text("socket"));
+}
+
+struct Connection {
+  UniqueFd fd;
+  std::string peer;
+  wire::Channel in;   // client -> server
+  wire::Channel out;  // server -> client
+  std::vector<uint8_t> rx;
+  std::vector<uint8_t> tx;
+  size_t tx_sent = 0;
+};
+
+}  // namespace
+
+struct StoreServer::Impl {
+  Impl(uint16_t port, const std::string& secret)
+      : hmac(bootstrap::secret_key(secret)), listener(listen_on(port)) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    bound_port = ntohs(addr.ss_family == AF_INET6
+                           ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                           : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    wake = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!wake) throw std::runtime_error("ringlet store: " + errno_text("eventfd"));
+  }
+
+  void run(std::stop_token stop);
+  void accept_all();
+  void on_readable(uint64_t id);
+  void handle(uint64_t id, wire::Frame frame);
+  void reply(uint64_t id, wire::Op op, std::span<const uint8_t> payload);
+  void flush(uint64_t id);
+  void refuse(uint64_t id, const std::string& why);
+  void drop(uint64_t id) { conns.erase(id); }
+  void stored(const std::string& key);
+
+  Hmac hmac;
+  UniqueFd listener;
+  UniqueFd wake;  // written by the destructor to end poll()
+  uint16_t bound_port = 0;
+  std::atomic<uint64_t> refused{0};
+  std::mt19937_64 rng{std::random_device{}()};
+
+  // Owned by the server thread alone.
+  std::map<std::string, std::vector<uint8_t>> data;
+  std::map<std::string, std::vector<uint64_t>> waiters;  // key -> connection ids
+  std::map<uint64_t, Connection> conns;
+  uint64_t next_id = 1;
+
+  std::jthread thread;  // last member: starts after the rest exists
+};
+
+void StoreServer::Impl::run(std::stop_token stop) {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  while (!stop.stop_requested()) {
+    fds.clear();
+    ids.clear();
+    fds.push_back({wake.get(), POLLIN, 0});
+    fds.push_back({listener.get(), POLLIN, 0});
+    for (auto& [id, c] : conns) {
+      short events = POLLIN;
+      if (c.tx_sent < c.tx.size()) events |= POLLOUT;
+      fds.push_back({c.fd.get(), events, 0});
+      ids.push_back(id);
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      std::cerr << "ringlet store: poll failed, the store stops serving: " << std::strerror(errno)
+                << std::endl;
+      return;
+    }
+    if (fds[0].revents) break;
+    if (fds[1].revents & POLLIN) accept_all();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const short ev = fds[i + 2].revents;
+      if (ev == 0 || !conns.contains(ids[i])) continue;
+      if (ev & POLLOUT) flush(ids[i]);
+      if (conns.contains(ids[i]) && (ev & (POLLIN | POLLHUP | POLLERR))) on_readable(ids[i]);
+    }
+  }
+}
+
+void StoreServer::Impl::accept_all() {
+  for (;;) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int raw = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+                        SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (raw < 0) return;  // EAGAIN, or a connection that died before we took it
+    int one = 1;
+    setsockopt(raw, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const uint64_t id = next_id++;
+    Connection& c = conns[id];
+    c.fd = UniqueFd(raw);
+    c.peer = peer_name(addr, len);
+    for (auto& b : c.in.nonce) b = static_cast<uint8_t>(rng());
+    c.in.hmac = c.out.hmac = &hmac;
+    c.out.nonce = c.in.nonce;
+    c.in.direction = wire::Direction::kToServer;
+    c.out.direction = wire::Direction::kToClient;
+    c.tx.assign(wire::kMagic.begin(), wire::kMagic.end());
+    c.tx.insert(c.tx.end(), c.in.nonce.begin(), c.in.nonce.end());
+    flush(id);
+  }
+}
+
+void StoreServer::Impl::on_readable(uint64_t id) {
+  Connection& c = conns.at(id);
+  uint8_t chunk[64 * 1024];
+  // A client that floods must not starve the others: take at most 1 MiB per
+  // wake-up; poll() reports the rest next time round.
+  for (size_t taken = 0; taken < (1u << 20);) {
+    ssize_t n = ::recv(c.fd.get(), chunk, sizeof chunk, 0);
+    if (n > 0) {
+      c.rx.insert(c.rx.end(), chunk, chunk + n);
+      taken += static_cast<size_t>(n);
+      // Refuse a too-long length now rather than after buffering it.
+      if (c.rx.size() >= wire::kHeaderBytes && wire::get_u32(c.rx.data()) > wire::kMaxPayload) {
+        break;
+      }
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR) continue;
+    // EOF or reset: a clean goodbye unless it cut a frame short.
+    if (!c.rx.empty()) {
+      refuse(id, "connection closed inside a frame (" + std::to_string(c.rx.size()) +
+                     " bytes of it arrived)");
+    } else {
+      drop(id);
+    }
+    return;
+  }
+  size_t offset = 0;
+  while (conns.contains(id)) {
+    Connection& cc = conns.at(id);
+    wire::Decoded d = wire::decode(cc.in, std::span(cc.rx).subspan(offset));
+    if (d.status == wire::Status::kNeedMore) break;
+    if (d.status == wire::Status::kBad) {
+      refuse(id, d.why);
+      return;
+    }
+    offset += d.consumed;
+    handle(id, std::move(d.frame));
+  }
+  if (conns.contains(id)) {
+    auto& rx = conns.at(id).rx;
+    rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(offset));
+  }
+}
+
+void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
+  std::string key;
+  std::span<const uint8_t> rest;
+  const bool known =
+      frame.op == wire::Op::kSet || frame.op == wire::Op::kGet || frame.op == wire::Op::kAdd ||
+      frame.op == wire::Op::kTryGet;
+  if (!known) {
+    refuse(id, "unknown op " + std::to_string(static_cast<int>(frame.op)));
+    return;
+  }
+  if (!wire::split_key(frame.payload, key, rest)) {
+    refuse(id, "malformed key in the payload");
+    return;
+  }
+  switch (frame.op) {
+    case wire::Op::kSet:
+      data[key].assign(rest.begin(), rest.end());
+      reply(id, wire::Op::kOk, {});
+      stored(key);
+      return;
+    case wire::Op::kGet:
+      if (auto it = data.find(key); it != data.end()) {
+        reply(id, wire::Op::kOk, it->second);
+      } else {
+        waiters[key].push_back(id);
+      }
+      return;
+    case wire::Op::kTryGet: {
+      auto it = data.find(key);
+      std::vector<uint8_t> out(1 + (it != data.end() ? it->second.size() : 0));
+      if (it != data.end()) {
+        out[0] = 1;
+        std::copy(it->second.begin(), it->second.end(), out.begin() + 1);
+      }
+      reply(id, wire::Op::kOk, out);
+      return;
+    }
+    case wire::Op::kAdd: {
+      if (rest.size() != 8) {
+        refuse(id, "ADD of '" + key + "' carries " + std::to_string(rest.size()) +
+                       " bytes of delta, not 8");
+        return;
+      }
+      int64_t value = 0;
+      if (auto it = data.find(key); it != data.end()) {
+        const auto parsed = parse_int64(std::string(it->second.begin(), it->second.end()));
+        if (!parsed) {
+          const std::string why = "ADD to key '" + key + "', which holds a non-integer value";
+          reply(id, wire::Op::kError, std::span(reinterpret_cast<const uint8_t*>(why.data()),
+                                                why.size()));
+          return;
+        }
+        value = *parsed;
+      }
+      value += static_cast<int64_t>(wire::get_u64(rest.data()));
+      const std::string text = std::to_string(value);
+      data[key].assign(text.begin(), text.end());
+      std::vector<uint8_t> out;
+      wire::put_u64(out, static_cast<uint64_t>(value));
+      reply(id, wire::Op::kOk, out);
+      stored(key);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void StoreServer::Impl::stored(const std::string& key) {
+  auto it = waiters.find(key);
+  if (it == waiters.end()) return;
+  const std::vector<uint64_t> ids = std::move(it->second);
+  waiters.erase(it);
+  const std::vector<uint8_t>& value = data.at(key);
+  for (uint64_t waiter : ids) {
+    if (conns.contains(waiter)) reply(waiter, wire::Op::kOk, value);
+  }
+}
+
+void StoreServer::Impl::reply(uint64_t id, wire::Op op, std::span<const uint8_t> payload) {
+  Connection& c = conns.at(id);
+  const auto frame = wire::encode(c.out, op, payload);
+  c.tx.insert(c.tx.end(), frame.begin(), frame.end());
+  flush(id);
+}
+
+void StoreServer::Impl::flush(uint64_t id) {
+  Connection& c = conns.at(id);
+  while (c.tx_sent < c.tx.size()) {
+    ssize_t n = ::send(c.fd.get(), c.tx.data() + c.tx_sent, c.tx.size() - c.tx_sent,
+                       MSG_NOSIGNAL);
+    if (n > 0) {
+      c.tx_sent += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return;  // poll() reports POLLOUT when there is room again
+    } else {
+      drop(id);  // the client went away; its reads will say so
+      return;
+    }
+  }
+  c.tx.clear();
+  c.tx_sent = 0;
+}
+
+void StoreServer::Impl::refuse(uint64_t id, const std::string& why) {
+  Connection& c = conns.at(id);
+  ++refused;
+  std::cerr << "ringlet store: refused message from " << c.peer << ": " << why << std::endl;
+  // Tell the client why, best effort: one non-blocking send, then close.
+  const auto note = wire::encode_refusal(why);
+  [[maybe_unused]] ssize_t n = ::send(c.fd.get(), note.data(), note.size(), MSG_NOSIGNAL);
+  drop(id);
+}
+
+StoreServer::StoreServer(uint16_t port, std::string secret)
+    : impl_(std::make_unique<Impl>(port, secret)) {
+  impl_->thread = std::jthread([impl = impl_.get()](std::stop_token stop) { impl->run(stop); });
+}
+
+StoreServer::~StoreServer() {
+  impl_->thread.request_stop();
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(impl_->wake.get(), &one, sizeof one);
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+uint16_t StoreServer::port() const { return impl_->bound_port; }
+
+uint64_t StoreServer::refused() const { return impl_->refused.load(); }
+
+}  // namespace ringlet::core

@@ -1,0 +1,145 @@
+// The world from hostnames: every rank publishes its host under
+// "world/host/<rank>" and reads everyone's. Hosts are numbered by their lowest
+// rank, so every rank derives the same numbering without another round trip.
+//
+// RINGLET_HOSTNAME overrides gethostname(): tests use it to pretend that ranks
+// of one machine live on several hosts.
+#include "core/bootstrap/world.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <map>
+
+#include "core/config.h"
+
+namespace ringlet::core {
+namespace {
+
+std::string this_host() {
+  if (const char* fake = std::getenv("RINGLET_HOSTNAME"); fake != nullptr && *fake != '\0') {
+    return fake;
+  }
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+// The variable names behind a launcher's local hints, for error messages.
+std::pair<std::string, std::string> local_names(const std::string& launcher) {
+  if (launcher == "ringletrun") return {"RINGLET_LOCAL_RANK", "RINGLET_LOCAL_SIZE"};
+  if (launcher == "horovod") return {"HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"};
+  if (launcher == "mpirun") return {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+  if (launcher == "slurm") return {"SLURM_LOCALID", "(none)"};
+  return {"local rank", "local size"};
+}
+
+}  // namespace
+
+World derive_world(int rank, const std::vector<std::string>& hostnames) {
+  World w;
+  w.rank = rank;
+  w.size = static_cast<int>(hostnames.size());
+  w.hostnames = hostnames;
+  w.host_of.assign(hostnames.size(), -1);
+  std::map<std::string, int> index;  // hostname -> host index
+  for (int r = 0; r < w.size; ++r) {
+    auto [it, fresh] = index.emplace(hostnames[r], static_cast<int>(w.ranks_on_host.size()));
+    if (fresh) w.ranks_on_host.emplace_back();
+    w.host_of[r] = it->second;
+    w.ranks_on_host[it->second].push_back(r);  // ascending: r ascends
+  }
+  w.cross_size = static_cast<int>(w.ranks_on_host.size());
+  w.cross_rank = w.host_of[rank];
+  const auto& mine = w.ranks_on_host[w.cross_rank];
+  w.local_size = static_cast<int>(mine.size());
+  w.local_rank = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+  for (const auto& host : w.ranks_on_host) w.ring.insert(w.ring.end(), host.begin(), host.end());
+  return w;
+}
+
+namespace {
+
+// Rank 0 gathers the hostnames and publishes them as one value, so the store
+// answers 2N requests rather than N^2 (which matters at thousands of ranks).
+std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std::string& host,
+                                            StoreClient& store, transport::Deadline deadline) {
+  const std::string me = "rank " + std::to_string(launch.rank);
+  store.set("world/host/" + std::to_string(launch.rank), {host.begin(), host.end()});
+  store.add("world/joined", 1);
+  std::vector<std::string> hostnames(launch.size);
+  if (launch.rank == 0) {
+    std::string all;
+    for (int r = 0; r < launch.size; ++r) {
+      try {
+        const auto value = store.get("world/host/" + std::to_string(r), deadline);
+        hostnames[r].assign(value.begin(), value.end());
+      } catch (const transport::Timeout& e) {
+        throw transport::Timeout(r, me + ": rank " + std::to_string(r) +
+                                        " did not join the rendezvous in time: " + e.what());
+      }
+      all += hostnames[r] + '\n';
+    }
+    store.set("world/hosts", {all.begin(), all.end()});
+    return hostnames;
+  }
+  std::vector<uint8_t> all;
+  try {
+    all = store.get("world/hosts", deadline);
+  } catch (const transport::Timeout& e) {
+    std::string joined = "?";
+    try {
+      joined = std::to_string(store.add("world/joined", 0));
+    } catch (const std::exception&) {
+      // Best effort: the count only sharpens the message.
+    }
+    throw transport::Timeout(0, me + ": the world did not form in time: " + joined + " of " +
+                                    std::to_string(launch.size) +
+                                    " ranks joined the rendezvous (" + e.what() + ")");
+  }
+  size_t r = 0;
+  for (uint8_t c : all) {
+    if (c == '\n') {
+      ++r;
+    } else if (r < hostnames.size()) {
+      hostnames[r].push_back(static_cast<char>(c));
+    }
+  }
+  if (r != hostnames.size()) {
+    throw std::runtime_error(me + ": rank 0 published " + std::to_string(r) +
+                             " hostnames for a world of " + std::to_string(launch.size));
+  }
+  return hostnames;
+}
+
+}  // namespace
+
+World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadline deadline) {
+  const std::string host = this_host();
+  if (host.find('\n') != std::string::npos) {
+    throw ConfigError("rank " + std::to_string(launch.rank) +
+                      ": RINGLET_HOSTNAME must not contain a newline");
+  }
+  const std::vector<std::string> hostnames = exchange_hostnames(launch, host, store, deadline);
+  World w = derive_world(launch.rank, hostnames);
+  w.job_id = launch.job_id;
+
+  // The launcher's local hints must agree with what the hostnames say; if
+  // they do not, shared-memory segments and device choices would collide.
+  const auto [rank_var, size_var] = local_names(launch.launcher);
+  if (launch.local_size && *launch.local_size != w.local_size) {
+    throw ConfigError("rank " + std::to_string(w.rank) + ": " + size_var + "=" +
+                      std::to_string(*launch.local_size) + " but " + std::to_string(w.local_size) +
+                      " ranks report host '" + host + "'");
+  }
+  if (launch.local_rank && *launch.local_rank != w.local_rank) {
+    throw ConfigError("rank " + std::to_string(w.rank) + ": " + rank_var + "=" +
+                      std::to_string(*launch.local_rank) + " but this rank is number " +
+                      std::to_string(w.local_rank) + " (by global rank) of host '" + host + "'");
+  }
+  return w;
+}
+
+}  // namespace ringlet::core

@@ -1,0 +1,287 @@
+// The environment table: one row per variable. Rows are built from a few typed
+// helpers so that every variable reports a bad value the same way:
+//   NAME='value' is not valid: expected <accepted>
+#include "core/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+extern char** environ;
+
+namespace ringlet::core {
+
+std::optional<int64_t> parse_int64(std::string_view text) {
+  // from_chars accepts a leading '-' but not '+'; accept '+' too, as strtol would.
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty() || text.front() == '+') return std::nullopt;
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parse_double(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty() || text.front() == '+') return std::nullopt;
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value, std::chars_format::general);
+  if (ec != std::errc() || ptr != end || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+namespace {
+
+// A row's typed parser: returns false when the value is not acceptable; the
+// wrapper in row() turns that into the one error format.
+using Setter = std::function<bool(const std::string& value, Config& config)>;
+
+EnvVar row(const char* name, const char* default_value, const char* accepted,
+           const char* meaning, Setter set) {
+  auto parse = [name, accepted, set = std::move(set)](const std::string& value, Config& config) {
+    if (!set(value, config)) {
+      throw ConfigError(std::string(name) + "='" + value + "' is not valid: expected " + accepted);
+    }
+  };
+  return EnvVar{name, default_value, accepted, meaning, std::move(parse)};
+}
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return s;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Enumerations compare case-insensitively: Horovod users write both "MPI" and "mpi".
+template <typename E>
+Setter choice(std::vector<std::pair<const char*, E>> names, E Config::*field) {
+  return [names = std::move(names), field](const std::string& value, Config& config) {
+    for (const auto& [text, e] : names) {
+      if (lower(value) == lower(text)) {
+        config.*field = e;
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
+template <typename T>
+Setter integer(T Config::*field, int64_t min) {
+  return [field, min](const std::string& value, Config& config) {
+    auto v = parse_int64(value);
+    if (!v || *v < min || *v > static_cast<int64_t>(std::numeric_limits<T>::max())) return false;
+    config.*field = static_cast<T>(*v);
+    return true;
+  };
+}
+
+Setter boolean(bool Config::*field) {
+  return [field](const std::string& value, Config& config) {
+    const std::string v = lower(value);
+    if (v == "1" || v == "true") {
+      config.*field = true;
+    } else if (v == "0" || v == "false") {
+      config.*field = false;
+    } else {
+      return false;
+    }
+    return true;
+  };
+}
+
+Setter text(std::string Config::*field) {
+  return [field](const std::string& value, Config& config) {
+    config.*field = value;
+    return true;
+  };
+}
+
+// Seconds (fractional allowed) stored as milliseconds, rounded up so that a
+// tiny positive timeout never becomes zero. The cap keeps the chrono
+// arithmetic of deadlines far from overflow.
+Setter seconds(std::chrono::milliseconds Config::*field) {
+  return [field](const std::string& value, Config& config) {
+    auto v = parse_double(value);
+    if (!v || *v <= 0 || *v > 1e9) return false;
+    config.*field = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*v * 1000.0)));
+    return true;
+  };
+}
+
+// A byte count with an optional binary K/M/G suffix ("16M" = 16 MiB), > 0.
+Setter byte_size(size_t Config::*field) {
+  return [field](const std::string& value, Config& config) {
+    std::string digits = value;
+    int64_t unit = 1;
+    if (!digits.empty()) {
+      switch (std::toupper(static_cast<unsigned char>(digits.back()))) {
+        case 'K': unit = int64_t{1} << 10; break;
+        case 'M': unit = int64_t{1} << 20; break;
+        case 'G': unit = int64_t{1} << 30; break;
+        default: break;
+      }
+      if (unit != 1) digits.pop_back();
+    }
+    auto v = parse_int64(digits);
+    if (!v || *v <= 0 || *v > std::numeric_limits<int64_t>::max() / unit) return false;
+    config.*field = static_cast<size_t>(*v * unit);
+    return true;
+  };
+}
+
+std::vector<EnvVar> build_table() {
+  std::vector<EnvVar> t;
+  t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx",
+                  "carrier between ranks; auto = shm within a host, UCX or TCP across",
+                  choice<TransportKind>({{"auto", TransportKind::kAuto},
+                                         {"shm", TransportKind::kShm},
+                                         {"tcp", TransportKind::kTcp},
+                                         {"ucx", TransportKind::kUcx}},
+                                        &Config::transport)));
+  t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case)",
+                  "backend for host-memory collectives",
+                  choice<CpuOperations>({{"RING", CpuOperations::kRing},
+                                         {"MPI", CpuOperations::kMpi}},
+                                        &Config::cpu_operations)));
+  t.push_back(row("HOROVOD_GPU_OPERATIONS", "NCCL", "one of NCCL|RING|MPI (any case)",
+                  "backend for GPU-memory collectives",
+                  choice<GpuOperations>({{"NCCL", GpuOperations::kNccl},
+                                         {"RING", GpuOperations::kRing},
+                                         {"MPI", GpuOperations::kMpi}},
+                                        &Config::gpu_operations)));
+  t.push_back(row("RINGLET_ALGORITHM", "auto", "one of auto|ring|direct|onestep",
+                  "force one collective algorithm; auto follows the algorithm table",
+                  choice<AlgorithmChoice>({{"auto", AlgorithmChoice::kAuto},
+                                           {"ring", AlgorithmChoice::kRing},
+                                           {"direct", AlgorithmChoice::kDirect},
+                                           {"onestep", AlgorithmChoice::kOneStep}},
+                                          &Config::algorithm)));
+  t.push_back(row("RINGLET_TIMEOUT_SECONDS", "30", "a number of seconds > 0 (fractions allowed)",
+                  "how long any wait on a peer may last before it is an error",
+                  seconds(&Config::timeout)));
+  t.push_back(row("RINGLET_START_TIMEOUT_SECONDS", "30",
+                  "a number of seconds > 0 (fractions allowed)",
+                  "how long rendezvous at start-up may take", seconds(&Config::start_timeout)));
+  t.push_back(row("RINGLET_NETWORK_INTERFACE", "", "an interface name, e.g. eth0",
+                  "interface TCP listens on; empty = any", text(&Config::network_interface)));
+  t.push_back(row("HOROVOD_FUSION_THRESHOLD", "134217728", "an integer >= 0 (bytes)",
+                  "largest fusion buffer; 0 disables fusion",
+                  integer(&Config::fusion_threshold, 0)));
+  t.push_back(row("HOROVOD_CYCLE_TIME", "1", "a number of milliseconds > 0 (fractions allowed)",
+                  "longest the background loop holds ready tensors back to fuse them",
+                  [](const std::string& value, Config& config) {
+                    auto v = parse_double(value);
+                    if (!v || *v <= 0) return false;
+                    config.cycle_time_ms = *v;
+                    return true;
+                  }));
+  t.push_back(row("HOROVOD_CACHE_CAPACITY", "1024", "an integer >= 0",
+                  "entries of the response cache; 0 disables it",
+                  integer(&Config::cache_capacity, 0)));
+  t.push_back(row("HOROVOD_TIMELINE", "", "a file path",
+                  "write a Chrome-trace timeline to this file; empty = off",
+                  text(&Config::timeline)));
+  t.push_back(row("HOROVOD_TIMELINE_MARK_CYCLES", "0", "one of 0|1|true|false",
+                  "mark each background cycle in the timeline",
+                  boolean(&Config::timeline_mark_cycles)));
+  t.push_back(row("HOROVOD_STALL_CHECK_TIME_SECONDS", "60", "an integer >= 0 (seconds)",
+                  "warn when some ranks wait this long for others; 0 = never",
+                  integer(&Config::stall_check_seconds, 0)));
+  t.push_back(row("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0", "an integer >= 0 (seconds)",
+                  "abort the job after a stall this long; 0 = never",
+                  integer(&Config::stall_shutdown_seconds, 0)));
+  t.push_back(row("HOROVOD_LOG_LEVEL", "WARNING",
+                  "one of TRACE|DEBUG|INFO|WARNING|ERROR|FATAL (any case)",
+                  "least severe message that is printed",
+                  [](const std::string& value, Config& config) {
+                    static const char* kLevels[] = {"TRACE",   "DEBUG", "INFO",
+                                                    "WARNING", "ERROR", "FATAL"};
+                    const std::string v = upper(value);
+                    for (const char* level : kLevels) {
+                      if (v == level) {
+                        config.log_level = v;
+                        return true;
+                      }
+                    }
+                    return false;
+                  }));
+  t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "0", "one of 0|1|true|false",
+                  "allreduce within hosts, then across them, then within again",
+                  boolean(&Config::hierarchical_allreduce)));
+  t.push_back(row("RINGLET_SHM_WINDOW_BYTES", "16M", "a byte count > 0, with optional K|M|G suffix",
+                  "shared-memory window per rank", byte_size(&Config::shm_window_bytes)));
+  t.push_back(row("RINGLET_SPIN", "2000", "an integer >= 0",
+                  "polls before a waiting rank yields, then sleeps",
+                  integer(&Config::spin_iterations, 0)));
+  t.push_back(row("RINGLET_NVTX", "1", "one of 0|1|true|false",
+                  "emit NVTX ranges where built with CUDA", boolean(&Config::nvtx)));
+  return t;
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string_view::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace
+
+const std::vector<EnvVar>& env_table() {
+  static const std::vector<EnvVar> table = build_table();
+  return table;
+}
+
+Config load_config(const std::map<std::string, std::string>* env) {
+  std::map<std::string, std::string> own;
+  if (env == nullptr) {
+    own = process_environment();
+    env = &own;
+  }
+  Config config;
+  for (const EnvVar& var : env_table()) {
+    auto it = env->find(var.name);
+    // An empty value means "unset", as Horovod treats it: `export X=` keeps the default.
+    if (it == env->end() || it->second.empty()) continue;
+    var.parse(it->second, config);
+  }
+  return config;
+}
+
+std::string describe_env_table() {
+  size_t w_name = 8, w_default = 7, w_accepted = 8;
+  for (const EnvVar& var : env_table()) {
+    w_name = std::max(w_name, std::string_view(var.name).size());
+    w_default = std::max(w_default, std::string_view(var.default_value).size());
+    w_accepted = std::max(w_accepted, std::string_view(var.accepted).size());
+  }
+  std::ostringstream out;
+  auto line = [&](std::string_view a, std::string_view b, std::string_view c, std::string_view d) {
+    out << a << std::string(w_name - a.size() + 2, ' ') << b
+        << std::string(w_default - b.size() + 2, ' ') << c
+        << std::string(w_accepted - c.size() + 2, ' ') << d << '\n';
+  };
+  line("VARIABLE", "DEFAULT", "ACCEPTED", "MEANING");
+  for (const EnvVar& var : env_table()) {
+    line(var.name, *var.default_value ? var.default_value : "\"\"", var.accepted, var.meaning);
+  }
+  return out.str();
+}
+
+}  // namespace ringlet::core

@@ -1,0 +1,213 @@
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <sstream>
+
+namespace ringlet::core {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+Config load(const Env& env) { return load_config(&env); }
+
+// The message a bad value must produce, or "" when none is thrown.
+std::string error_of(const std::string& name, const std::string& value) {
+  try {
+    load({{name, value}});
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsMatchHorovod) {
+  const Config c = load({});
+  EXPECT_EQ(c.transport, TransportKind::kAuto);
+  EXPECT_EQ(c.cpu_operations, CpuOperations::kRing);
+  EXPECT_EQ(c.gpu_operations, GpuOperations::kNccl);
+  EXPECT_EQ(c.algorithm, AlgorithmChoice::kAuto);
+  EXPECT_EQ(c.timeout, std::chrono::seconds(30));
+  EXPECT_EQ(c.start_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(c.network_interface, "");
+  EXPECT_EQ(c.fusion_threshold, 134217728);
+  EXPECT_DOUBLE_EQ(c.cycle_time_ms, 1.0);
+  EXPECT_EQ(c.cache_capacity, 1024);
+  EXPECT_EQ(c.timeline, "");
+  EXPECT_FALSE(c.timeline_mark_cycles);
+  EXPECT_EQ(c.stall_check_seconds, 60);
+  EXPECT_EQ(c.stall_shutdown_seconds, 0);
+  EXPECT_EQ(c.log_level, "WARNING");
+  EXPECT_FALSE(c.hierarchical_allreduce);
+  EXPECT_EQ(c.shm_window_bytes, size_t{16} << 20);
+  EXPECT_EQ(c.spin_iterations, 2000);
+  EXPECT_TRUE(c.nvtx);
+}
+
+TEST(Config, TableHasEveryVariableOnceAndItsDefaultParses) {
+  std::set<std::string> names;
+  for (const EnvVar& var : env_table()) {
+    EXPECT_TRUE(names.insert(var.name).second) << var.name;
+    Config c;
+    if (*var.default_value) {
+      EXPECT_NO_THROW(var.parse(var.default_value, c)) << var.name;
+    }
+  }
+  EXPECT_EQ(names.size(), 19u);
+  // Parsing every default gives the default Config.
+  Env env;
+  for (const EnvVar& var : env_table()) env[var.name] = var.default_value;
+  const Config c = load(env);
+  EXPECT_EQ(c.fusion_threshold, Config{}.fusion_threshold);
+  EXPECT_EQ(c.shm_window_bytes, Config{}.shm_window_bytes);
+  EXPECT_EQ(c.nvtx, Config{}.nvtx);
+}
+
+TEST(Config, ValidValues) {
+  const Config c = load({{"RINGLET_TRANSPORT", "tcp"},
+                         {"HOROVOD_CPU_OPERATIONS", "mpi"},
+                         {"HOROVOD_GPU_OPERATIONS", "RING"},
+                         {"RINGLET_ALGORITHM", "onestep"},
+                         {"RINGLET_TIMEOUT_SECONDS", "2.5"},
+                         {"RINGLET_START_TIMEOUT_SECONDS", "120"},
+                         {"RINGLET_NETWORK_INTERFACE", "eth1"},
+                         {"HOROVOD_FUSION_THRESHOLD", "0"},
+                         {"HOROVOD_CYCLE_TIME", "0.5"},
+                         {"HOROVOD_CACHE_CAPACITY", "0"},
+                         {"HOROVOD_TIMELINE", "/tmp/t.json"},
+                         {"HOROVOD_TIMELINE_MARK_CYCLES", "true"},
+                         {"HOROVOD_STALL_CHECK_TIME_SECONDS", "5"},
+                         {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "10"},
+                         {"HOROVOD_LOG_LEVEL", "debug"},
+                         {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+                         {"RINGLET_SHM_WINDOW_BYTES", "64K"},
+                         {"RINGLET_SPIN", "0"},
+                         {"RINGLET_NVTX", "0"}});
+  EXPECT_EQ(c.transport, TransportKind::kTcp);
+  EXPECT_EQ(c.cpu_operations, CpuOperations::kMpi);
+  EXPECT_EQ(c.gpu_operations, GpuOperations::kRing);
+  EXPECT_EQ(c.algorithm, AlgorithmChoice::kOneStep);
+  EXPECT_EQ(c.timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(c.start_timeout, std::chrono::seconds(120));
+  EXPECT_EQ(c.network_interface, "eth1");
+  EXPECT_EQ(c.fusion_threshold, 0);
+  EXPECT_DOUBLE_EQ(c.cycle_time_ms, 0.5);
+  EXPECT_EQ(c.cache_capacity, 0);
+  EXPECT_EQ(c.timeline, "/tmp/t.json");
+  EXPECT_TRUE(c.timeline_mark_cycles);
+  EXPECT_EQ(c.stall_check_seconds, 5);
+  EXPECT_EQ(c.stall_shutdown_seconds, 10);
+  EXPECT_EQ(c.log_level, "DEBUG");
+  EXPECT_TRUE(c.hierarchical_allreduce);
+  EXPECT_EQ(c.shm_window_bytes, 64u << 10);
+  EXPECT_EQ(c.spin_iterations, 0);
+  EXPECT_FALSE(c.nvtx);
+}
+
+TEST(Config, MoreValidForms) {
+  EXPECT_EQ(load({{"RINGLET_SHM_WINDOW_BYTES", "2g"}}).shm_window_bytes, size_t{2} << 30);
+  EXPECT_EQ(load({{"RINGLET_SHM_WINDOW_BYTES", "4096"}}).shm_window_bytes, 4096u);
+  EXPECT_EQ(load({{"RINGLET_SHM_WINDOW_BYTES", "3M"}}).shm_window_bytes, size_t{3} << 20);
+  EXPECT_EQ(load({{"HOROVOD_CPU_OPERATIONS", "Ring"}}).cpu_operations, CpuOperations::kRing);
+  EXPECT_EQ(load({{"HOROVOD_GPU_OPERATIONS", "mpi"}}).gpu_operations, GpuOperations::kMpi);
+  EXPECT_EQ(load({{"RINGLET_TRANSPORT", "shm"}}).transport, TransportKind::kShm);
+  EXPECT_EQ(load({{"RINGLET_TRANSPORT", "ucx"}}).transport, TransportKind::kUcx);
+  EXPECT_EQ(load({{"RINGLET_ALGORITHM", "direct"}}).algorithm, AlgorithmChoice::kDirect);
+  EXPECT_EQ(load({{"RINGLET_TIMEOUT_SECONDS", "0.0001"}}).timeout, std::chrono::milliseconds(1));
+  EXPECT_TRUE(load({{"RINGLET_NVTX", "TRUE"}}).nvtx);
+  EXPECT_FALSE(load({{"HOROVOD_TIMELINE_MARK_CYCLES", "false"}}).timeline_mark_cycles);
+  EXPECT_EQ(load({{"HOROVOD_FUSION_THRESHOLD", "+67108864"}}).fusion_threshold, 67108864);
+  // An empty value keeps the default, as `export VAR=` does in Horovod.
+  EXPECT_EQ(load({{"HOROVOD_FUSION_THRESHOLD", ""}}).fusion_threshold, 134217728);
+}
+
+TEST(Config, TheDocumentedMessage) {
+  EXPECT_EQ(error_of("HOROVOD_FUSION_THRESHOLD", "abc"),
+            "HOROVOD_FUSION_THRESHOLD='abc' is not valid: expected an integer >= 0 (bytes)");
+}
+
+struct BadValue {
+  std::string name;
+  std::string value;
+  std::string expected;  // a piece of the accepted values that must appear
+};
+
+class ConfigBadValue : public ::testing::TestWithParam<BadValue> {};
+
+TEST_P(ConfigBadValue, NamesTheVariableTheValueAndWhatIsAccepted) {
+  const BadValue& b = GetParam();
+  const std::string msg = error_of(b.name, b.value);
+  ASSERT_FALSE(msg.empty()) << b.name << "='" << b.value << "' was accepted";
+  EXPECT_EQ(msg.rfind(b.name + "='" + b.value + "' is not valid: expected ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(b.expected), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllKinds, ConfigBadValue,
+    ::testing::Values(
+        BadValue{"RINGLET_TRANSPORT", "rdma", "auto|shm|tcp|ucx"},
+        BadValue{"HOROVOD_CPU_OPERATIONS", "NCCL", "RING|MPI"},
+        BadValue{"HOROVOD_GPU_OPERATIONS", "gloo", "NCCL|RING|MPI"},
+        BadValue{"RINGLET_ALGORITHM", "tree", "auto|ring|direct|onestep"},
+        BadValue{"RINGLET_TIMEOUT_SECONDS", "0", "> 0"},
+        BadValue{"RINGLET_TIMEOUT_SECONDS", "-1", "> 0"},
+        BadValue{"RINGLET_TIMEOUT_SECONDS", "10s", "seconds"},
+        BadValue{"RINGLET_TIMEOUT_SECONDS", "nan", "seconds"},
+        BadValue{"RINGLET_TIMEOUT_SECONDS", "inf", "seconds"},
+        BadValue{"RINGLET_START_TIMEOUT_SECONDS", "soon", "seconds"},
+        BadValue{"HOROVOD_FUSION_THRESHOLD", "-1", "integer >= 0"},
+        BadValue{"HOROVOD_FUSION_THRESHOLD", "64MB", "integer >= 0"},
+        BadValue{"HOROVOD_FUSION_THRESHOLD", "12 ", "integer >= 0"},
+        BadValue{"HOROVOD_FUSION_THRESHOLD", " 12", "integer >= 0"},
+        BadValue{"HOROVOD_FUSION_THRESHOLD", "1.5", "integer >= 0"},
+        BadValue{"HOROVOD_FUSION_THRESHOLD", "99999999999999999999", "integer >= 0"},
+        BadValue{"HOROVOD_FUSION_THRESHOLD", "0x10", "integer >= 0"},
+        BadValue{"HOROVOD_CYCLE_TIME", "0", "> 0"},
+        BadValue{"HOROVOD_CYCLE_TIME", "fast", "milliseconds"},
+        BadValue{"HOROVOD_CACHE_CAPACITY", "-5", "integer >= 0"},
+        BadValue{"HOROVOD_TIMELINE_MARK_CYCLES", "yes", "0|1|true|false"},
+        BadValue{"HOROVOD_STALL_CHECK_TIME_SECONDS", "-1", "integer >= 0"},
+        BadValue{"HOROVOD_STALL_CHECK_TIME_SECONDS", "3000000000", "integer >= 0"},
+        BadValue{"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "x", "integer >= 0"},
+        BadValue{"HOROVOD_LOG_LEVEL", "verbose", "TRACE|DEBUG|INFO|WARNING|ERROR|FATAL"},
+        BadValue{"HOROVOD_HIERARCHICAL_ALLREDUCE", "2", "0|1|true|false"},
+        BadValue{"RINGLET_SHM_WINDOW_BYTES", "0", "K|M|G"},
+        BadValue{"RINGLET_SHM_WINDOW_BYTES", "16T", "K|M|G"},
+        BadValue{"RINGLET_SHM_WINDOW_BYTES", "M", "K|M|G"},
+        BadValue{"RINGLET_SHM_WINDOW_BYTES", "99999999999G", "K|M|G"},
+        BadValue{"RINGLET_SPIN", "-3", "integer >= 0"},
+        BadValue{"RINGLET_NVTX", "on", "0|1|true|false"}));
+
+TEST(Config, StrictNumbers) {
+  EXPECT_EQ(parse_int64("42"), 42);
+  EXPECT_EQ(parse_int64("-7"), -7);
+  EXPECT_EQ(parse_int64("9223372036854775807"), INT64_MAX);
+  EXPECT_FALSE(parse_int64("9223372036854775808"));
+  EXPECT_FALSE(parse_int64(""));
+  EXPECT_FALSE(parse_int64("+"));
+  EXPECT_FALSE(parse_int64("++1"));
+  EXPECT_FALSE(parse_int64("1e3"));
+  EXPECT_FALSE(parse_int64("4abc"));
+  EXPECT_EQ(parse_double("1.25"), 1.25);
+  EXPECT_FALSE(parse_double("1.25x"));
+  EXPECT_FALSE(parse_double("inf"));
+}
+
+TEST(Config, DescribeIsAlignedAndComplete) {
+  const std::string text = describe_env_table();
+  for (const EnvVar& var : env_table()) EXPECT_NE(text.find(var.name), std::string::npos);
+  // Every line starts its DEFAULT column at the same offset.
+  std::istringstream lines(text);
+  std::string line;
+  std::getline(lines, line);
+  const size_t column = line.find("DEFAULT");
+  ASSERT_NE(column, std::string::npos);
+  while (std::getline(lines, line)) {
+    EXPECT_EQ(line[column - 1], ' ') << line;
+    EXPECT_NE(line[column], ' ') << line;
+  }
+}
+
+}  // namespace
+}  // namespace ringlet::core

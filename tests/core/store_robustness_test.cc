@@ -1,0 +1,198 @@
+// What an unauthenticated or broken peer can do to the store: nothing but get
+// its own connection dropped (and counted), while good clients keep going.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/bootstrap/fd.h"
+#include "core/bootstrap/store.h"
+#include "core/bootstrap/store_wire.h"
+
+namespace ringlet::core {
+namespace {
+
+using namespace std::chrono_literals;
+using bootstrap::UniqueFd;
+using transport::Clock;
+namespace wire = bootstrap::wire;
+
+constexpr const char* kSecret = "feedfacecafebeef";
+
+std::string at(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+// A plain TCP connection to the store, past its hello; nonce gets the hello's nonce.
+UniqueFd raw_connect(uint16_t port, wire::Nonce* nonce = nullptr) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  uint8_t hello[wire::kHelloBytes];
+  size_t got = 0;
+  while (got < sizeof hello) {
+    ssize_t n = ::recv(fd.get(), hello + got, sizeof hello - got, 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(got, sizeof hello);
+  if (nonce) std::copy(hello + wire::kMagic.size(), hello + sizeof hello, nonce->begin());
+  return fd;
+}
+
+void send_all(const UniqueFd& fd, std::span<const uint8_t> data) {
+  ASSERT_EQ(::send(fd.get(), data.data(), data.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(data.size()));
+}
+
+bool wait_refused(const StoreServer& server, uint64_t n) {
+  const auto end = Clock::now() + 5s;
+  while (server.refused() < n && Clock::now() < end) std::this_thread::sleep_for(5ms);
+  return server.refused() == n;
+}
+
+// True once the server has closed the connection (EOF after any refusal note).
+bool closed_by_server(const UniqueFd& fd) {
+  const auto end = Clock::now() + 5s;
+  uint8_t buf[256];
+  while (Clock::now() < end) {
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n <= 0) return true;
+  }
+  return false;
+}
+
+// A good client still gets served.
+void expect_serving(uint16_t port, const std::string& key) {
+  StoreClient good(at(port), kSecret, 0, Clock::now() + 5s);
+  good.set(key, {1, 2, 3});
+  EXPECT_EQ(good.get(key, Clock::now() + 5s), (std::vector<uint8_t>{1, 2, 3}));
+}
+
+TEST(StoreRobustness, WrongSecretIsRefused) {
+  StoreServer server(0, kSecret);
+  StoreClient good(at(server.port()), kSecret, 0, Clock::now() + 5s);
+  StoreClient bad(at(server.port()), "0000000000000000", 1, Clock::now() + 5s);
+  try {
+    bad.set("bad-only", {1});
+    FAIL() << "a client with the wrong secret was served";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("refused"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("RINGLET_SECRET"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(wait_refused(server, 1));
+  good.set("k", {7});
+  EXPECT_EQ(good.get("k", Clock::now() + 5s), std::vector<uint8_t>{7});
+  // What the refused client sent never landed.
+  EXPECT_THROW(good.get("bad-only", Clock::now() + 100ms), transport::Timeout);
+}
+
+TEST(StoreRobustness, GarbageIsRefused) {
+  StoreServer server(0, kSecret);
+  UniqueFd fd = raw_connect(server.port());
+  const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  send_all(fd, std::span(reinterpret_cast<const uint8_t*>(http.data()), http.size()));
+  EXPECT_TRUE(wait_refused(server, 1));
+  EXPECT_TRUE(closed_by_server(fd));
+  expect_serving(server.port(), "after-garbage");
+}
+
+TEST(StoreRobustness, HugeLengthIsRefusedWithoutWaitingForTheBody) {
+  StoreServer server(0, kSecret);
+  UniqueFd fd = raw_connect(server.port());
+  const uint8_t header[] = {0xff, 0xff, 0xff, 0xf0, 1};
+  send_all(fd, header);
+  EXPECT_TRUE(wait_refused(server, 1));
+  EXPECT_TRUE(closed_by_server(fd));
+  expect_serving(server.port(), "after-huge");
+}
+
+TEST(StoreRobustness, TruncatedFrameIsRefused) {
+  StoreServer server(0, kSecret);
+  {
+    UniqueFd fd = raw_connect(server.port());
+    const uint8_t partial[] = {0, 0, 0, 100, 1, 'a', 'b', 'c'};
+    send_all(fd, partial);
+  }  // closes mid-frame
+  EXPECT_TRUE(wait_refused(server, 1));
+  expect_serving(server.port(), "after-truncated");
+}
+
+TEST(StoreRobustness, CleanCloseIsNotARefusal) {
+  StoreServer server(0, kSecret);
+  { UniqueFd fd = raw_connect(server.port()); }
+  expect_serving(server.port(), "x");
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(server.refused(), 0u);
+}
+
+TEST(StoreRobustness, StalledHalfFrameBlocksNobody) {
+  StoreServer server(0, kSecret);
+  UniqueFd stalled = raw_connect(server.port());
+  const uint8_t partial[] = {0, 0, 0, 50, 1, 0, 0};
+  send_all(stalled, partial);
+  const auto start = Clock::now();
+  for (int i = 0; i < 20; ++i) expect_serving(server.port(), "k" + std::to_string(i));
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_EQ(server.refused(), 0u);  // still only stalled, not wrong
+  stalled.reset();
+  EXPECT_TRUE(wait_refused(server, 1));
+}
+
+TEST(StoreRobustness, UnknownOpIsRefusedEvenWhenAuthentic) {
+  StoreServer server(0, kSecret);
+  wire::Nonce nonce;
+  UniqueFd fd = raw_connect(server.port(), &nonce);
+  bootstrap::Hmac hmac(bootstrap::secret_key(kSecret));
+  wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0};
+  const auto frame = wire::encode(ch, static_cast<wire::Op>(42), wire::key_payload("k"));
+  send_all(fd, frame);
+  EXPECT_TRUE(wait_refused(server, 1));
+  expect_serving(server.port(), "after-unknown");
+}
+
+TEST(StoreRobustness, ReplayedFramesAreRefused) {
+  StoreServer server(0, kSecret);
+  bootstrap::Hmac hmac(bootstrap::secret_key(kSecret));
+  wire::Nonce nonce;
+  UniqueFd fd = raw_connect(server.port(), &nonce);
+  wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0};
+  const std::vector<uint8_t> value{9};
+  const auto frame = wire::encode(ch, wire::Op::kSet, wire::key_payload("r", value));
+  send_all(fd, frame);  // authentic: accepted
+  // Replayed on the same connection: the sequence number has moved on.
+  send_all(fd, frame);
+  EXPECT_TRUE(wait_refused(server, 1));
+  // Replayed on a fresh connection: another nonce.
+  UniqueFd other = raw_connect(server.port());
+  send_all(other, frame);
+  EXPECT_TRUE(wait_refused(server, 2));
+  StoreClient good(at(server.port()), kSecret, 0, Clock::now() + 5s);
+  EXPECT_EQ(good.get("r", Clock::now() + 5s), value);
+}
+
+TEST(StoreRobustness, ManyBadClientsAtOnce) {
+  StoreServer server(0, kSecret);
+  std::vector<UniqueFd> bad;
+  for (int i = 0; i < 20; ++i) {
+    bad.push_back(raw_connect(server.port()));
+    const uint8_t junk[] = {0, 0, 0, 1, 1, static_cast<uint8_t>(i)};
+    send_all(bad.back(), junk);  // a body, then a MAC that never comes
+  }
+  expect_serving(server.port(), "busy");
+  bad.clear();
+  EXPECT_TRUE(wait_refused(server, 20));
+  expect_serving(server.port(), "after");
+}
+
+}  // namespace
+}  // namespace ringlet::core

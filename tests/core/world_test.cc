@@ -1,0 +1,112 @@
+#include "core/bootstrap/world.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/config.h"
+#include "fork_ranks.h"
+
+namespace ringlet::core {
+namespace {
+
+using namespace std::chrono_literals;
+using transport::Clock;
+
+TEST(World, DeriveGroupsByHostInOrderOfLowestRank) {
+  // Ranks 0,2 on b; 1,3,4 on a. b holds rank 0, so b is host 0.
+  const std::vector<std::string> hosts{"b", "a", "b", "a", "a"};
+  const World w = derive_world(3, hosts);
+  EXPECT_EQ(w.size, 5);
+  EXPECT_EQ(w.cross_size, 2);
+  EXPECT_EQ(w.cross_rank, 1);
+  EXPECT_EQ(w.local_size, 3);
+  EXPECT_EQ(w.local_rank, 1);
+  EXPECT_EQ(w.host_of, (std::vector<int>{0, 1, 0, 1, 1}));
+  EXPECT_EQ(w.ranks_on_host, (std::vector<std::vector<int>>{{0, 2}, {1, 3, 4}}));
+  EXPECT_EQ(w.ring, (std::vector<int>{0, 2, 1, 3, 4}));
+  EXPECT_FALSE(w.single_host());
+  EXPECT_TRUE(derive_world(0, {"x"}).single_host());
+}
+
+// Four forked ranks, RINGLET_HOSTNAME faking hosts "left" (ranks 0, 1) and "right" (2, 3).
+TEST(World, FourForkedRanksOnTwoFakeHosts) {
+  constexpr int kRanks = 4;
+  test::ForkedRanks ranks(kRanks, [](int rank, uint16_t port) {
+    ::setenv("RINGLET_HOSTNAME", rank < 2 ? "left" : "right", 1);
+    LaunchInfo launch;
+    launch.launcher = "ringletrun";
+    launch.rank = rank;
+    launch.size = kRanks;
+    launch.local_rank = rank % 2;
+    launch.local_size = 2;
+    launch.job_id = "worldtest";
+    StoreClient store("127.0.0.1:" + std::to_string(port), "", rank, Clock::now() + 10s);
+    const World w = build_world(launch, store, Clock::now() + 10s);
+    const bool ok = w.rank == rank && w.size == kRanks && w.local_rank == rank % 2 &&
+                    w.local_size == 2 && w.cross_rank == rank / 2 && w.cross_size == 2 &&
+                    w.job_id == "worldtest" && w.ring == std::vector<int>{0, 1, 2, 3} &&
+                    w.hostnames == std::vector<std::string>{"left", "left", "right", "right"};
+    if (!ok) std::fprintf(stderr, "rank %d: unexpected world\n", rank);
+    return ok;
+  });
+  StoreServer server(0, "");
+  ranks.start(server.port());
+  for (int code : ranks.wait()) EXPECT_EQ(code, 0);
+}
+
+TEST(World, DisagreeingLauncherHintNamesTheVariable) {
+  constexpr int kRanks = 2;
+  test::ForkedRanks ranks(kRanks, [](int rank, uint16_t port) {
+    ::setenv("RINGLET_HOSTNAME", "same", 1);
+    LaunchInfo launch;
+    launch.launcher = "mpirun";
+    launch.rank = rank;
+    launch.size = kRanks;
+    launch.local_size = 1;  // wrong: both ranks are on "same"
+    StoreClient store("127.0.0.1:" + std::to_string(port), "", rank, Clock::now() + 10s);
+    try {
+      build_world(launch, store, Clock::now() + 10s);
+    } catch (const ConfigError& e) {
+      return std::string(e.what()).find("OMPI_COMM_WORLD_LOCAL_SIZE=1") != std::string::npos;
+    }
+    return false;
+  });
+  StoreServer server(0, "");
+  ranks.start(server.port());
+  for (int code : ranks.wait()) EXPECT_EQ(code, 0);
+}
+
+TEST(World, RankZeroNamesTheMissingRank) {
+  StoreServer server(0, "");
+  StoreClient store("127.0.0.1:" + std::to_string(server.port()), "", 0, Clock::now() + 5s);
+  LaunchInfo launch;
+  launch.rank = 0;
+  launch.size = 2;
+  try {
+    build_world(launch, store, Clock::now() + 200ms);
+    FAIL() << "a world of 2 formed with 1";
+  } catch (const transport::Timeout& e) {
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_NE(std::string(e.what()).find("rank 1 did not join"), std::string::npos) << e.what();
+  }
+}
+
+TEST(World, OtherRanksSayHowManyJoined) {
+  StoreServer server(0, "");
+  StoreClient store("127.0.0.1:" + std::to_string(server.port()), "", 2, Clock::now() + 5s);
+  LaunchInfo launch;
+  launch.rank = 2;
+  launch.size = 3;
+  try {
+    build_world(launch, store, Clock::now() + 200ms);
+    FAIL() << "a world of 3 formed with 1";
+  } catch (const transport::Timeout& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2: the world did not form in time: 1 of 3"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ringlet::core

@@ -1,0 +1,231 @@
+// hwloc -> Topology. hwloc 2 hangs NUMA nodes beside the CPU tree (as memory
+// children), so cores are placed by cpuset: a core belongs to the NUMA node
+// whose cpuset includes its own, and to the package above it.
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+
+#include "ringlet/topology/topology.h"
+
+namespace ringlet::topology {
+namespace {
+
+// The one owner of an hwloc topology.
+struct HwlocDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using HwlocTopology = std::unique_ptr<hwloc_topology, HwlocDeleter>;
+
+void check(int rc, const char* call) {
+  if (rc != 0) throw std::runtime_error(std::string("ringlet topology: ") + call + " failed");
+}
+
+HwlocTopology open_topology(const std::string* xml_path) {
+  hwloc_topology_t raw = nullptr;
+  check(hwloc_topology_init(&raw), "hwloc_topology_init");
+  HwlocTopology topo(raw);
+  // Only the PCI devices that matter (GPUs, NICs, their bridges): a full PCI
+  // walk is slow on big machines and tells the ring nothing more.
+  check(hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT),
+        "hwloc_topology_set_io_types_filter");
+  check(hwloc_topology_set_icache_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE),
+        "hwloc_topology_set_icache_types_filter");
+  // OpenCL and GL discovery start GPU drivers or query X displays, which is
+  // slow and tells nothing the PCI walk does not: GPUs are found on PCI.
+  for (const char* slow : {"opencl", "gl"}) {
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, slow);
+  }
+  if (xml_path != nullptr) {
+    if (hwloc_topology_set_xml(raw, xml_path->c_str()) != 0) {
+      throw std::runtime_error("ringlet topology: cannot read hwloc XML '" + *xml_path + "'");
+    }
+    // The XML describes another machine: keep what it says it supported.
+    hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_IMPORT_SUPPORT);
+  }
+  check(hwloc_topology_load(raw), "hwloc_topology_load");
+  return topo;
+}
+
+std::string local_hostname() {
+  if (const char* fake = std::getenv("RINGLET_HOSTNAME"); fake && *fake) return fake;
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+int numa_of_cpuset(hwloc_topology_t topo, hwloc_const_cpuset_t cpuset) {
+  const int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < n; ++i) {
+    hwloc_obj_t node = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, i);
+    if (hwloc_bitmap_isincluded(cpuset, node->cpuset)) return static_cast<int>(node->os_index);
+  }
+  return -1;
+}
+
+uint64_t largest_cache_below(hwloc_topology_t topo, hwloc_obj_t package) {
+  uint64_t best = 0;
+  for (hwloc_obj_type_t type : {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE}) {
+    const int n = hwloc_get_nbobjs_by_type(topo, type);
+    for (int i = 0; i < n; ++i) {
+      hwloc_obj_t c = hwloc_get_obj_by_type(topo, type, i);
+      if (package == nullptr || hwloc_bitmap_isincluded(c->cpuset, package->cpuset)) {
+        best = std::max<uint64_t>(best, c->attr->cache.size);
+      }
+    }
+    if (best) return best;
+  }
+  return best;
+}
+
+void add_cores(hwloc_topology_t topo, Host& host) {
+  // Cores where hwloc knows them, else PUs (some VMs report no cores).
+  hwloc_obj_type_t unit = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE
+                                                                              : HWLOC_OBJ_PU;
+  const int n = hwloc_get_nbobjs_by_type(topo, unit);
+  for (int i = 0; i < n; ++i) {
+    hwloc_obj_t obj = hwloc_get_obj_by_type(topo, unit, i);
+    hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, obj);
+    const int pkg_index = pkg ? static_cast<int>(pkg->os_index) : -1;
+    const int numa = numa_of_cpuset(topo, obj->cpuset);
+
+    auto p = std::find_if(host.packages.begin(), host.packages.end(),
+                          [&](const Package& x) { return x.os_index == pkg_index; });
+    if (p == host.packages.end()) {
+      host.packages.push_back({pkg_index, largest_cache_below(topo, pkg), {}});
+      p = host.packages.end() - 1;
+    }
+    auto node = std::find_if(p->numa_nodes.begin(), p->numa_nodes.end(),
+                             [&](const NumaNode& x) { return x.os_index == numa; });
+    if (node == p->numa_nodes.end()) {
+      hwloc_obj_t numa_obj = hwloc_get_numanode_obj_by_os_index(topo, numa);
+      p->numa_nodes.push_back({numa, numa_obj ? numa_obj->attr->numanode.local_memory : 0, {}});
+      node = p->numa_nodes.end() - 1;
+    }
+    Core core;
+    core.index = static_cast<int>(obj->logical_index);
+    unsigned pu = 0;
+    hwloc_bitmap_foreach_begin(pu, obj->cpuset) core.pus.push_back(static_cast<int>(pu));
+    hwloc_bitmap_foreach_end();
+    node->cores.push_back(std::move(core));
+  }
+}
+
+// A GPU is a 3D controller of any vendor, or a display controller of a GPU
+// vendor (a server's BMC has a VGA controller too, which is not one).
+bool is_gpu(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& pci) {
+  const unsigned cls = pci.class_id;
+  if (cls == 0x0302) return true;
+  return (cls >> 8) == 0x03 && (pci.vendor_id == 0x10de || pci.vendor_id == 0x1002);
+}
+
+void add_pci_devices(hwloc_topology_t topo, Host& host) {
+  for (hwloc_obj_t obj = hwloc_get_next_pcidev(topo, nullptr); obj != nullptr;
+       obj = hwloc_get_next_pcidev(topo, obj)) {
+    const hwloc_obj_attr_u::hwloc_pcidev_attr_s& pci = obj->attr->pcidev;
+    const bool gpu = is_gpu(pci);
+    const bool nic = (pci.class_id >> 8) == 0x02;
+    if (!gpu && !nic) continue;
+    PciDevice d;
+    d.kind = gpu ? DeviceKind::kGpu : DeviceKind::kNic;
+    char bus[32];
+    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pci.domain, pci.bus, pci.dev, pci.func);
+    d.bus_id = bus;
+    d.vendor_id = pci.vendor_id;
+    d.device_id = pci.device_id;
+    d.name = d.bus_id;
+    // Prefer the OS device's name: "cuda0" over "card1", "mlx5_0" over "ib0".
+    int best_rank = 100;
+    for (hwloc_obj_t os = obj->io_first_child; os != nullptr; os = os->next_sibling) {
+      if (os->type != HWLOC_OBJ_OS_DEVICE || os->name == nullptr) continue;
+      const auto t = os->attr->osdev.type;
+      const int rank = t == HWLOC_OBJ_OSDEV_COPROC ? 0 : t == HWLOC_OBJ_OSDEV_OPENFABRICS ? 1
+                       : t == HWLOC_OBJ_OSDEV_NETWORK ? 2 : 3;
+      if (rank < best_rank) {
+        best_rank = rank;
+        d.name = os->name;
+      }
+    }
+    // The closest NUMA node, unless the device hangs off the whole machine.
+    // On a machine with one NUMA node, that node is every device's closest.
+    hwloc_obj_t cpu_side = hwloc_get_non_io_ancestor_obj(topo, obj);
+    const bool one_node = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) == 1;
+    if (cpu_side && cpu_side->nodeset && (one_node || cpu_side->type != HWLOC_OBJ_MACHINE)) {
+      d.numa_node = hwloc_bitmap_first(cpu_side->nodeset);
+    }
+    (gpu ? host.gpus : host.nics).push_back(std::move(d));
+  }
+}
+
+void add_distances(hwloc_topology_t topo, Host& host) {
+  unsigned nr = 1;
+  hwloc_distances_s* dist = nullptr;
+  if (hwloc_distances_get_by_type(topo, HWLOC_OBJ_NUMANODE, &nr, &dist,
+                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) != 0 ||
+      nr == 0) {
+    return;
+  }
+  for (unsigned i = 0; i < dist->nbobjs; ++i) {
+    host.numa_order.push_back(static_cast<int>(dist->objs[i]->os_index));
+  }
+  host.numa_distances.assign(dist->values, dist->values + dist->nbobjs * dist->nbobjs);
+  hwloc_distances_release(topo, dist);
+}
+
+Topology from_hwloc(hwloc_topology_t topo, std::string hostname) {
+  Host host;
+  host.hostname = std::move(hostname);
+  add_cores(topo, host);
+  add_pci_devices(topo, host);
+  add_distances(topo, host);
+  Topology t;
+  t.hosts.push_back(std::move(host));
+  return t;
+}
+
+}  // namespace
+
+Topology discover() {
+  HwlocTopology topo = open_topology(nullptr);
+  return from_hwloc(topo.get(), local_hostname());
+}
+
+Topology load_hwloc_xml(const std::string& path) {
+  HwlocTopology topo = open_topology(&path);
+  const char* name = hwloc_obj_get_info_by_name(hwloc_get_root_obj(topo.get()), "HostName");
+  return from_hwloc(topo.get(), name ? name : "");
+}
+
+void save_hwloc_xml(const std::string& path) {
+  HwlocTopology topo = open_topology(nullptr);
+  if (hwloc_topology_export_xml(topo.get(), path.c_str(), 0) != 0) {
+    throw std::runtime_error("ringlet topology: cannot write hwloc XML to '" + path + "'");
+  }
+}
+
+int Host::core_count() const {
+  int n = 0;
+  for (const auto& p : packages) {
+    for (const auto& node : p.numa_nodes) n += static_cast<int>(node.cores.size());
+  }
+  return n;
+}
+
+int Host::numa_count() const {
+  std::vector<int> seen;
+  for (const auto& p : packages) {
+    for (const auto& node : p.numa_nodes) {
+      if (std::find(seen.begin(), seen.end(), node.os_index) == seen.end()) {
+        seen.push_back(node.os_index);
+      }
+    }
+  }
+  return static_cast<int>(seen.size());
+}
+
+}  // namespace ringlet::topology

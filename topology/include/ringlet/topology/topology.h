@@ -1,0 +1,79 @@
+// What a machine looks like, as a value: hosts, their packages, NUMA nodes and
+// cores, and the GPUs and NICs on PCI with the NUMA node each is closest to.
+// discover() asks hwloc about this machine; load_hwloc_xml() reads a topology
+// hwloc saved (from any machine), and JSON saves and loads the value itself,
+// so tests can describe machines that are not there.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ringlet::topology {
+
+struct Core {
+  int index = 0;         // hwloc logical index: dense, 0.. on each host
+  std::vector<int> pus;  // OS indexes of its hardware threads (what sched_setaffinity takes)
+  bool operator==(const Core&) const = default;
+};
+
+struct NumaNode {
+  int os_index = 0;
+  uint64_t memory_bytes = 0;
+  std::vector<Core> cores;  // the cores of this node inside the enclosing package
+  bool operator==(const NumaNode&) const = default;
+};
+
+struct Package {
+  int os_index = -1;  // -1 where hwloc reports no package
+  uint64_t last_level_cache_bytes = 0;  // largest cache under the package; 0 if unknown
+  std::vector<NumaNode> numa_nodes;
+  bool operator==(const Package&) const = default;
+};
+
+enum class DeviceKind { kGpu, kNic };
+
+struct PciDevice {
+  DeviceKind kind = DeviceKind::kGpu;
+  std::string name;        // OS name where hwloc has one ("cuda0", "mlx5_0", "eth0"), else the bus id
+  std::string bus_id;      // "0000:3b:00.0"
+  uint16_t vendor_id = 0;
+  uint16_t device_id = 0;
+  int numa_node = -1;      // OS index of the closest NUMA node; -1 = not known
+  bool operator==(const PciDevice&) const = default;
+};
+
+struct Host {
+  std::string hostname;
+  std::vector<Package> packages;
+  std::vector<PciDevice> gpus;
+  std::vector<PciDevice> nics;
+  // hwloc's relative NUMA latencies (10 = local, as in the ACPI SLIT):
+  // numa_distances[i * n + j] runs from node numa_order[i] to numa_order[j].
+  // Both empty where the machine reports none.
+  std::vector<int> numa_order;
+  std::vector<uint64_t> numa_distances;
+
+  int core_count() const;
+  int numa_count() const;  // distinct NUMA nodes
+  bool operator==(const Host&) const = default;
+};
+
+struct Topology {
+  std::vector<Host> hosts;
+  bool operator==(const Topology&) const = default;
+};
+
+// This machine, one host. Throws std::runtime_error naming the hwloc call that failed.
+Topology discover();
+// A topology hwloc exported (lstopo FILE.xml, or save_hwloc_xml), as one host.
+Topology load_hwloc_xml(const std::string& path);
+// Exports this machine's topology as hwloc XML (for tests and bug reports).
+void save_hwloc_xml(const std::string& path);
+
+void to_json(nlohmann::json& j, const Topology& t);
+void from_json(const nlohmann::json& j, Topology& t);
+
+}  // namespace ringlet::topology
