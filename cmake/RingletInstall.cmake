@@ -27,5 +27,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/RingletConfigVersion.cmak
 install(FILES ${PROJECT_BINARY_DIR}/RingletConfig.cmake ${PROJECT_BINARY_DIR}/RingletConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ringlet)
 
+# The prefix is relative to the .pc file, so the installed tree can be moved.
+file(RELATIVE_PATH RINGLET_PC_PREFIX_FROM_PCDIR
+  /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/ringlet.pc.in ${PROJECT_BINARY_DIR}/ringlet.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/ringlet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

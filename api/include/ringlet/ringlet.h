@@ -18,11 +18,16 @@ class Error : public std::runtime_error {
 
 // Reads the launcher's variables and the configuration, meets the other
 // ranks and connects. Calling init() twice without shutdown() is an error;
-// init() after shutdown() starts afresh.
+// init() after shutdown() starts afresh. Under mpirun or srun without
+// RINGLET_RENDEZVOUS, init() meets the other ranks through MPI (initializing
+// it if nobody has; MPI initialized by Ringlet is finalized at process exit,
+// since it cannot be initialized twice). shutdown() when not initialized does
+// nothing.
 void init();
 void shutdown();
 bool is_initialized();
 
+// The job's shape; each throws Error when called before init().
 int rank();
 int size();
 int local_rank();

@@ -41,8 +41,14 @@ typedef enum {
   RINGLET_AVG = 4,
 } ringlet_op;
 
+/* The message of this thread's last failed call ("" before any). Successful
+ * calls leave it unchanged; the pointer stays valid until the next failure on
+ * this thread. */
 const char* ringlet_last_error(void);
 
+/* init: RINGLET_ERR_CONFIG names the bad variable; a second init without
+ * shutdown is RINGLET_ERR_INVALID_ARGUMENT. shutdown when not initialized is
+ * RINGLET_OK. */
 ringlet_status ringlet_init(void);
 ringlet_status ringlet_shutdown(void);
 int ringlet_is_initialized(void);

@@ -1,0 +1,156 @@
+#include "harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+namespace ringlet::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Page-aligned, touched once at allocation so that first-touch page faults
+// never land in a timed op.
+class Buffer {
+ public:
+  explicit Buffer(size_t bytes) : bytes_(std::max<size_t>(bytes, 64)) {
+    data_ = std::aligned_alloc(4096, (bytes_ + 4095) / 4096 * 4096);
+    if (!data_) throw std::bad_alloc();
+    std::memset(data_, 0, bytes_);
+  }
+  ~Buffer() { std::free(data_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* get() const { return data_; }
+
+ private:
+  size_t bytes_;
+  void* data_;
+};
+
+double elapsed_us(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Buffers {
+  Buffer send;
+  Buffer recv;
+};
+
+// The largest allocation any size of the sweep needs.
+Buffers allocate(const Options& o, int nranks) {
+  size_t send = 0, recv = 0;
+  for (size_t bytes : o.sizes()) {
+    Layout l = layout_for(o.collective, bytes, o.dtype, nranks);
+    send = std::max(send, l.send_elems * dtype_size(o.dtype));
+    recv = std::max(recv, l.inplace_elems() * dtype_size(o.dtype));
+  }
+  return Buffers{Buffer(send), Buffer(recv)};
+}
+
+// One timed op on fresh inputs; counts wrong elements when asked.
+double timed_op(Backend& be, const Case& c, Buffers& buf, bool barrier, bool check, double* wrong) {
+  prepare(c, buf.send.get(), buf.recv.get());
+  OpBuffers ob = op_buffers(c, buf.send.get(), buf.recv.get());
+  if (barrier) be.barrier();
+  const auto start = Clock::now();
+  be.run(c, ob, buf.send.get());
+  const double us = elapsed_us(start);
+  if (check) *wrong = static_cast<double>(count_wrong(c, buf.recv.get()));
+  return us;
+}
+
+// nccl-tests' -a: how one number stands for all ranks' mean times.
+double across_ranks(Backend& be, double mine, int average) {
+  double v[1] = {mine};
+  switch (average) {
+    case 0: return mine;  // rank 0's own (only rank 0 prints)
+    case 2: be.combine(v, Combine::kMin); return v[0];
+    case 3: be.combine(v, Combine::kMax); return v[0];
+    default: be.combine(v, Combine::kSum); return v[0] / be.size();
+  }
+}
+
+double wrong_over_ranks(Backend& be, double mine) {
+  double v[1] = {mine};
+  be.combine(v, Combine::kSum);
+  return v[0];
+}
+
+Measurement measure_one(const Options& o, Backend& be, const Case& c, Buffers& buf) {
+  for (int w = 0; w < o.warmup_iters; ++w) timed_op(be, c, buf, false, false, nullptr);
+  double total = 0, wrong = 0;
+  for (int it = 0; it < o.iters; ++it) {
+    total += timed_op(be, c, buf, false, o.check && it == o.iters - 1, &wrong);
+  }
+  Measurement m;
+  m.time_us = across_ranks(be, total / o.iters, o.average);
+  m.wrong = wrong_over_ranks(be, wrong);
+  return m;
+}
+
+std::vector<Measurement> measure_alternating(const Options& o, const std::vector<Backend*>& bes,
+                                             const Case& c, Buffers& buf) {
+  const size_t nb = bes.size();
+  for (int w = 0; w < o.warmup_iters; ++w) {
+    for (Backend* be : bes) timed_op(*be, c, buf, true, false, nullptr);
+  }
+  std::vector<std::vector<double>> times(nb, std::vector<double>(static_cast<size_t>(o.iters)));
+  std::vector<double> wrong(nb, 0);
+  for (int it = 0; it < o.iters; ++it) {
+    for (size_t b = 0; b < nb; ++b) {
+      times[b][static_cast<size_t>(it)] =
+          timed_op(*bes[b], c, buf, true, o.check && it == o.iters - 1, &wrong[b]);
+    }
+  }
+  std::vector<Measurement> out(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    bes[b]->combine(times[b], Combine::kMax);  // an op lasts until its slowest rank is done
+    out[b].time_us = median(times[b]);
+    out[b].wrong = wrong_over_ranks(*bes[b], wrong[b]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Table> run_sweep(const Options& o, const std::vector<Backend*>& backends,
+                             const std::function<void(const Row&)>& on_row) {
+  Backend& first = *backends.front();
+  const int nranks = first.size();
+  Buffers buf = allocate(o, nranks);
+  std::vector<Table> tables;
+  for (Backend* be : backends) tables.push_back(Table{std::string(be->name()), std::string(be->impl()), {}});
+
+  for (size_t bytes : o.sizes()) {
+    Layout layout = layout_for(o.collective, bytes, o.dtype, nranks);
+    if (layout.count == 0) continue;  // too small for one element per rank
+    std::vector<Row> rows(backends.size(), Row{layout, {}, {}});
+    for (bool in_place : {false, true}) {
+      Case c{o.collective, o.dtype, o.op, o.root, first.rank(), nranks, layout, in_place};
+      std::vector<Measurement> m;
+      if (o.alternating()) {
+        m = measure_alternating(o, backends, c, buf);
+      } else {
+        m.push_back(measure_one(o, first, c, buf));
+      }
+      for (size_t b = 0; b < backends.size(); ++b) {
+        (in_place ? rows[b].in_place : rows[b].out_of_place) = m[b];
+      }
+    }
+    for (size_t b = 0; b < backends.size(); ++b) tables[b].rows.push_back(rows[b]);
+    if (!o.alternating() && on_row) on_row(rows[0]);
+  }
+  return tables;
+}
+
+}  // namespace ringlet::bench

@@ -1,0 +1,60 @@
+// What one ringlet-bench run was asked to do, after the command line has been
+// parsed and checked. Flags follow nccl-tests so that its scripts read right.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringlet/types.h"
+
+namespace ringlet::bench {
+
+enum class Collective { kAllreduce, kAllgather, kBroadcast, kReducescatter, kAlltoall };
+enum class BackendKind { kRing, kMpi };
+
+std::string_view to_string(Collective c);
+std::string_view to_string(BackendKind b);
+
+struct Options {
+  Collective collective = Collective::kAllreduce;
+  // nccl-tests' defaults: one 32 MiB size unless -b/-e say otherwise.
+  size_t min_bytes = 32u << 20;
+  size_t max_bytes = 32u << 20;
+  size_t step_factor = 1;  // > 1: multiply; otherwise add step_bytes
+  size_t step_bytes = 1u << 20;
+  int iters = 20;
+  int warmup_iters = 5;
+  bool check = true;
+  ReduceOp op = ReduceOp::kSum;
+  DataType dtype = DataType::kFloat32;
+  int root = 0;
+  int average = 1;  // 0 rank 0, 1 mean over ranks, 2 min, 3 max
+  std::string json_file;
+  std::string csv_file;
+  std::vector<BackendKind> backends{BackendKind::kRing};
+  std::string transport;  // "" = leave RINGLET_TRANSPORT as the environment has it
+
+  // Two or more backends alternate op by op and report medians.
+  bool alternating() const { return backends.size() > 1; }
+  bool uses(BackendKind b) const;
+  // The sizes of the sweep, in bytes, as nccl-tests steps them.
+  std::vector<size_t> sizes() const;
+};
+
+// What the command line asks for: run, or print something and exit.
+struct Command {
+  enum class Action { kRun, kExit } action = Action::kRun;
+  int exit_code = 0;
+  Options options;
+};
+
+// Parses argv. Help, --help-env and usage errors come back as kExit after
+// printing; unsupported-yet choices are usage errors, never silently ignored.
+Command parse_command_line(int argc, char** argv);
+
+// "4K", "64M", "1G", "4096": bytes. Throws std::invalid_argument.
+size_t parse_size(std::string_view text);
+
+}  // namespace ringlet::bench

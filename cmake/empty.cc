@@ -1,1 +1,0 @@
-// Placeholder translation unit for a target that has no sources yet.

@@ -1,0 +1,209 @@
+#include "core/bootstrap/mpi_bootstrap.h"
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+#ifdef RINGLET_HAVE_MPI
+#include <arpa/inet.h>
+// Only MPI's C API: its deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#endif
+
+namespace ringlet::core {
+
+bool needs_mpi_bootstrap(const LaunchInfo& launch) {
+  return launch.rendezvous.empty() && launch.size > 1 &&
+         (launch.launcher == "mpirun" || launch.launcher == "slurm");
+}
+
+#ifndef RINGLET_HAVE_MPI
+
+bool mpi_bootstrap_available() { return false; }
+
+void complete_launch_with_mpi(LaunchInfo& launch) {
+  throw ConfigError("rank " + std::to_string(launch.rank) + " was started by " +
+                    launch.launcher +
+                    " without RINGLET_RENDEZVOUS, and this build has no MPI to find the other "
+                    "ranks with: set RINGLET_RENDEZVOUS or launch with ringletrun");
+}
+
+#else
+
+namespace {
+
+// The strings every rank receives from rank 0, in one fixed-size broadcast.
+struct Answer {
+  char rendezvous[272];
+  char secret[72];
+  char job_id[48];
+};
+
+std::string mpi_error(int code) {
+  std::array<char, MPI_MAX_ERROR_STRING> text{};
+  int len = 0;
+  MPI_Error_string(code, text.data(), &len);
+  return std::string(text.data(), static_cast<size_t>(len));
+}
+
+void check_mpi(int code, const char* call, int rank) {
+  if (code != MPI_SUCCESS) {
+    throw ConfigError("rank " + std::to_string(rank) + ": " + call +
+                      " failed during the MPI bootstrap: " + mpi_error(code));
+  }
+}
+
+// MPI initialized by Ringlet is finalized when the process exits; a static
+// object's destructor is the last point where MPI is still usable.
+struct MpiOwner {
+  bool owned = false;
+  ~MpiOwner() {
+    int finalized = 0;
+    if (owned && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) MPI_Finalize();
+  }
+};
+MpiOwner& mpi_owner() {
+  static MpiOwner owner;
+  return owner;
+}
+
+std::string random_hex(size_t bytes, int rank) {
+  std::vector<unsigned char> raw(bytes);
+  if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) {
+    throw ConfigError("rank " + std::to_string(rank) +
+                      ": no random bytes for the job secret (OpenSSL RAND_bytes failed)");
+  }
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : raw) {
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return hex;
+}
+
+// The IPv4 address other hosts reach this one at: the first non-loopback
+// address the hostname resolves to, or the hostname itself if none does.
+std::string host_address(const std::string& hostname) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(hostname.c_str(), nullptr, &hints, &found) != 0) return hostname;
+  std::string address = hostname;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ai_addr);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) {
+      address = text;
+      break;
+    }
+  }
+  freeaddrinfo(found);
+  return address;
+}
+
+// A port free right now on `address` (bind port 0, read it back, close). The
+// store binds it moments later; the window in between is the usual cost of
+// choosing a port before the process that serves it exists.
+uint16_t free_port(const std::string& address, int rank) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw ConfigError("rank " + std::to_string(rank) + ": socket(): " + strerror(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  if (inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof sa;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0;
+  int err = errno;
+  ::close(fd);
+  if (!ok) {
+    throw ConfigError("rank " + std::to_string(rank) + ": no free TCP port on " + address +
+                      " for the rendezvous store: " + strerror(err));
+  }
+  return ntohs(sa.sin_port);
+}
+
+void copy_field(char* dst, size_t cap, const std::string& src) {
+  std::memset(dst, 0, cap);
+  std::memcpy(dst, src.data(), std::min(src.size(), cap - 1));
+}
+
+}  // namespace
+
+bool mpi_bootstrap_available() { return true; }
+
+void complete_launch_with_mpi(LaunchInfo& launch) {
+  const int hint = launch.rank;
+  int initialized = 0;
+  check_mpi(MPI_Initialized(&initialized), "MPI_Initialized", hint);
+  if (!initialized) {
+    int finalized = 0;
+    check_mpi(MPI_Finalized(&finalized), "MPI_Finalized", hint);
+    if (finalized) {
+      throw ConfigError("rank " + std::to_string(hint) +
+                        ": MPI was already finalized, so it cannot complete the launch; set "
+                        "RINGLET_RENDEZVOUS or launch with ringletrun");
+    }
+    // FUNNELED: only the thread that calls init() talks to MPI, and only here.
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread",
+              hint);
+    mpi_owner().owned = true;
+  }
+
+  int rank = 0, size = 0;
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", hint);
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size", hint);
+  if (rank != launch.rank || size != launch.size) {
+    throw ConfigError("the " + launch.launcher + " launcher says rank " +
+                      std::to_string(launch.rank) + " of " + std::to_string(launch.size) +
+                      " but MPI_COMM_WORLD says rank " + std::to_string(rank) + " of " +
+                      std::to_string(size));
+  }
+
+  // All ranks on one host can meet on the loopback address, which needs no
+  // working name resolution; otherwise rank 0's routable address is needed.
+  constexpr int kHostLen = 256;
+  std::vector<char> mine(kHostLen, 0);
+  gethostname(mine.data(), kHostLen - 1);
+  std::vector<char> all(static_cast<size_t>(kHostLen) * size, 0);
+  check_mpi(MPI_Allgather(mine.data(), kHostLen, MPI_CHAR, all.data(), kHostLen, MPI_CHAR,
+                          MPI_COMM_WORLD),
+            "MPI_Allgather(hostnames)", rank);
+  bool one_host = true;
+  for (int r = 1; r < size; ++r) {
+    one_host = one_host && std::strncmp(all.data(), all.data() + r * kHostLen, kHostLen) == 0;
+  }
+
+  Answer answer{};
+  if (rank == 0) {
+    std::string host = one_host ? "127.0.0.1" : host_address(mine.data());
+    uint16_t port = free_port(host, rank);
+    copy_field(answer.rendezvous, sizeof answer.rendezvous, host + ":" + std::to_string(port));
+    copy_field(answer.secret, sizeof answer.secret, random_hex(32, rank));
+    copy_field(answer.job_id, sizeof answer.job_id, "mpi-" + random_hex(8, rank));
+  }
+  check_mpi(MPI_Bcast(&answer, sizeof answer, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast(rendezvous)",
+            rank);
+  launch.rendezvous = answer.rendezvous;
+  launch.secret = answer.secret;
+  // The launcher's own job id (Open MPI's jobid, Slurm's) is kept when there is one.
+  if (launch.job_id.empty()) launch.job_id = answer.job_id;
+}
+
+#endif
+
+}  // namespace ringlet::core
