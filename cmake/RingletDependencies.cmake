@@ -27,6 +27,11 @@ if(NOT RINGLET_WITH_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Ampere for the common case, Hopper for the H100/H200; set before
+    # enable_language, which would otherwise pick the compiler's default.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
@@ -36,9 +41,11 @@ if(NOT RINGLET_WITH_CUDA STREQUAL "OFF")
 endif()
 ringlet_resolve_option(CUDA _cuda_found)
 if(RINGLET_HAVE_CUDA)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-    # Hopper for the lent H200, Ampere for the common case; PTX for the rest.
-    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  # CMake 3.25 knows nvcc's -std flags only up to C++17 and refuses
+  # CUDA_STANDARD 20; nvcc >= 12 accepts -std=c++20, so name the flag for it.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)

@@ -2,18 +2,38 @@
 // Every function takes counts in elements, never bytes, and accepts count 0.
 // Buffers may be unaligned; `out` may alias one of the inputs exactly (in place)
 // but must not partially overlap it.
+//
+// The arithmetic of each op is defined once in ops.h (shared with the CUDA
+// kernels): integer sum/prod wrap; float min/max propagate NaN; fp16/bf16 are
+// computed in float and rounded back to nearest-even. An invalid dtype, op or
+// contributor count throws std::invalid_argument (a caller's bug, never data).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "ringlet/types.h"
 
 namespace ringlet::kernels::cpu {
 
-// How results are written. kStream uses non-temporal stores: faster once the
-// written data is past the last-level cache and is read next by another core.
+// How results are written. kStream uses non-temporal stores and ends with a
+// store fence (the data is visible to other cores before anything the caller
+// writes after the call): faster once the written data is past the last-level
+// cache and is read next by another core. On this machine (32 MiB L3) it wins
+// from ~16 MiB up and loses clearly at 2 MiB and below; the caller chooses.
 enum class Store { kNormal, kStream };
+
+// Instruction sets the kernels are compiled for; the best one the CPU supports
+// is picked at first use. kAvx2 means AVX2 + F16C.
+enum class Isa { kBaseline, kAvx2 };
+Isa best_isa();
+Isa active_isa();
+// Tests and benchmarks pin an ISA to compare paths; asking for more than the
+// CPU has gives best_isa(). Not for use while kernels run on other threads.
+void set_isa(Isa isa);
+std::string_view to_string(Isa isa);
 
 // out[i] = a[i] (op) b[i]. kAvg reduces as kSum (see finish_average).
 void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count,
@@ -21,10 +41,14 @@ void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b
 
 // out[i] = inputs[0][i] (op) inputs[1][i] (op) ... in input order, reading each
 // input once and writing out once. inputs.size() >= 1. kAvg reduces as kSum.
+// out may alias any one input exactly. fp16/bf16 accumulate in float and round
+// once at the end, so for more than two inputs the result can differ from a
+// chain of reduce() calls (it is the more accurate of the two).
 void reduce_many(DataType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
                  size_t count, Store store = Store::kNormal);
 
-// buf[i] *= factor (integers: rounded to nearest, saturating to the type's range).
+// buf[i] *= factor (integers: rounded to nearest, ties to even, saturating to
+// the type's range; floats: in float, or double for float64, see ops.h).
 void scale(DataType dtype, void* buf, size_t count, double factor);
 
 // Turns a sum over `contributors` ranks into their average: floats x 1/n,
@@ -48,7 +72,8 @@ size_t pack(DataType dtype, void* fused, std::span<const ConstSegment> tensors, 
 size_t unpack(DataType dtype, const void* fused, std::span<const Segment> tensors,
               double factor = 1.0);
 
-// Plain copy with the chosen store kind (bytes, not elements).
+// Plain copy with the chosen store kind (bytes, not elements). dst and src must
+// not overlap.
 void copy(void* dst, const void* src, size_t bytes, Store store = Store::kNormal);
 
 // Conversions, round-to-nearest-even; NaN stays NaN, overflow goes to Inf.

@@ -1,0 +1,63 @@
+// Element-wise work on device memory: the CUDA twin of cpu.h, with the same
+// op semantics (the arithmetic comes from ops.h and half_bits.h, shared with
+// the CPU kernels). Only code built with CUDA includes this header.
+//
+// Every launcher is asynchronous on `stream` and returns the launch status
+// (cudaSuccess, cudaErrorInvalidValue for a bad dtype/op/count, or the error
+// the launch reported); no exception leaves it. Pointers are device (or
+// managed) memory; counts are elements; count 0 launches nothing. `out` may
+// alias an input exactly. NaN results are NaN but, unlike on the CPU, their
+// payload is whatever the device's conversion instructions produce.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ringlet/types.h"
+
+namespace ringlet::kernels::cuda {
+
+// out[i] = a[i] (op) b[i]; kAvg reduces as kSum.
+cudaError_t reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b,
+                   size_t count, cudaStream_t stream);
+
+// out[i] = inputs[0][i] (op) ... (op) inputs[k-1][i], in input order, in one
+// pass. `inputs` is a device array of k device pointers. fp16/bf16 accumulate
+// in float and round once, as on the CPU.
+cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* const* inputs,
+                        int num_inputs, size_t count, cudaStream_t stream);
+
+// buf[i] *= factor (integers: nearest, ties to even, saturating).
+cudaError_t scale(DataType dtype, void* buf, size_t count, double factor, cudaStream_t stream);
+
+// A sum over `contributors` ranks -> their average (floats x 1/n, integers
+// divided toward zero). contributors >= 1.
+cudaError_t finish_average(DataType dtype, void* buf, size_t count, int contributors,
+                           cudaStream_t stream);
+
+// One tensor of a fusion buffer: `count` elements at element `offset` of the
+// fused buffer, copied from (pack) or to (unpack) `tensor`.
+struct FusedSegment {
+  void* tensor;
+  size_t offset;
+  size_t count;
+};
+
+// Batched: one launch copies every segment, scaling by `factor` on the way (1.0
+// copies bits exactly). `segments` is a device array of `num_segments`
+// descriptors; `max_count` is the largest segment's count (it sizes the grid;
+// a smaller value only makes the launch slower).
+cudaError_t pack(DataType dtype, void* fused, const FusedSegment* segments, int num_segments,
+                 size_t max_count, double factor, cudaStream_t stream);
+cudaError_t unpack(DataType dtype, const void* fused, const FusedSegment* segments,
+                   int num_segments, size_t max_count, double factor, cudaStream_t stream);
+
+// Conversions on raw 16-bit patterns, round to nearest even.
+cudaError_t float_to_half(uint16_t* out, const float* in, size_t count, cudaStream_t stream);
+cudaError_t half_to_float(float* out, const uint16_t* in, size_t count, cudaStream_t stream);
+cudaError_t float_to_bfloat16(uint16_t* out, const float* in, size_t count, cudaStream_t stream);
+cudaError_t bfloat16_to_float(float* out, const uint16_t* in, size_t count, cudaStream_t stream);
+
+}  // namespace ringlet::kernels::cuda

@@ -1,0 +1,150 @@
+// scale and finish_average: float multiplication in the documented precision,
+// integer rounding (nearest, ties to even) and saturation, averages that
+// divide integers toward zero.
+#include <stdexcept>
+
+#include "reference.h"
+
+namespace ringlet::kernels::test {
+namespace {
+
+class ScaleTest : public ::testing::TestWithParam<cpu::Isa> {
+ protected:
+  IsaScope isa_{GetParam()};
+  std::mt19937_64 rng_{42};
+};
+
+// The reference scaling of one element: floats multiply by the factor rounded
+// to float (double for float64); integers multiply in double, round to
+// nearest-even and clamp.
+template <class T>
+T ref_scale(T x, double factor) {
+  if constexpr (std::is_integral_v<T>) {
+    const double v = std::nearbyint(static_cast<double>(x) * factor);
+    if (std::isnan(v)) return 0;
+    if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return x * factor;
+  } else {
+    return x * static_cast<float>(factor);
+  }
+}
+
+void ref_scale_buffer(DataType dtype, void* out, const void* in, size_t n, double factor) {
+  for_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    for (size_t i = 0; i < n; ++i) {
+      T x;
+      std::memcpy(&x, static_cast<const char*>(in) + i * sizeof(T), sizeof(T));
+      T r;
+      if constexpr (std::is_same_v<T, _Float16> || std::is_same_v<T, uint16_t>) {
+        uint16_t h;
+        std::memcpy(&h, &x, 2);
+        const uint16_t s = narrow16(dtype, widen16(dtype, h) * static_cast<float>(factor));
+        std::memcpy(&r, &s, 2);
+      } else {
+        r = ref_scale(x, factor);
+      }
+      std::memcpy(static_cast<char*>(out) + i * sizeof(T), &r, sizeof(T));
+    }
+  });
+}
+
+TEST_P(ScaleTest, EveryDtypeMatchesReference) {
+  for (DataType dtype : kAllDtypes) {
+    for (double factor : {0.5, -1.0, 3.0, 1.0 / 3.0, 1e-3, 0.0}) {
+      for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{1025}, size_t{100003}}) {
+        SCOPED_TRACE(std::string(to_string(dtype)) + " factor=" + std::to_string(factor) +
+                     " n=" + std::to_string(n));
+        const size_t bytes = n * dtype_size(dtype);
+        Buffer buf(bytes, 1), expected(bytes, 0);
+        fill_random(dtype, buf.data(), n, rng_);
+        ref_scale_buffer(dtype, expected.data(), buf.data(), n, factor);
+        cpu::scale(dtype, buf.data(), n, factor);
+        ASSERT_TRUE(same_values(dtype, expected.data(), buf.data(), n));
+      }
+    }
+  }
+}
+
+TEST_P(ScaleTest, IntegersRoundToNearestEvenAndSaturate) {
+  int32_t v[] = {3, 5, -3, -5, 7, 2000000000, -2000000000};
+  cpu::scale(DataType::kInt32, v, 7, 0.5);
+  EXPECT_EQ(v[0], 2);   // 1.5 -> 2
+  EXPECT_EQ(v[1], 2);   // 2.5 -> 2
+  EXPECT_EQ(v[2], -2);  // -1.5 -> -2
+  EXPECT_EQ(v[3], -2);
+  EXPECT_EQ(v[4], 4);   // 3.5 -> 4
+  int32_t w[] = {2000000000, -2000000000};
+  cpu::scale(DataType::kInt32, w, 2, 2.0);
+  EXPECT_EQ(w[0], INT32_MAX);
+  EXPECT_EQ(w[1], INT32_MIN);
+  int8_t b[] = {100, -100, 1};
+  cpu::scale(DataType::kInt8, b, 3, 2.0);
+  EXPECT_EQ(b[0], 127);
+  EXPECT_EQ(b[1], -128);
+  EXPECT_EQ(b[2], 2);
+  uint8_t u[] = {10, 200};
+  cpu::scale(DataType::kUInt8, u, 2, -1.0);
+  EXPECT_EQ(u[0], 0);
+  EXPECT_EQ(u[1], 0);
+  int64_t l[] = {INT64_MAX / 2 + 1, INT64_MIN / 2 - 4096};
+  cpu::scale(DataType::kInt64, l, 2, 4.0);
+  EXPECT_EQ(l[0], INT64_MAX);
+  EXPECT_EQ(l[1], INT64_MIN);
+  int32_t z[] = {5};
+  cpu::scale(DataType::kInt32, z, 1, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(z[0], 0);
+}
+
+TEST_P(ScaleTest, FinishAverageIntegersTowardZero) {
+  int32_t v[] = {7, -7, 8, -8, -1, 1, INT32_MIN};
+  cpu::finish_average(DataType::kInt32, v, 7, 2);
+  const int32_t expected[] = {3, -3, 4, -4, 0, 0, INT32_MIN / 2};
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(v[i], expected[i]) << i;
+  int8_t b[] = {-128, 127, -5};
+  cpu::finish_average(DataType::kInt8, b, 3, 3);
+  EXPECT_EQ(b[0], -42);
+  EXPECT_EQ(b[1], 42);
+  EXPECT_EQ(b[2], -1);
+  uint8_t u[] = {255, 3};
+  cpu::finish_average(DataType::kUInt8, u, 2, 4);
+  EXPECT_EQ(u[0], 63);
+  EXPECT_EQ(u[1], 0);
+  int64_t l[] = {INT64_MIN, -9};
+  cpu::finish_average(DataType::kInt64, l, 2, 4);
+  EXPECT_EQ(l[0], INT64_MIN / 4);
+  EXPECT_EQ(l[1], -2);
+}
+
+TEST_P(ScaleTest, FinishAverageFloatsMultiplyByInverse) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                         DataType::kBFloat16}) {
+    for (int n : {1, 2, 3, 7}) {
+      const size_t count = 1001;
+      const size_t bytes = count * dtype_size(dtype);
+      Buffer buf(bytes, 2), expected(bytes, 0);
+      fill_random(dtype, buf.data(), count, rng_);
+      ref_scale_buffer(dtype, expected.data(), buf.data(), count, 1.0 / n);
+      cpu::finish_average(dtype, buf.data(), count, n);
+      EXPECT_TRUE(same_values(dtype, expected.data(), buf.data(), count))
+          << to_string(dtype) << " n=" << n;
+    }
+  }
+  float f[] = {3.0f};
+  cpu::finish_average(DataType::kFloat32, f, 1, 4);
+  EXPECT_EQ(f[0], 0.75f);
+}
+
+TEST_P(ScaleTest, FinishAverageRejectsNoContributors) {
+  float f[1] = {1};
+  EXPECT_THROW(cpu::finish_average(DataType::kFloat32, f, 1, 0), std::invalid_argument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, ScaleTest, ::testing::ValuesIn(available_isas()),
+                         [](const auto& info) { return std::string(cpu::to_string(info.param)); });
+
+}  // namespace
+}  // namespace ringlet::kernels::test
