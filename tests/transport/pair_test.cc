@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "file_store.h"
@@ -175,6 +176,40 @@ TEST_P(PairTest, SizeMismatchFailsBothEnds) {
       EXPECT_NE(b.error().find("200"), std::string::npos) << b.error();
       r.store->set("test/mismatch-seen", {1});
     }
+  }));
+}
+
+// A peer that finishes first sends its last message and closes at once; the
+// survivor, slower, posts its receive only after the close: the message must
+// still arrive, and only a receive beyond it fails.
+TEST_P(PairTest, LastMessageBeforeCloseIsDelivered) {
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    Rank r = join(rank);
+    std::vector<uint8_t> buf = make_message(3000, 5, 1);
+    if (rank == 1) {
+      Request send;
+      r.pair->post_send(buf.data(), buf.size(), send);
+      drive(r, [&] { return !send.pending(); });
+      ASSERT_TRUE(send.done()) << send.error();
+      r.pair.reset();  // closes; the data may still sit in the peer's buffers
+      r.store->set("test/closed", {1});
+      return;
+    }
+    r.store->get("test/closed", Clock::now() + seconds(20));
+    std::this_thread::sleep_for(milliseconds(50));
+    for (int i = 0; i < 3; ++i) r.pair->progress();  // observes the close first
+    std::vector<uint8_t> in(3000);
+    Request recv, more;
+    r.pair->post_recv(in.data(), in.size(), recv);
+    drive(r, [&] { return !recv.pending(); });
+    ASSERT_TRUE(recv.done()) << recv.error();
+    EXPECT_EQ(first_wrong(in, 5, 1), -1);
+    r.pair->post_recv(in.data(), in.size(), more);
+    try {
+      drive(r, [&] { return !more.pending(); });
+    } catch (const PeerLost&) {
+    }
+    EXPECT_TRUE(more.failed());
   }));
 }
 

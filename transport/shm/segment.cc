@@ -44,14 +44,21 @@ Segment Segment::map(int fd, size_t bytes, std::string name, bool linked, bool k
 }
 
 Segment Segment::create(const std::string& name, size_t bytes) {
+  // Registered before it exists: a signal landing between shm_open and the
+  // registration would otherwise leave the name behind.
+  register_segment(name.c_str());
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {
     // Left by a crashed job that reused this id: it is no one's any more.
     ::shm_unlink(name.c_str());
     fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   }
-  if (fd < 0) fail("shm_open(create)", name);
-  register_segment(name.c_str());
+  if (fd < 0) {
+    int saved = errno;
+    forget_segment(name.c_str());
+    errno = saved;
+    fail("shm_open(create)", name);
+  }
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int saved = errno;
     ::close(fd);

@@ -61,7 +61,12 @@ void ShmPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
     return;
   }
   if (!failure_.empty()) {
-    req.fail(failure_);
+    req.start();
+    recvs_.push({static_cast<std::byte*>(data), bytes, &req});
+    // A peer that closed after sending left its last messages in the slots:
+    // they can still be received; anything beyond them never will be.
+    if (peer_left_ && !lost_) pump_recvs();
+    if (req.pending()) fail_all(failure_);
     return;
   }
   req.start();
@@ -179,11 +184,14 @@ void ShmPair::check_alive() {
   }
 }
 
-// Data the peer left in the slots before it went has been consumed by the
-// pump already; what is still pending can never complete. With nothing
-// pending the loss is only recorded, so a peer that finished and closed
-// first does not fail a rank that got everything it needed.
+// The peer may have written its last messages between our previous pump and
+// its close (the close is published after the data), so drain the slots once
+// more first: only what is still pending after that can never complete. With
+// nothing pending the loss is only recorded, so a peer that finished and
+// closed first does not fail a rank that got everything it needed.
 void ShmPair::peer_gone(const std::string& how) {
+  if (pump_recvs()) ring(peer_page_->bell);
+  peer_left_ = true;
   failure_ = prefix() + "connection to rank " + std::to_string(peer()) + " closed: rank " +
              std::to_string(peer()) + " " + how;
   if (!busy()) return;  // later posts fail with failure_

@@ -78,6 +78,7 @@ class ShmPair final : public Pair {
   uint32_t idle_calls_ = 0;
 
   bool lost_ = false;
+  bool peer_left_ = false;  // the peer closed or exited (not a size mismatch)
   std::string failure_;  // set once the pair is lost or broken
 };
 
