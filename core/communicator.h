@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/bootstrap/world.h"
@@ -14,9 +15,14 @@
 
 namespace ringlet::core {
 
+namespace collectives {
+struct Workspace;  // scratch, request records and round counters of the algorithms
+}
+
 class Communicator {
  public:
   // Rendezvous, world, carriers and (where all ranks share the host) the window.
+  // The links to the ring neighbours are connected here; others on first use.
   static std::unique_ptr<Communicator> create(const Config& config, const LaunchInfo& launch);
   ~Communicator();
 
@@ -27,6 +33,9 @@ class Communicator {
 
   // The link to `peer`, connected on first use (both ends must ask).
   transport::Pair& pair(int peer);
+  // Connects every pair not yet connected, in an order that cannot deadlock
+  // (pairs (a, b), a < b, in lexicographic order on every rank). Collective.
+  void connect_all();
   // The window over this host's ranks; null unless every rank is on this host
   // and the configuration allows shared memory.
   transport::SharedWindow* window() const { return window_.get(); }
@@ -40,22 +49,41 @@ class Communicator {
   void wait_all(std::span<transport::Request* const> requests,
                 std::span<transport::Pair* const> pairs, transport::Deadline deadline);
 
-  // Marks this communicator failed so that peers waiting on it stop at once.
+  // One turn of the waiting policy for loops that complete requests one by
+  // one: progresses the pairs; after `idle` turns without movement it yields,
+  // then blocks briefly in the carriers. Returns true if anything moved (and
+  // resets idle). At the deadline throws Timeout naming `waiting_for`.
+  bool progress_or_wait(std::span<transport::Pair* const> pairs, int& idle,
+                        transport::Deadline deadline, int waiting_for);
+
+  // Marks this communicator failed so that peers waiting on it stop at once:
+  // publishes `why` in the store (on a thread of its own: the store's owner,
+  // rank 0, may be gone), aborts the window and closes every link.
   void abort(const std::string& why);
+  bool failed() const { return !failure_.empty(); }
+  const std::string& failure() const { return failure_; }
+  // Why `peer` failed, as it published with abort(), if that appears within
+  // `wait`; "" otherwise.
+  std::string failure_of(int peer, std::chrono::milliseconds wait);
 
   StoreClient& store() { return *store_; }
+  collectives::Workspace& workspace() { return *workspace_; }
 
  private:
-  Communicator() = default;
+  Communicator();
 
   Config config_;
   World world_;
+  std::unique_ptr<collectives::Workspace> workspace_;  // outlives the pairs
   std::unique_ptr<StoreServer> store_server_;  // rank 0 only
   std::unique_ptr<StoreClient> store_;
+  std::string rendezvous_, secret_;  // for the abort publisher's own connection
   std::vector<std::unique_ptr<transport::Carrier>> carriers_;  // owned carriers
   std::vector<transport::Carrier*> carrier_of_;                // per peer
   std::vector<std::unique_ptr<transport::Pair>> pairs_;        // per peer, lazily
   std::unique_ptr<transport::SharedWindow> window_;
+  std::string failure_;
+  transport::Clock::time_point idle_since_{};  // start of the current idle spell
 };
 
 }  // namespace ringlet::core

@@ -1,0 +1,218 @@
+// The collectives' entry points: argument checks, the trivial cases (one rank,
+// nothing to move), the choice of algorithm, and error handling. Any failure
+// aborts the communicator (so that peers stop at once instead of at their
+// deadline) and surfaces as an exception whose message starts with
+// "rank <r>: ", names the peer, and ends with the collective's name.
+#include "core/collectives/collectives.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/collectives/algorithm_table.h"
+#include "core/collectives/algorithms.h"
+#include "ringlet/kernels/cpu.h"
+
+namespace ringlet::core {
+
+namespace {
+
+using collectives::Algorithm;
+using collectives::Collective;
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+// "rank 3" appears in `text` as a whole word.
+bool names_rank(const std::string& text, int peer) {
+  const std::string needle = "rank " + std::to_string(peer);
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    const size_t end = at + needle.size();
+    if (end == text.size() || !std::isdigit(static_cast<unsigned char>(text[end]))) return true;
+  }
+  return false;
+}
+
+// Aborts the communicator with `msg` (which tells the peers at once), then
+// adds why `peer` failed if it says so soon: the rank we waited for may have
+// been waiting itself, and its reason names the culprit.
+std::string fail(Communicator& comm, std::string msg, int peer) {
+  comm.abort(msg);
+  const std::string theirs = comm.failure_of(peer, std::chrono::milliseconds(300));
+  if (!theirs.empty() && msg.find(theirs) == std::string::npos) msg += "; " + theirs;
+  return msg;
+}
+
+template <class F>
+void guarded(Communicator& comm, Collective c, F&& body) {
+  const std::string me = "rank " + std::to_string(comm.rank()) + ": ";
+  const std::string where = " in " + std::string(collectives::to_string(c));
+  if (comm.failed()) {
+    throw transport::Error(-1, me + "the communicator failed earlier (" + comm.failure() + ")" + where);
+  }
+  try {
+    body();
+  } catch (const ConfigError&) {
+    throw;  // the same on every rank: nothing to abort
+  } catch (const std::invalid_argument&) {
+    throw;  // a caller's bug, found before anything moved
+  } catch (const transport::Timeout& e) {
+    const std::string msg = me + "timed out after " + seconds_text(comm.config().timeout) +
+                            " waiting for rank " + std::to_string(e.peer()) + where;
+    throw transport::Timeout(e.peer(), fail(comm, msg, e.peer()));
+  } catch (const transport::PeerLost& e) {
+    std::string msg = e.what();
+    if (msg.rfind("rank ", 0) == 0 && msg.find(": ") != std::string::npos &&
+        names_rank(msg.substr(0, msg.find(": ")), comm.rank())) {
+      msg = msg.substr(msg.find(": ") + 2);  // drop a "rank <me>: " the transport added
+    }
+    if (e.peer() >= 0 && !names_rank(msg, e.peer())) {
+      msg = "lost rank " + std::to_string(e.peer()) + " (" + msg + ")";
+    }
+    throw transport::PeerLost(e.peer(), fail(comm, me + msg + where, e.peer()));
+  } catch (const transport::Error& e) {
+    throw transport::Error(e.peer(), fail(comm, me + e.what() + where, e.peer()));
+  } catch (const std::exception& e) {
+    const std::string msg = me + e.what() + where;
+    comm.abort(msg);
+    throw transport::Error(-1, msg);
+  }
+}
+
+void check_types(DataType dtype) {
+  if (!is_valid(dtype)) throw std::invalid_argument("invalid dtype " + std::to_string(static_cast<int>(dtype)));
+}
+void check_op(ReduceOp op) {
+  if (!is_valid(op)) throw std::invalid_argument("invalid reduce op " + std::to_string(static_cast<int>(op)));
+}
+void check_counts(const Communicator& comm, std::span<const size_t> counts, const char* what) {
+  if (counts.size() != static_cast<size_t>(comm.size())) {
+    throw std::invalid_argument(std::string(what) + " has " + std::to_string(counts.size()) +
+                                " entries for " + std::to_string(comm.size()) + " ranks");
+  }
+}
+size_t sum(std::span<const size_t> counts) {
+  size_t s = 0;
+  for (size_t c : counts) s += c;
+  return s;
+}
+void copy_if_apart(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) kernels::cpu::copy(dst, src, bytes);
+}
+
+}  // namespace
+
+void allreduce(Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
+               ReduceOp op) {
+  check_types(dtype);
+  check_op(op);
+  if (count == 0) return;
+  const size_t bytes = count * dtype_size(dtype);
+  if (comm.size() == 1) {
+    copy_if_apart(recv, send, bytes);
+    return;
+  }
+  guarded(comm, Collective::kAllreduce, [&] {
+    switch (collectives::choose_algorithm(comm, Collective::kAllreduce, bytes)) {
+      case Algorithm::kRing: return collectives::ring_allreduce(comm, send, recv, count, dtype, op);
+      case Algorithm::kDirect: return collectives::direct_allreduce(comm, send, recv, count, dtype, op);
+      case Algorithm::kOneStep: return collectives::onestep_allreduce(comm, send, recv, count, dtype, op);
+    }
+  });
+}
+
+void allgather(Communicator& comm, const void* send, void* recv,
+               std::span<const size_t> recv_counts, DataType dtype) {
+  check_types(dtype);
+  check_counts(comm, recv_counts, "recv_counts");
+  const size_t es = dtype_size(dtype);
+  const size_t total = sum(recv_counts);
+  if (total == 0) return;
+  if (comm.size() == 1) {
+    copy_if_apart(recv, send, total * es);
+    return;
+  }
+  guarded(comm, Collective::kAllgather, [&] {
+    if (collectives::choose_algorithm(comm, Collective::kAllgather, total * es) == Algorithm::kRing) {
+      collectives::ring_allgather(comm, send, recv, recv_counts, dtype);
+    } else {
+      collectives::direct_allgather(comm, send, recv, recv_counts, dtype);
+    }
+  });
+}
+
+void broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root) {
+  check_types(dtype);
+  if (root < 0 || root >= comm.size()) {
+    throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
+                                std::to_string(comm.size()));
+  }
+  if (count == 0 || comm.size() == 1) return;
+  guarded(comm, Collective::kBroadcast, [&] {
+    const size_t bytes = count * dtype_size(dtype);
+    if (collectives::choose_algorithm(comm, Collective::kBroadcast, bytes) == Algorithm::kRing) {
+      collectives::ring_broadcast(comm, buffer, count, dtype, root);
+    } else {
+      collectives::direct_broadcast(comm, buffer, count, dtype, root);
+    }
+  });
+}
+
+void reducescatter(Communicator& comm, const void* send, void* recv,
+                   std::span<const size_t> recv_counts, DataType dtype, ReduceOp op) {
+  check_types(dtype);
+  check_op(op);
+  check_counts(comm, recv_counts, "recv_counts");
+  const size_t es = dtype_size(dtype);
+  const size_t total = sum(recv_counts);
+  if (total == 0) return;
+  if (comm.size() == 1) {
+    copy_if_apart(recv, send, total * es);
+    return;
+  }
+  guarded(comm, Collective::kReducescatter, [&] {
+    if (collectives::choose_algorithm(comm, Collective::kReducescatter, total * es) == Algorithm::kRing) {
+      collectives::ring_reducescatter(comm, send, recv, recv_counts, dtype, op);
+    } else {
+      collectives::direct_reducescatter(comm, send, recv, recv_counts, dtype, op);
+    }
+  });
+}
+
+void alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts, void* recv,
+              std::span<const size_t> recv_counts, DataType dtype) {
+  check_types(dtype);
+  check_counts(comm, send_counts, "send_counts");
+  check_counts(comm, recv_counts, "recv_counts");
+  if (comm.size() == 1) {
+    if (send_counts[0] != recv_counts[0]) {
+      throw std::invalid_argument("alltoall: rank 0 sends itself " + std::to_string(send_counts[0]) +
+                                  " elements but expects " + std::to_string(recv_counts[0]));
+    }
+    copy_if_apart(recv, send, send_counts[0] * dtype_size(dtype));
+    return;
+  }
+  guarded(comm, Collective::kAlltoall, [&] {
+    // Local totals differ between ranks: the choice must not depend on them.
+    if (collectives::choose_algorithm(comm, Collective::kAlltoall, 0) == Algorithm::kRing) {
+      collectives::pairwise_alltoall(comm, send, send_counts, recv, recv_counts, dtype);
+    } else {
+      collectives::direct_alltoall(comm, send, send_counts, recv, recv_counts, dtype);
+    }
+  });
+}
+
+void barrier(Communicator& comm) {
+  if (comm.size() == 1) return;
+  guarded(comm, Collective::kBarrier, [&] {
+    if (collectives::choose_algorithm(comm, Collective::kBarrier, 0) == Algorithm::kRing) {
+      collectives::ring_barrier(comm);
+    } else {
+      collectives::window_barrier(comm);
+    }
+  });
+}
+
+}  // namespace ringlet::core

@@ -1,0 +1,29 @@
+// Ring allreduce = ring reduce-scatter, then ring allgather, on blocks of
+// count/n elements (the first count%n ranks take one more; with count < n some
+// blocks are empty and take no posts). The reduce-scatter leaves this rank's
+// finished block (averaged already for kAvg, so the division runs on 1/n of
+// the data) in its place in `recv`; the allgather then circulates the blocks
+// in place. 2(n-1)/n of the message crosses each link, the minimum for a ring.
+// Sub-chunk size and posts in flight: see ring_reducescatter.cc.
+#include <vector>
+
+#include "core/collectives/algorithms.h"
+#include "ringlet/kernels/cpu.h"
+
+namespace ringlet::core::collectives {
+
+void ring_allreduce(Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
+                    ReduceOp op) {
+  const int n = comm.size();
+  std::vector<size_t> counts(n);
+  size_t offset_me = 0;
+  for (int r = 0; r < n; ++r) {
+    counts[r] = count / n + (static_cast<size_t>(r) < count % n ? 1 : 0);
+    if (r < comm.rank()) offset_me += counts[r];
+  }
+  auto* own = static_cast<std::byte*>(recv) + offset_me * dtype_size(dtype);
+  ring_reducescatter(comm, send, own, counts, dtype, op);
+  ring_allgather(comm, own, recv, counts, dtype);
+}
+
+}  // namespace ringlet::core::collectives

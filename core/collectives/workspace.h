@@ -1,0 +1,69 @@
+// What the algorithms keep between calls, owned by the communicator: the
+// scratch slots of the ring (allocated once, at the first ring call), the
+// request records (they outlive any unwinding: links are closed by abort()
+// before the communicator, and so before these, goes away), the round counter
+// of the window algorithms, and the tuning that the algorithm table and the
+// algorithms read.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "ringlet/transport/transport.h"
+
+namespace ringlet::core::collectives {
+
+// Sizes chosen by measurement on this machine (see the report in
+// algorithm_table.cc). Tests may change them on a live communicator.
+struct Tuning {
+  size_t ring_slice_bytes = 256 << 10;    // one post on a ring link
+  int ring_in_flight = 4;                 // posts outstanding per direction
+  size_t direct_slice_bytes = 256 << 10;  // one ready flag in the window
+  size_t direct_round_bytes = 1 << 20;    // staged per rank per round (cache-resident)
+  size_t onestep_max_bytes = 8 << 10;     // one-step allreduce up to here...
+  size_t onestep_max_oversubscribed_bytes = 128 << 10;  // ...or here, more ranks than cores
+  size_t stream_min_bytes = 16 << 20;     // streamed output from here (half the LLC; set at create)
+};
+
+inline constexpr int kMaxInFlight = 16;
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
+struct Workspace {
+  Tuning tuning;
+
+  // Ring scratch: 2 * in_flight + 2 slots of ring_slice_bytes.
+  std::unique_ptr<std::byte, AlignedFree> scratch;
+  size_t scratch_bytes = 0;
+  std::byte* ring_scratch(size_t bytes) {
+    if (bytes > scratch_bytes) {
+      size_t rounded = (bytes + 4095) / 4096 * 4096;
+      scratch.reset(static_cast<std::byte*>(std::aligned_alloc(4096, rounded)));
+      if (!scratch) throw std::bad_alloc();
+      scratch_bytes = rounded;
+    }
+    return scratch.get();
+  }
+
+  std::array<transport::Request, kMaxInFlight> send_reqs;
+  std::array<transport::Request, kMaxInFlight> recv_reqs;
+
+  // Window rounds: every rank runs the same rounds in the same order, so the
+  // counter agrees everywhere. Starts at 1 so that zeroed flags mean "never".
+  uint64_t round = 1;
+  uint64_t next_round() { return round++; }
+
+  // Per-peer values of the current alltoall (element offsets and counts).
+  std::vector<size_t> peer_offset, peer_count;
+  // The inputs of one reduce_many over the window, one per local rank.
+  std::vector<const void*> inputs;
+};
+
+}  // namespace ringlet::core::collectives

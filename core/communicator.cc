@@ -1,0 +1,311 @@
+// Communicator set-up (store, world, carriers, window, ring links) and the
+// waiting policy shared by the algorithms.
+#include "core/communicator.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "core/collectives/workspace.h"
+
+namespace ringlet::core {
+
+namespace {
+
+using transport::Clock;
+using transport::Deadline;
+
+// host:port → port; ConfigError naming the variable when malformed.
+uint16_t rendezvous_port(const std::string& rendezvous) {
+  const auto colon = rendezvous.rfind(':');
+  std::optional<int64_t> port;
+  if (colon != std::string::npos) port = parse_int64(std::string_view(rendezvous).substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535) {
+    throw ConfigError("RINGLET_RENDEZVOUS='" + rendezvous + "': expected host:port");
+  }
+  return static_cast<uint16_t>(*port);
+}
+
+std::string local_hostname() {
+  if (const char* fake = std::getenv("RINGLET_HOSTNAME"); fake != nullptr && *fake != '\0') {
+    return fake;
+  }
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+// Seconds as a person writes them: "30 s", "0.5 s".
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+// Where rank r publishes why it failed.
+std::string abort_key(int rank) { return "ringlet/abort/" + std::to_string(rank); }
+
+// The last-level cache of cpu0 in bytes ("32768K" in sysfs), 0 if unknown.
+size_t llc_bytes() {
+  FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v = 0;
+  char unit = 0;
+  const int got = std::fscanf(f, "%llu%c", &v, &unit);
+  std::fclose(f);
+  if (got < 1) return 0;
+  if (unit == 'K') v <<= 10;
+  if (unit == 'M') v <<= 20;
+  return static_cast<size_t>(v);
+}
+
+}  // namespace
+
+Communicator::Communicator() : workspace_(std::make_unique<collectives::Workspace>()) {}
+
+Communicator::~Communicator() {
+  // After a failure rank 0 keeps the store up a moment, so that peers still
+  // failing can read who failed first (peer_abort_reason).
+  if (failed() && store_server_ != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Links first (they may refer to request records in the workspace), then the
+  // window, the carriers, the store.
+  pairs_.clear();
+  window_.reset();
+  carrier_of_.clear();
+  carriers_.clear();
+  store_.reset();
+  store_server_.reset();
+}
+
+std::unique_ptr<Communicator> Communicator::create(const Config& config, const LaunchInfo& launch) {
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->config_ = config;
+  // Output past half the LLC is streamed (see direct_allreduce.cc).
+  if (const size_t llc = llc_bytes(); llc > 0) c->workspace_->tuning.stream_min_bytes = llc / 2;
+  const Deadline start = Clock::now() + config.start_timeout;
+
+  if (config.transport == TransportKind::kUcx) {
+    throw ConfigError("RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
+  }
+
+  if (launch.size == 1 && launch.rendezvous.empty()) {
+    c->world_ = derive_world(0, {local_hostname()});
+    c->world_.job_id = launch.job_id;
+    return c;
+  }
+  if (launch.rendezvous.empty()) {
+    throw ConfigError("RINGLET_RENDEZVOUS is not set: " + std::to_string(launch.size) +
+                      " ranks need a rendezvous host:port");
+  }
+  if (launch.rank == 0) {
+    c->store_server_ = std::make_unique<StoreServer>(rendezvous_port(launch.rendezvous), launch.secret);
+  }
+  c->store_ = std::make_unique<StoreClient>(launch.rendezvous, launch.secret, launch.rank, start);
+  c->rendezvous_ = launch.rendezvous;
+  c->secret_ = launch.secret;
+  c->world_ = build_world(launch, *c->store_, start);
+  const World& w = c->world_;
+
+  if (config.transport == TransportKind::kShm && !w.single_host()) {
+    throw ConfigError("RINGLET_TRANSPORT=shm: the job spans " + std::to_string(w.cross_size) +
+                      " hosts; shared memory reaches only one (use auto or tcp)");
+  }
+
+  // Which carriers exist follows from global facts only, so that every rank
+  // creates the same ones (a carrier may publish its address collectively).
+  bool any_shared_host = false;
+  for (const auto& ranks : w.ranks_on_host) any_shared_host |= ranks.size() > 1;
+  const bool want_shm = config.transport != TransportKind::kTcp && any_shared_host;
+  const bool want_tcp = config.transport == TransportKind::kTcp || !w.single_host();
+
+  transport::CarrierOptions opts;
+  opts.rank = w.rank;
+  opts.size = w.size;
+  opts.job_id = w.job_id;
+  opts.store = c->store_.get();
+  opts.interface = config.network_interface;
+  transport::Carrier* shm = nullptr;
+  transport::Carrier* tcp = nullptr;
+  if (want_shm) {
+    c->carriers_.push_back(transport::make_shm_carrier(opts));
+    shm = c->carriers_.back().get();
+  }
+  if (want_tcp) {
+    c->carriers_.push_back(transport::make_tcp_carrier(opts));
+    tcp = c->carriers_.back().get();
+  }
+  c->carrier_of_.assign(w.size, nullptr);
+  for (int peer = 0; peer < w.size; ++peer) {
+    if (peer == w.rank) continue;
+    const bool same_host = w.host_of[peer] == w.host_of[w.rank];
+    c->carrier_of_[peer] = (same_host && shm != nullptr) ? shm : tcp;
+  }
+  c->pairs_.resize(w.size);
+
+  if (w.single_host() && config.transport != TransportKind::kTcp && w.size > 1) {
+    transport::SharedWindow::Options wo;
+    wo.local_rank = w.local_rank;
+    wo.local_size = w.local_size;
+    wo.global_ranks = w.ranks_on_host[w.cross_rank];
+    wo.bytes_per_rank = config.shm_window_bytes;
+    wo.job_id = w.job_id;
+    wo.store = c->store_.get();
+    wo.wait.spin_iterations = config.spin_iterations;
+    c->window_ = transport::SharedWindow::create(wo, start);
+  }
+
+  // The ring neighbours, eagerly, in the global lexicographic order of pairs.
+  if (w.size > 1) {
+    const int n = w.size;
+    const auto pos = std::find(w.ring.begin(), w.ring.end(), w.rank) - w.ring.begin();
+    std::set<int> neighbours = {w.ring[(pos + 1) % n], w.ring[(pos + n - 1) % n]};
+    // Ascending peers are the pairs (min, max) in lexicographic order.
+    for (int peer : neighbours) {
+      if (c->pairs_[peer] == nullptr) {
+        c->pairs_[peer] = c->carrier_of_[peer]->connect(peer, start);
+      }
+    }
+  }
+  return c;
+}
+
+transport::Pair& Communicator::pair(int peer) {
+  if (failed()) throw transport::PeerLost(peer, "the communicator failed earlier: " + failure_);
+  auto& p = pairs_.at(peer);
+  if (p == nullptr) p = carrier_of_.at(peer)->connect(peer, deadline());
+  return *p;
+}
+
+void Communicator::connect_all() {
+  // Pair (a, b) with a < b precedes (a', b') iff (a, b) < (a', b'). The least
+  // pair not yet connected always has both ends asking for it, so this
+  // finishes even when connect() blocks until the peer asks too.
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank()) pair(peer);
+  }
+}
+
+transport::Deadline Communicator::deadline() const { return Clock::now() + config_.timeout; }
+
+bool Communicator::progress_or_wait(std::span<transport::Pair* const> pairs, int& idle,
+                                    Deadline deadline, int waiting_for) {
+  bool moved = false;
+  for (transport::Pair* p : pairs) moved |= p->progress();
+  if (moved) {
+    idle = 0;
+    return true;
+  }
+  // Spin a bounded number of turns and at most kSpinTime: a turn on TCP is a
+  // syscall, and under oversubscription every spinning turn is stolen from
+  // the rank that would make progress. Then yield a little, then block.
+  constexpr auto kSpinTime = std::chrono::microseconds(20);
+  constexpr int kYields = 20;
+  if (idle == 0) idle_since_ = Clock::now();
+  ++idle;
+  const int spin = config_.spin_iterations;
+  if (idle < spin) {
+    if ((idle & 15) != 0 || Clock::now() - idle_since_ < kSpinTime) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      return false;
+    }
+    idle = spin;
+  }
+  if (idle < spin + kYields) {
+    ::sched_yield();
+    return false;
+  }
+  if (Clock::now() >= deadline) {
+    throw transport::Timeout(waiting_for, "timed out after " + seconds_text(config_.timeout) +
+                                              " waiting for rank " + std::to_string(waiting_for));
+  }
+  // Block in the carriers; with two carriers in play, briefly in each.
+  transport::Carrier* first = nullptr;
+  bool several = false;
+  for (transport::Pair* p : pairs) {
+    transport::Carrier* c = carrier_of_[p->peer()];
+    if (first == nullptr) first = c;
+    else if (c != first) several = true;
+  }
+  if (first == nullptr) return false;
+  if (!several) {
+    first->wait_for_activity(std::chrono::microseconds(1000));
+  } else {
+    for (auto& c : carriers_) c->wait_for_activity(std::chrono::microseconds(100));
+  }
+  return false;
+}
+
+void Communicator::wait_all(std::span<transport::Request* const> requests,
+                            std::span<transport::Pair* const> pairs, Deadline deadline) {
+  int idle = 0;
+  for (;;) {
+    bool pending = false;
+    for (transport::Request* r : requests) {
+      if (r->failed()) {
+        int peer = pairs.empty() ? -1 : pairs.front()->peer();
+        throw transport::Error(peer, r->error());
+      }
+      pending |= r->pending();
+    }
+    if (!pending) return;
+    // Name the first link that still has work: that is who we wait for.
+    // With one pair per request, the pair of the first pending request;
+    // otherwise the first link that still has work.
+    int waiting_for = -1;
+    if (pairs.size() == requests.size()) {
+      for (size_t i = 0; i < requests.size() && waiting_for < 0; ++i) {
+        if (requests[i]->pending()) waiting_for = pairs[i]->peer();
+      }
+    }
+    for (size_t i = 0; i < pairs.size() && waiting_for < 0; ++i) {
+      if (pairs[i]->busy()) waiting_for = pairs[i]->peer();
+    }
+    if (progress_or_wait(pairs, idle, deadline, waiting_for)) deadline = this->deadline();
+  }
+}
+
+void Communicator::abort(const std::string& why) {
+  if (failed()) return;
+  failure_ = why.empty() ? "aborted" : why;
+  if (store_ != nullptr) {
+    // On a thread and a connection of its own: rank 0 (the store) may be
+    // gone, and this rank's own client may be busy asking why a peer failed.
+    // Closing the links below tells the peers at once either way; the reason
+    // only says why.
+    std::thread([host_port = rendezvous_, secret = secret_, me = rank(), why = failure_] {
+      try {
+        StoreClient client(host_port, secret, me, Clock::now() + std::chrono::seconds(2));
+        client.set(abort_key(me), std::vector<uint8_t>(why.begin(), why.end()));
+      } catch (...) {
+      }
+    }).detach();
+  }
+  if (window_ != nullptr) {
+    try {
+      window_->abort(failure_);
+    } catch (...) {
+    }
+  }
+  pairs_.clear();
+  pairs_.resize(world_.size);
+}
+
+std::string Communicator::failure_of(int peer, std::chrono::milliseconds wait) {
+  if (store_ == nullptr || peer < 0 || peer >= size() || peer == rank()) return {};
+  try {
+    auto v = store_->get(abort_key(peer), Clock::now() + wait);
+    return std::string(v.begin(), v.end());
+  } catch (...) {
+    return {};
+  }
+}
+
+}  // namespace ringlet::core

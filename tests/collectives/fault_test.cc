@@ -1,0 +1,83 @@
+// The fault test: three ranks under ringletrun loop allreduce and rank 2 kills
+// itself. Ranks 0 and 1 must fail with a message naming rank 2 well before
+// the 10 s deadline, ringletrun must exit non-zero, and no shared-memory
+// segment of the job may remain. Once through the window (direct) and once
+// over TCP (ring).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+Run run_job(const std::string& algorithm, const std::string& transport, int timeout_s,
+            const std::string& mode) {
+  const std::string cmd = "RINGLET_TIMEOUT_SECONDS=" + std::to_string(timeout_s) +
+                          " RINGLET_ALGORITHM=" + algorithm + " RINGLET_TRANSPORT=" + transport +
+                          " " RINGLETRUN " -np 3 " FAULT_RANK " " + mode + " 2>&1";
+  Run r;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) r.output += buf;
+  r.status = ::pclose(p);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+// mode "kill": rank 2 dies, survivors must notice long before the 10 s
+// deadline. mode "hang": rank 2 goes silent, survivors must time out after
+// the 2 s deadline, naming it.
+void check(const std::string& algorithm, const std::string& transport, const std::string& mode) {
+  const bool hang = mode == "hang";
+  const Run r = run_job(algorithm, transport, hang ? 2 : 10, mode);
+  SCOPED_TRACE(r.output);
+  ASSERT_NE(r.status, -1);
+  EXPECT_FALSE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << "ringletrun exited 0";
+  std::istringstream lines(r.output);
+  std::string line, job;
+  int faults = 0;
+  while (std::getline(lines, line)) {
+    if (auto at = line.find("JOB "); at != std::string::npos) job = line.substr(at + 4);
+    const auto at = line.find("FAULT ");
+    if (at == std::string::npos) continue;
+    std::istringstream f(line.substr(at + 6));
+    int rank = -1;
+    double seconds = 0;
+    f >> rank >> seconds;
+    std::string message;
+    std::getline(f, message);
+    EXPECT_TRUE(rank == 0 || rank == 1) << line;
+    EXPECT_NE(message.find("rank 2"), std::string::npos) << line;
+    if (hang) {
+      EXPECT_NE(message.find("timed out after 2 s"), std::string::npos) << line;
+    }
+    EXPECT_LT(seconds, hang ? 5.0 : 2.0) << line;
+    ++faults;
+  }
+  EXPECT_EQ(faults, 2) << "both survivors should report the fault";
+  EXPECT_LT(r.seconds, 20.0);
+  ASSERT_FALSE(job.empty());
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(e.path().filename().string().find("ringlet-" + job), std::string::npos)
+        << "left behind: " << e.path();
+  }
+}
+
+TEST(Fault, DirectThroughWindow) { check("direct", "shm", "kill"); }
+TEST(Fault, RingOverTcp) { check("ring", "tcp", "kill"); }
+TEST(Fault, TimeoutThroughWindow) { check("direct", "shm", "hang"); }
+TEST(Fault, TimeoutRingOverTcp) { check("ring", "tcp", "hang"); }
+
+}  // namespace
