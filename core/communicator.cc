@@ -93,6 +93,11 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   if (config.transport == TransportKind::kUcx) {
     throw ConfigError("RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
   }
+  if (config.cpu_operations == CpuOperations::kMpi) {
+    throw ConfigError(
+        "HOROVOD_CPU_OPERATIONS=MPI: host collectives through MPI are not supported yet "
+        "(accepted: RING)");
+  }
 
   if (launch.size == 1 && launch.rendezvous.empty()) {
     c->world_ = derive_world(0, {local_hostname()});
