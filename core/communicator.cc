@@ -115,6 +115,9 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   c->rendezvous_ = launch.rendezvous;
   c->secret_ = launch.secret;
   c->world_ = build_world(launch, *c->store_, start);
+  // Read once: hardware_concurrency() opens a sysfs file on every call.
+  c->workspace_->tuning.oversubscribed =
+      static_cast<unsigned>(c->world_.local_size) > std::thread::hardware_concurrency();
   const World& w = c->world_;
 
   if (config.transport == TransportKind::kShm && !w.single_host()) {

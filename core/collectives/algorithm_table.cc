@@ -20,7 +20,6 @@
 // shares (size, local_size, the host's core count), so all ranks agree.
 #include "core/collectives/algorithm_table.h"
 
-#include <thread>
 
 #include "core/collectives/workspace.h"
 
@@ -68,9 +67,8 @@ Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
       return c == Collective::kAllreduce ? Algorithm::kOneStep : Algorithm::kDirect;
     default: break;
   }
-  const bool oversubscribed =
-      static_cast<unsigned>(comm.world().local_size) > std::thread::hardware_concurrency();
-  const size_t onestep_max = oversubscribed ? t.onestep_max_oversubscribed_bytes : t.onestep_max_bytes;
+  const size_t onestep_max =
+      t.oversubscribed ? t.onestep_max_oversubscribed_bytes : t.onestep_max_bytes;
   if (c == Collective::kAllreduce && bytes <= onestep_max) return Algorithm::kOneStep;
   return Algorithm::kDirect;
 }

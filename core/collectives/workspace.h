@@ -28,6 +28,7 @@ struct Tuning {
   size_t onestep_max_bytes = 8 << 10;     // one-step allreduce up to here...
   size_t onestep_max_oversubscribed_bytes = 128 << 10;  // ...or here, more ranks than cores
   size_t stream_min_bytes = 16 << 20;     // streamed output from here (half the LLC; set at create)
+  bool oversubscribed = false;            // more local ranks than cores (set at create)
 };
 
 inline constexpr int kMaxInFlight = 16;
