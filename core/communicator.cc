@@ -118,6 +118,13 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   // Read once: hardware_concurrency() opens a sysfs file on every call.
   c->workspace_->tuning.oversubscribed =
       static_cast<unsigned>(c->world_.local_size) > std::thread::hardware_concurrency();
+  // With more ranks than cores a spinning rank holds the core that the rank
+  // it waits for needs: going straight to sched_yield was 20x faster for a
+  // 4 KiB allreduce at 4 ranks on 2 cores, while a core of its own makes
+  // spinning the fastest wait (0.7 us at 2 ranks).
+  if (c->config_.spin_iterations < 0) {
+    c->config_.spin_iterations = c->workspace_->tuning.oversubscribed ? 0 : 2000;
+  }
   const World& w = c->world_;
 
   if (config.transport == TransportKind::kShm && !w.single_host()) {
@@ -164,7 +171,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     wo.bytes_per_rank = config.shm_window_bytes;
     wo.job_id = w.job_id;
     wo.store = c->store_.get();
-    wo.wait.spin_iterations = config.spin_iterations;
+    wo.wait.spin_iterations = c->config_.spin_iterations;
     c->window_ = transport::SharedWindow::create(wo, start);
   }
 

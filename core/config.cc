@@ -223,9 +223,16 @@ std::vector<EnvVar> build_table() {
                   boolean(&Config::hierarchical_allreduce)));
   t.push_back(row("RINGLET_SHM_WINDOW_BYTES", "16M", "a byte count > 0, with optional K|M|G suffix",
                   "shared-memory window per rank", byte_size(&Config::shm_window_bytes)));
-  t.push_back(row("RINGLET_SPIN", "2000", "an integer >= 0",
-                  "polls before a waiting rank yields, then sleeps",
-                  integer(&Config::spin_iterations, 0)));
+  t.push_back(row("RINGLET_SPIN", "auto", "auto or an integer >= 0",
+                  "polls before a waiting rank yields, then sleeps; auto = 2000, or 0 when "
+                  "ranks outnumber cores",
+                  [](const std::string& value, Config& config) {
+                    if (value == "auto") {
+                      config.spin_iterations = -1;
+                      return true;
+                    }
+                    return integer(&Config::spin_iterations, 0)(value, config);
+                  }));
   t.push_back(row("RINGLET_NVTX", "1", "one of 0|1|true|false",
                   "emit NVTX ranges where built with CUDA", boolean(&Config::nvtx)));
   return t;

@@ -44,7 +44,7 @@ struct Config {
   std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL
   bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE
   size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
-  int spin_iterations = 2000;                      // RINGLET_SPIN
+  int spin_iterations = -1;                        // RINGLET_SPIN (-1: auto)
   bool nvtx = true;                                // RINGLET_NVTX
 };
 

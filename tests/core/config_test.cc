@@ -41,7 +41,7 @@ TEST(Config, DefaultsMatchHorovod) {
   EXPECT_EQ(c.log_level, "WARNING");
   EXPECT_FALSE(c.hierarchical_allreduce);
   EXPECT_EQ(c.shm_window_bytes, size_t{16} << 20);
-  EXPECT_EQ(c.spin_iterations, 2000);
+  EXPECT_EQ(c.spin_iterations, -1);  // auto: decided from the placement at create
   EXPECT_TRUE(c.nvtx);
 }
 
@@ -118,6 +118,8 @@ TEST(Config, MoreValidForms) {
   EXPECT_TRUE(load({{"RINGLET_NVTX", "TRUE"}}).nvtx);
   EXPECT_FALSE(load({{"HOROVOD_TIMELINE_MARK_CYCLES", "false"}}).timeline_mark_cycles);
   EXPECT_EQ(load({{"HOROVOD_FUSION_THRESHOLD", "+67108864"}}).fusion_threshold, 67108864);
+  EXPECT_EQ(load({{"RINGLET_SPIN", "auto"}}).spin_iterations, -1);
+  EXPECT_EQ(load({{"RINGLET_SPIN", "500"}}).spin_iterations, 500);
   // An empty value keeps the default, as `export VAR=` does in Horovod.
   EXPECT_EQ(load({{"HOROVOD_FUSION_THRESHOLD", ""}}).fusion_threshold, 134217728);
 }

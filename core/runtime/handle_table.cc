@@ -1,0 +1,100 @@
+#include "core/runtime/handle_table.h"
+
+#include <stdexcept>
+
+#include "core/runtime/runtime_error.h"
+
+namespace ringlet::core::runtime {
+
+Handle HandleTable::create() {
+  std::lock_guard lock(mu_);
+  const Handle h = next_++;
+  states_.emplace(h, std::make_unique<State>());
+  return h;
+}
+
+void HandleTable::complete(Handle h, Result result) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = states_.find(h);
+    if (it == states_.end() || it->second->done) return;
+    it->second->result = std::move(result);
+    it->second->done = true;
+  }
+  cv_.notify_all();
+}
+
+void HandleTable::complete_all(std::vector<std::pair<Handle, Result>>& done) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [h, result] : done) {
+      auto it = states_.find(h);
+      if (it == states_.end() || it->second->done) continue;
+      it->second->result = std::move(result);
+      it->second->done = true;
+    }
+  }
+  cv_.notify_all();
+}
+
+void HandleTable::fail(Handle h, const std::string& error) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = states_.find(h);
+    if (it == states_.end() || it->second->done) return;
+    it->second->error = error.empty() ? "unknown error" : error;
+    it->second->done = true;
+  }
+  cv_.notify_all();
+}
+
+HandleTable::State& HandleTable::find(Handle h) const {
+  auto it = states_.find(h);
+  if (it == states_.end()) {
+    throw std::invalid_argument("unknown handle " + std::to_string(h) +
+                                " (never issued, or already synchronized/released)");
+  }
+  return *it->second;
+}
+
+bool HandleTable::poll(Handle h) const {
+  std::lock_guard lock(mu_);
+  return find(h).done;
+}
+
+bool HandleTable::wait(Handle h, std::chrono::nanoseconds timeout) const {
+  std::unique_lock lock(mu_);
+  find(h);
+  return cv_.wait_for(lock, timeout, [&] {
+    auto it = states_.find(h);
+    return it == states_.end() || it->second->done;
+  });
+}
+
+Result HandleTable::take(Handle h) {
+  std::unique_lock lock(mu_);
+  find(h);
+  cv_.wait(lock, [&] {
+    auto it = states_.find(h);
+    return it == states_.end() || it->second->done;
+  });
+  auto it = states_.find(h);
+  if (it == states_.end()) throw std::invalid_argument("handle " + std::to_string(h) + " released while waited on");
+  std::unique_ptr<State> s = std::move(it->second);
+  states_.erase(it);
+  lock.unlock();
+  if (!s->error.empty()) throw RuntimeError(s->error);
+  return std::move(s->result);
+}
+
+void HandleTable::release(Handle h) {
+  std::lock_guard lock(mu_);
+  states_.erase(h);
+}
+
+size_t HandleTable::size() const {
+  std::lock_guard lock(mu_);
+  return states_.size();
+}
+
+}  // namespace ringlet::core::runtime

@@ -1,0 +1,67 @@
+// Handles: the caller's side of a submitted collective. The runtime completes
+// a handle once (done or failed); the caller polls, waits with a deadline, and
+// finally takes the result, which releases the handle.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ringlet::core::runtime {
+
+using Handle = int64_t;
+
+// What a finished collective hands back. `data` is filled for the collectives
+// whose output size is known only after negotiation (allgather, alltoall,
+// reducescatter); `shape` is the output's shape for every collective;
+// `received_splits` is alltoall's rows received from each rank.
+struct Result {
+  std::vector<std::byte> data;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> received_splits;
+};
+
+class HandleTable {
+ public:
+  // A fresh pending handle.
+  Handle create();
+  // Completes a handle (first completion wins). Unknown handles are ignored:
+  // the caller may have released it already.
+  void complete(Handle h, Result result);
+  // Completes several under one lock and one wake-up (a fused response).
+  void complete_all(std::vector<std::pair<Handle, Result>>& done);
+  void fail(Handle h, const std::string& error);
+
+  // Throws std::invalid_argument for an unknown (never issued or released) handle.
+  bool poll(Handle h) const;
+  // True when the handle completed within `timeout`.
+  bool wait(Handle h, std::chrono::nanoseconds timeout) const;
+  // Waits for completion, releases the handle and returns its result, or
+  // throws RuntimeError with the handle's error.
+  Result take(Handle h);
+  void release(Handle h);
+
+  size_t size() const;
+
+ private:
+  struct State {
+    bool done = false;
+    std::string error;
+    Result result;
+  };
+  State& find(Handle h) const;  // mu_ held
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;  // notified on every completion
+  std::unordered_map<Handle, std::unique_ptr<State>> states_;
+  Handle next_ = 1;
+};
+
+}  // namespace ringlet::core::runtime

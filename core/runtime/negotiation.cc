@@ -1,0 +1,354 @@
+#include "core/runtime/negotiation.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+namespace ringlet::core::runtime {
+
+std::string encode(const RankMessage& m) {
+  std::string out;
+  out.push_back(static_cast<char>((m.shutdown ? 1 : 0) | (m.join ? 2 : 0)));
+  const uint32_t n = static_cast<uint32_t>(m.ready.size());
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  for (const Metadata& md : m.ready) serialize(md, out);
+  const uint32_t a = static_cast<uint32_t>(m.abort.size());
+  out.append(reinterpret_cast<const char*>(&a), sizeof a);
+  out.append(m.abort);
+  const uint32_t b = static_cast<uint32_t>(m.cached_bits.size());
+  out.append(reinterpret_cast<const char*>(&b), sizeof b);
+  out.append(reinterpret_cast<const char*>(m.cached_bits.data()), b);
+  const uint32_t v = static_cast<uint32_t>(m.invalidate.size());
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  out.append(reinterpret_cast<const char*>(m.invalidate.data()), v * sizeof(uint32_t));
+  return out;
+}
+
+RankMessage decode(std::string_view bytes) {
+  RankMessage m;
+  if (bytes.empty()) return m;
+  if (bytes.size() < 5) throw std::runtime_error("truncated negotiation message");
+  m.shutdown = (bytes[0] & 1) != 0;
+  m.join = (bytes[0] & 2) != 0;
+  uint32_t n;
+  std::memcpy(&n, bytes.data() + 1, sizeof n);
+  size_t at = 5;
+  for (uint32_t i = 0; i < n; ++i) m.ready.push_back(deserialize(bytes, at));
+  uint32_t a;
+  if (at + sizeof a > bytes.size()) throw std::runtime_error("truncated negotiation message");
+  std::memcpy(&a, bytes.data() + at, sizeof a);
+  at += sizeof a;
+  if (a > bytes.size() - at) throw std::runtime_error("truncated negotiation message");
+  m.abort.assign(bytes.data() + at, a);
+  at += a;
+  auto read_u32 = [&] {
+    uint32_t x;
+    if (at + sizeof x > bytes.size()) throw std::runtime_error("truncated negotiation message");
+    std::memcpy(&x, bytes.data() + at, sizeof x);
+    at += sizeof x;
+    return x;
+  };
+  const uint32_t b = read_u32();
+  if (b > bytes.size() - at) throw std::runtime_error("truncated negotiation message");
+  m.cached_bits.assign(bytes.data() + at, bytes.data() + at + b);
+  at += b;
+  const uint32_t v = read_u32();
+  if (static_cast<size_t>(v) * sizeof(uint32_t) > bytes.size() - at) {
+    throw std::runtime_error("truncated negotiation message");
+  }
+  m.invalidate.resize(v);
+  if (v > 0) std::memcpy(m.invalidate.data(), bytes.data() + at, v * sizeof(uint32_t));
+  at += v * sizeof(uint32_t);
+  if (at != bytes.size()) throw std::runtime_error("trailing bytes in negotiation message");
+  return m;
+}
+
+namespace {
+
+std::string scale_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+std::string device_text(int32_t d) { return d < 0 ? "cpu" : "cuda:" + std::to_string(d); }
+
+std::string splits_text(const Metadata& m) { return shape_string(m.splits); }
+
+std::vector<int64_t> tail(const std::vector<int64_t>& shape) {
+  return shape.empty() ? shape : std::vector<int64_t>(shape.begin() + 1, shape.end());
+}
+
+std::string allgather_shape_text(const std::vector<int64_t>& shape) {
+  // The first dimension may differ: show it as "?" only in the message's sense
+  // of "all but the first dimension" — keep the full shape for the user.
+  return shape_string(shape);
+}
+
+}  // namespace
+
+std::optional<std::string> Negotiator::validate(const Entry& e) const {
+  int ref = 0;
+  while (!e.by_rank[ref]) ++ref;  // the lowest rank that submitted (others joined)
+  const Metadata& a = *e.by_rank[ref];
+  const std::string kind(to_string(a.kind));
+  if (a.kind != CollectiveKind::kAllreduce) {
+    for (int r = 0; r < size_; ++r) {
+      if (!e.by_rank[r]) {
+        return "Cannot run " + kind + " '" + a.name + "': rank " + std::to_string(r) +
+               " has joined, and only allreduce runs with joined ranks";
+      }
+    }
+  }
+  const std::string who = " for '" + a.name + "': rank " + std::to_string(ref) + " sent ";
+  for (int r = ref + 1; r < size_; ++r) {
+    if (!e.by_rank[r]) continue;
+    const Metadata& b = *e.by_rank[r];
+    const std::string other = ", rank " + std::to_string(r) + " sent ";
+    if (b.kind != a.kind) {
+      return "Mismatched collective operations for '" + a.name + "': rank 0 sent " + kind + other +
+             std::string(to_string(b.kind));
+    }
+    if (b.process_set != a.process_set) {
+      return "Mismatched " + kind + " process sets" + who + std::to_string(a.process_set) + other +
+             std::to_string(b.process_set);
+    }
+    if (b.dtype != a.dtype) {
+      return "Mismatched " + kind + " data types" + who + std::string(to_string(a.dtype)) + other +
+             std::string(to_string(b.dtype));
+    }
+    if (b.device != a.device) {
+      return "Mismatched " + kind + " devices" + who + device_text(a.device) + other + device_text(b.device);
+    }
+    switch (a.kind) {
+      case CollectiveKind::kAllreduce:
+      case CollectiveKind::kReducescatter:
+      case CollectiveKind::kBroadcast:
+        if (b.shape != a.shape) {
+          return "Mismatched " + kind + " tensor shapes" + who + shape_string(a.shape) + other +
+                 shape_string(b.shape);
+        }
+        break;
+      case CollectiveKind::kAllgather:
+      case CollectiveKind::kAlltoall:
+        if (b.shape.size() != a.shape.size() || tail(b.shape) != tail(a.shape)) {
+          return "Mismatched " + kind + " tensor shapes (all but the first dimension must agree)" + who +
+                 allgather_shape_text(a.shape) + other + allgather_shape_text(b.shape);
+        }
+        break;
+    }
+    if (a.kind == CollectiveKind::kAllreduce || a.kind == CollectiveKind::kReducescatter) {
+      if (b.op != a.op) {
+        return "Mismatched " + kind + " reduction ops" + who + std::string(to_string(a.op)) + other +
+               std::string(to_string(b.op));
+      }
+      if (b.prescale != a.prescale) {
+        return "Mismatched " + kind + " prescale factors" + who + scale_text(a.prescale) + other +
+               scale_text(b.prescale);
+      }
+      if (b.postscale != a.postscale) {
+        return "Mismatched " + kind + " postscale factors" + who + scale_text(a.postscale) + other +
+               scale_text(b.postscale);
+      }
+    }
+    if (a.kind == CollectiveKind::kBroadcast && b.root != a.root) {
+      return "Mismatched " + kind + " root ranks" + who + std::to_string(a.root) + other +
+             std::to_string(b.root);
+    }
+    if (b.group != a.group || b.group_size != a.group_size) {
+      return "Mismatched " + kind + " groups" + who + "'" + a.group + "' of " + std::to_string(a.group_size) +
+             other + "'" + b.group + "' of " + std::to_string(b.group_size);
+    }
+    if (a.kind == CollectiveKind::kAlltoall && b.splits.size() != a.splits.size()) {
+      return "Mismatched " + kind + " splits" + who + splits_text(a) + other + splits_text(b);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& messages,
+                                            int64_t fusion_threshold, std::vector<Response> cached) {
+  struct Done {
+    int64_t order;
+    int64_t arrival;
+    std::string name;
+  };
+  std::vector<Done> done;
+  std::vector<Response> out;
+  for (int r = 0; r < size_; ++r) {
+    for (const Metadata& m : messages[r].ready) {
+      Entry& e = table_[m.name];
+      if (e.by_rank.empty()) {
+        e.by_rank.resize(size_);
+        e.arrival = arrival_sequence_++;
+      }
+      if (e.by_rank[r]) {
+        // Refused locally at enqueue; seen here only from a corrupt peer.
+        Response err;
+        err.kind = m.kind;
+        err.names = {m.name};
+        err.error = "rank " + std::to_string(r) + " submitted '" + m.name + "' twice";
+        out.push_back(std::move(err));
+        continue;
+      }
+      e.by_rank[r] = m;
+      if (r == 0) e.order = rank0_sequence_++;
+      if (++e.count == size_) done.push_back({e.order, e.arrival, m.name});
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (messages[r].join && !joined_[r]) {
+      joined_[r] = true;
+      ++joined_count_;
+      last_joined_ = r;
+    }
+  }
+  if (joined_count_ > 0) {
+    // Joined ranks count as submitted: anything the others all submitted runs.
+    done.clear();
+    for (const auto& [name, e] : table_) {
+      bool complete = true;
+      for (int r = 0; r < size_ && complete; ++r) complete = e.by_rank[r] || joined_[r];
+      if (complete) done.push_back({e.order, e.arrival, name});
+    }
+  }
+  // Rank 0's submission order; names rank 0 never submitted (it joined) after.
+  std::sort(done.begin(), done.end(), [](const Done& a, const Done& b) {
+    const int64_t ka = a.order < 0 ? INT64_MAX : a.order, kb = b.order < 0 ? INT64_MAX : b.order;
+    return ka != kb ? ka < kb : a.arrival < b.arrival;
+  });
+
+  // Validate and turn complete entries into single responses, in order.
+  std::vector<Response> singles = std::move(cached);
+  for (const Done& d : done) {
+    auto it = table_.find(d.name);
+    Entry e = std::move(it->second);
+    table_.erase(it);
+    Response resp;
+    int ref = 0;
+    while (!e.by_rank[ref]) ++ref;
+    const Metadata& m0 = *e.by_rank[ref];
+    resp.kind = m0.kind;
+    resp.names = {d.name};
+    if (auto err = validate(e)) {
+      resp.error = *err;
+    } else {
+      resp.meta = {m0};
+      if (m0.kind == CollectiveKind::kAllgather || m0.kind == CollectiveKind::kAlltoall) {
+        std::vector<std::vector<int64_t>> per(size_);
+        for (int r = 0; r < size_; ++r) {
+          per[r] = m0.kind == CollectiveKind::kAllgather
+                       ? std::vector<int64_t>{e.by_rank[r]->shape.empty() ? 1 : e.by_rank[r]->shape[0]}
+                       : e.by_rank[r]->splits;
+        }
+        resp.per_rank = {std::move(per)};
+      }
+      resp.bytes = m0.elements() * static_cast<int64_t>(dtype_size(m0.dtype));
+    }
+    if (!m0.group.empty() && m0.group_size > 1) {
+      Group& g = groups_[m0.group];
+      if (g.members.empty()) g.order = d.order;
+      g.members.push_back(std::move(resp));
+      if (static_cast<int32_t>(g.members.size()) < m0.group_size) continue;
+      // Complete: one response for the whole group, or one error for all.
+      Response all;
+      all.kind = CollectiveKind::kAllreduce;
+      for (const Response& r : g.members) {
+        if (!r.error.empty() && all.error.empty()) all.error = r.error;
+      }
+      std::optional<Metadata> k;  // the first valid member's (a copy: members are moved out)
+      for (Response& r : g.members) {
+        all.names.push_back(r.names[0]);
+        if (!r.error.empty()) continue;
+        const Metadata& m = r.meta[0];
+        if (!k) k = m;
+        if (all.error.empty() && (m.kind != CollectiveKind::kAllreduce || m.dtype != k->dtype || m.op != k->op ||
+                                  m.device != k->device || m.prescale != k->prescale ||
+                                  m.postscale != k->postscale)) {
+          all.error = "Grouped allreduce '" + m0.group + "' mixes tensors that cannot be fused ('" + k->name +
+                      "' and '" + m.name + "' differ in dtype, op, device or scale factors)";
+        }
+        all.bytes += r.bytes;
+        all.meta.push_back(std::move(r.meta[0]));
+      }
+      if (!all.error.empty()) {
+        all.meta.clear();
+        std::string members;
+        for (const auto& n : all.names) members += (members.empty() ? "'" : ", '") + n + "'";
+        all.error += " (group '" + m0.group + "': " + members + ")";
+      }
+      groups_.erase(m0.group);
+      all.group = true;
+      singles.push_back(std::move(all));
+      continue;
+    }
+    singles.push_back(std::move(resp));
+  }
+
+  // Fuse allreduces: greedy, in order, looking ahead past other kinds.
+  std::vector<bool> used(singles.size(), false);
+  for (size_t i = 0; i < singles.size(); ++i) {
+    if (used[i]) continue;
+    used[i] = true;
+    Response resp = std::move(singles[i]);
+    if (resp.error.empty() && resp.kind == CollectiveKind::kAllreduce && fusion_threshold > 0 && !resp.group) {
+      const Metadata k = resp.meta[0];  // a copy: resp.meta grows below
+      for (size_t j = i + 1; j < singles.size(); ++j) {
+        if (used[j] || !singles[j].error.empty() || singles[j].kind != CollectiveKind::kAllreduce ||
+            singles[j].group) {
+          continue;
+        }
+        const Metadata& m = singles[j].meta[0];
+        if (m.dtype != k.dtype || m.op != k.op || m.device != k.device || m.prescale != k.prescale ||
+            m.postscale != k.postscale || m.process_set != k.process_set) {
+          continue;
+        }
+        if (resp.bytes + singles[j].bytes > fusion_threshold) continue;
+        used[j] = true;
+        resp.names.push_back(std::move(singles[j].names[0]));
+        resp.meta.push_back(std::move(singles[j].meta[0]));
+        resp.bytes += singles[j].bytes;
+      }
+    }
+    out.push_back(std::move(resp));
+  }
+  if (joined_count_ == size_) {
+    join_result_ = last_joined_;
+    std::fill(joined_.begin(), joined_.end(), false);
+    joined_count_ = 0;
+  }
+  return out;
+}
+
+std::optional<int> Negotiator::take_join_result() {
+  std::optional<int> r;
+  r.swap(join_result_);
+  return r;
+}
+
+std::map<std::string, std::vector<int>> Negotiator::waiting() const {
+  std::map<std::string, std::vector<int>> w;
+  for (const auto& [name, e] : table_) {
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (!e.by_rank[r] && !joined_[r]) missing.push_back(r);
+    }
+    if (!missing.empty()) w[name] = std::move(missing);
+  }
+  return w;
+}
+
+std::vector<int> Negotiator::reported_by(const std::string& name) const {
+  std::vector<int> ranks;
+  auto it = table_.find(name);
+  if (it == table_.end()) return ranks;
+  for (int r = 0; r < size_; ++r) {
+    if (it->second.by_rank[r]) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+}  // namespace ringlet::core::runtime

@@ -1,0 +1,105 @@
+// Negotiation: which collectives run next, in which order, fused how.
+//
+// Every cycle each rank contributes a RankMessage (the names that became ready
+// on it since its last message, plus a shutdown flag). The runtime exchanges
+// them with an allgather, so every rank holds every rank's messages of every
+// cycle; a Negotiator fed the same messages in the same order builds the same
+// table and derives the same responses on every rank. That is equivalent to
+// Horovod's rank-0 coordinator (gather the ready lists, decide, broadcast the
+// decision), at the price of one allgather per cycle instead of a gather and a
+// broadcast, and with no rank waiting for another's decision.
+//
+// Order: a name runs in the cycle in which the last rank reported it; names
+// completing in the same cycle run in rank 0's submission order. Fusion:
+// allreduces with the same dtype, op, device and scale factors complete in one
+// cycle are packed greedily in that order up to the fusion threshold. A group
+// (grouped allreduce) waits until every member is ready everywhere and then
+// runs as one response, whatever the threshold.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/runtime/request.h"
+
+namespace ringlet::core::runtime {
+
+struct RankMessage {
+  bool shutdown = false;
+  bool join = false;  // this rank has run out of data (join())
+  std::string abort;  // non-empty: stop every rank with this error (stall shutdown)
+  std::vector<Metadata> ready;
+  // Response cache (see response_cache.h): bit s set = the tensor cached in
+  // slot s is ready on this rank; slots every rank must erase.
+  std::vector<uint8_t> cached_bits;
+  std::vector<uint32_t> invalidate;
+};
+std::string encode(const RankMessage& m);
+RankMessage decode(std::string_view bytes);  // throws std::runtime_error when malformed
+
+// One decision, the same on every rank.
+struct Response {
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  std::vector<std::string> names;  // one, or several fused (allreduce)
+  std::string error;               // non-empty: fail these names on every rank
+  // The agreed metadata of each name (rank 0's), and what differs per rank:
+  std::vector<Metadata> meta;
+  // allgather: first dimension of each rank's tensor, per name.
+  // alltoall: each rank's splits (rank r sends splits[r][j] rows to rank j).
+  std::vector<std::vector<std::vector<int64_t>>> per_rank;
+  int64_t bytes = 0;  // total payload of the response (this rank's view for allgather)
+  bool group = false;  // a whole grouped allreduce: fused atomically
+};
+
+class Negotiator {
+ public:
+  explicit Negotiator(int size) : size_(size) {}
+
+  // Adds one cycle's messages (index = rank) and returns what runs now.
+  // `cached` are responses already agreed through the response cache; they
+  // come first and take part in fusion.
+  std::vector<Response> add_cycle(const std::vector<RankMessage>& messages, int64_t fusion_threshold,
+                                  std::vector<Response> cached = {});
+
+  // join(): a joined rank counts as having submitted every allreduce (it
+  // contributes zeros); once every rank has joined, take_join_result() gives
+  // the last rank to join (the highest of those joining in the same cycle),
+  // once, and the ranks are active again.
+  bool joined(int rank) const { return joined_[rank]; }
+  std::optional<int> take_join_result();
+
+  // Names reported by some ranks but not all: name -> ranks that have not
+  // reported it (for the stall inspector and for shutdown messages).
+  std::map<std::string, std::vector<int>> waiting() const;
+  // The ranks that have reported `name` so far (empty if unknown).
+  std::vector<int> reported_by(const std::string& name) const;
+
+ private:
+  struct Entry {
+    std::vector<std::optional<Metadata>> by_rank;
+    int count = 0;
+    int64_t order = -1;    // rank 0's submission sequence, once it reported
+    int64_t arrival = 0;   // when any rank first reported it
+  };
+  std::optional<std::string> validate(const Entry& e) const;
+  struct Group {
+    std::vector<Response> members;  // validated singles, in completion order
+    int64_t order = 0;
+  };
+
+  int size_;
+  int64_t rank0_sequence_ = 0;
+  int64_t arrival_sequence_ = 0;
+  std::vector<bool> joined_ = std::vector<bool>(size_, false);
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  std::optional<int> join_result_;
+  std::map<std::string, Entry> table_;
+  std::map<std::string, Group> groups_;  // groups with members still waiting
+};
+
+}  // namespace ringlet::core::runtime

@@ -1,0 +1,75 @@
+// What a caller submits to the runtime (a Request) and what the ranks exchange
+// about it while they negotiate (its Metadata). A request is identified by its
+// name: the same name on every rank is the same collective.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringlet/types.h"
+
+namespace ringlet::core::runtime {
+
+enum class CollectiveKind : uint8_t { kAllreduce, kAllgather, kBroadcast, kReducescatter, kAlltoall };
+
+// "allreduce", ...; upper case ("ALLREDUCE") for timeline and NVTX names.
+std::string_view to_string(CollectiveKind k);
+std::string_view to_upper_string(CollectiveKind k);
+
+// Where the tensor lives. Only the host is served today; the device id and
+// stream travel with the request so that GPU paths need no new fields.
+struct Device {
+  int32_t id = -1;              // -1: host memory; >= 0: CUDA device ordinal
+  void* cuda_stream = nullptr;  // cudaStream_t the producer used; not negotiated
+  bool operator==(const Device& o) const { return id == o.id; }
+};
+
+// The part of a request that every rank must agree on (except where a
+// collective allows a difference: allgather's first dimension, alltoall's
+// splits). This is what is serialized during negotiation.
+struct Metadata {
+  std::string name;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;  // allreduce, reducescatter
+  int32_t root = 0;              // broadcast
+  double prescale = 1.0;         // allreduce, reducescatter
+  double postscale = 1.0;
+  int32_t device = -1;
+  int32_t process_set = 0;       // 0 = the world (the only set served today)
+  std::vector<int64_t> shape;
+  std::vector<int64_t> splits;   // alltoall: rows of dim 0 sent to each rank; empty = even
+  // Grouped allreduce: members of one group run together in one fused
+  // response, whatever the fusion threshold. Empty: not grouped.
+  std::string group;
+  int32_t group_size = 0;
+
+  int64_t elements() const;      // product of shape (1 for a scalar)
+  int64_t row_elements() const;  // product of shape[1:]
+};
+
+// A submitted collective. `input` is read, `output` written by the runtime:
+// allreduce may run in place (input == output); broadcast works in place on
+// `output` (input is ignored); allgather, alltoall and reducescatter write a
+// buffer the runtime allocates, because its size is known only after
+// negotiation, and hand it back through the handle.
+struct Request {
+  Metadata meta;
+  Device device;
+  const void* input = nullptr;
+  void* output = nullptr;
+};
+
+std::string shape_string(const std::vector<int64_t>& shape);  // "[4, 5]"
+// "'a', 'b', 'c', 'd' and 12 more": names for messages, at most four shown.
+std::string names_text(const std::vector<std::string>& names);
+
+// Negotiation wire format: a list of metadata, little-endian, length-prefixed.
+void serialize(const Metadata& m, std::string& out);
+// Reads one record at `at` and advances it; throws std::runtime_error on a
+// truncated or malformed record.
+Metadata deserialize(std::string_view in, size_t& at);
+
+}  // namespace ringlet::core::runtime

@@ -1,0 +1,80 @@
+// Horovod's timeline: a Chrome-trace JSON file (chrome://tracing, Perfetto)
+// with one "process" per tensor. Per tensor: a NEGOTIATE_<OP> span with an
+// instant mark per rank as it reports the tensor ready, then the op span
+// (<OP>) with nested activities (QUEUE, MEMCPY_IN_FUSION_BUFFER, the
+// algorithm, MEMCPY_OUT_FUSION_BUFFER). Optional CYCLE marks.
+//
+// The file is valid JSON at every moment between writes: it starts as "[\n]",
+// and each batch of events is written over the closing bracket, which is then
+// rewritten. A writer thread does the formatting and the I/O; the runtime's
+// loop only appends to a queue under a short lock, so it never waits on disk.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace ringlet::core::timeline {
+
+class Timeline {
+ public:
+  // Creates (truncates) `path`; throws std::runtime_error naming it on failure.
+  Timeline(const std::string& path, bool mark_cycles);
+  // Writes what is queued, closes the array and the file.
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool mark_cycles() const { return mark_cycles_; }
+
+  void negotiate_start(const std::string& tensor, const std::string& op_upper);
+  void rank_ready(const std::string& tensor, int rank);
+  void negotiate_end(const std::string& tensor);
+  void op_start(const std::string& tensor, const std::string& op_upper, int64_t bytes);
+  void activity_start(const std::string& tensor, const std::string& activity);
+  void activity_end(const std::string& tensor);
+  void op_end(const std::string& tensor);
+  void cycle_start();
+
+  // Blocks until everything queued so far is on disk (tests).
+  void flush();
+
+ private:
+  struct Event {
+    char phase;  // 'B', 'E', 'i', 'M'
+    int pid;
+    int64_t ts_us;
+    std::string name;
+    std::string args;  // JSON object text or empty
+  };
+  int pid_of(const std::string& tensor);  // mu_ held
+  void push(Event e);                      // mu_ held
+  void writer();
+  void write_batch(const std::vector<Event>& batch);
+  int64_t now_us() const;
+
+  const std::string path_;
+  const bool mark_cycles_;
+  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  std::FILE* file_ = nullptr;
+  bool first_event_ = true;  // writer thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;       // writer: events queued or stopping
+  std::condition_variable flushed_;  // flush(): a batch reached the disk
+  std::vector<Event> queue_;
+  uint64_t queued_ = 0, written_ = 0;
+  bool stop_ = false;
+  std::unordered_map<std::string, int> pids_;
+  std::unordered_map<int, int> depth_;  // open spans per pid
+  std::thread thread_;
+};
+
+}  // namespace ringlet::core::timeline
