@@ -546,7 +546,25 @@ void Runtime::inspect_stalls(const std::vector<RankMessage>& messages) {
   for (const RankMessage& m : messages) {
     for (const Metadata& md : m.ready) first_seen_.try_emplace(md.name, now);
   }
-  const auto waiting = negotiator_->waiting();
+  auto waiting = negotiator_->waiting();
+  // Names reported through the response cache wait as bits: set by some
+  // ranks, not all (joined ranks count as set).
+  size_t longest = 0;
+  for (const RankMessage& m : messages) longest = std::max(longest, m.cached_bits.size());
+  for (size_t slot = 0; slot < longest * 8; ++slot) {
+    std::vector<int> missing;
+    bool some = false;
+    for (int r = 0; r < size_; ++r) {
+      const auto& bits = messages[r].cached_bits;
+      const bool set = slot / 8 < bits.size() && (bits[slot / 8] >> (slot % 8)) & 1;
+      some |= set;
+      if (!set && !negotiator_->joined(r)) missing.push_back(r);
+    }
+    const Metadata* md = cache_.at(static_cast<uint32_t>(slot));
+    if (!some || missing.empty() || !md) continue;
+    first_seen_.try_emplace(md->name, now);
+    waiting[md->name] = std::move(missing);
+  }
   std::erase_if(first_seen_, [&](const auto& kv) { return !waiting.count(kv.first); });
   if (waiting.empty()) return;
   auto stalled_text = [&](std::chrono::seconds older_than, bool& any) {

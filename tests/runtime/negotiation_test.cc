@@ -1,0 +1,197 @@
+// Single-process tests of the runtime's pieces: the wire format, the
+// negotiator's order, validation and fusion, the handle table, the timeline
+// writer.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "core/runtime/handle_table.h"
+#include "core/runtime/negotiation.h"
+#include "core/runtime/response_cache.h"
+#include "core/runtime/runtime_error.h"
+#include "core/timeline/timeline.h"
+
+namespace ringlet::core::runtime {
+namespace {
+
+Metadata allreduce(const std::string& name, std::vector<int64_t> shape, DataType t = DataType::kFloat32) {
+  Metadata m;
+  m.name = name;
+  m.dtype = t;
+  m.shape = std::move(shape);
+  return m;
+}
+
+TEST(Wire, RoundTrip) {
+  RankMessage msg;
+  msg.shutdown = true;
+  Metadata m = allreduce("fc1.weight", {4, 5});
+  m.kind = CollectiveKind::kAlltoall;
+  m.splits = {1, 3};
+  m.prescale = 0.25;
+  msg.ready = {m, allreduce("b", {})};
+  RankMessage back = decode(encode(msg));
+  EXPECT_TRUE(back.shutdown);
+  ASSERT_EQ(back.ready.size(), 2u);
+  EXPECT_EQ(back.ready[0].name, "fc1.weight");
+  EXPECT_EQ(back.ready[0].shape, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(back.ready[0].splits, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(back.ready[0].prescale, 0.25);
+  EXPECT_EQ(back.ready[0].kind, CollectiveKind::kAlltoall);
+  EXPECT_TRUE(back.ready[1].shape.empty());
+  std::string bytes = encode(msg);
+  bytes.pop_back();
+  EXPECT_THROW(decode(bytes), std::runtime_error);
+}
+
+TEST(Negotiator, RunsWhenReadyEverywhereInRank0Order) {
+  Negotiator n(2);
+  std::vector<RankMessage> c1(2), c2(2);
+  c1[0].ready = {allreduce("a", {4}), allreduce("b", {4})};
+  c1[1].ready = {allreduce("b", {4})};
+  auto r1 = n.add_cycle(c1, 0);  // fusion off
+  ASSERT_EQ(r1.size(), 1u);
+  EXPECT_EQ(r1[0].names, std::vector<std::string>{"b"});
+  EXPECT_EQ(n.waiting().at("a"), std::vector<int>{1});
+  c2[1].ready = {allreduce("a", {4})};
+  auto r2 = n.add_cycle(c2, 0);
+  ASSERT_EQ(r2.size(), 1u);
+  EXPECT_EQ(r2[0].names, std::vector<std::string>{"a"});
+  EXPECT_TRUE(n.waiting().empty());
+}
+
+TEST(Negotiator, FusesCompatibleAllreducesUpToThreshold) {
+  Negotiator n(2);
+  std::vector<RankMessage> c(2);
+  for (int r = 0; r < 2; ++r) {
+    c[r].ready = {allreduce("x", {8}), allreduce("i", {8}, DataType::kInt32), allreduce("y", {8}),
+                  allreduce("z", {8})};
+    if (r == 1) std::reverse(c[r].ready.begin(), c[r].ready.end());
+  }
+  auto resp = n.add_cycle(c, 64);  // room for two 32-byte tensors
+  ASSERT_EQ(resp.size(), 3u);
+  EXPECT_EQ(resp[0].names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(resp[0].bytes, 64);
+  EXPECT_EQ(resp[1].names, std::vector<std::string>{"i"});
+  EXPECT_EQ(resp[2].names, std::vector<std::string>{"z"});
+}
+
+TEST(Negotiator, GroupWaitsForAllMembersAndIgnoresThreshold) {
+  Negotiator n(2);
+  auto member = [](const std::string& name) {
+    Metadata m = allreduce(name, {1000});
+    m.group = "g0";
+    m.group_size = 2;
+    return m;
+  };
+  std::vector<RankMessage> c1(2), c2(2);
+  c1[0].ready = {member("a"), member("b")};
+  c1[1].ready = {member("a")};
+  EXPECT_TRUE(n.add_cycle(c1, 16).empty());
+  c2[1].ready = {member("b")};
+  auto r = n.add_cycle(c2, 16);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r[0].group);
+  EXPECT_EQ(r[0].bytes, 8000);
+}
+
+TEST(Negotiator, MismatchNamesTensorRanksAndValues) {
+  Negotiator n(3);
+  std::vector<RankMessage> c(3);
+  c[0].ready = {allreduce("fc1.weight", {4, 5})};
+  c[1].ready = {allreduce("fc1.weight", {4, 5})};
+  c[2].ready = {allreduce("fc1.weight", {4, 6})};
+  auto resp = n.add_cycle(c, 1 << 20);
+  ASSERT_EQ(resp.size(), 1u);
+  EXPECT_EQ(resp[0].error,
+            "Mismatched allreduce tensor shapes for 'fc1.weight': rank 0 sent [4, 5], rank 2 sent [4, 6]");
+}
+
+TEST(Negotiator, AllgatherAllowsDifferentFirstDimension) {
+  Negotiator n(2);
+  std::vector<RankMessage> c(2);
+  Metadata a = allreduce("g", {2, 3}), b = allreduce("g", {5, 3});
+  a.kind = b.kind = CollectiveKind::kAllgather;
+  c[0].ready = {a};
+  c[1].ready = {b};
+  auto resp = n.add_cycle(c, 1 << 20);
+  ASSERT_EQ(resp.size(), 1u);
+  EXPECT_EQ(resp[0].error, "");
+  EXPECT_EQ(resp[0].per_rank[0][1], std::vector<int64_t>{5});
+}
+
+TEST(ResponseCache, SlotsLruEvictionAndErase) {
+  ResponseCache c(2);
+  c.put(allreduce("a", {4}));
+  c.put(allreduce("b", {4}));
+  EXPECT_EQ(c.find(allreduce("a", {4})), 0u);
+  EXPECT_EQ(c.find(allreduce("b", {4})), 1u);
+  EXPECT_FALSE(c.find(allreduce("a", {5})));  // same name, other metadata
+  EXPECT_EQ(c.slot_of("a"), 0u);
+  c.touch(0);                     // a is now the most recently used
+  c.put(allreduce("c", {4}));     // evicts b, reuses its slot
+  EXPECT_FALSE(c.slot_of("b"));
+  EXPECT_EQ(c.find(allreduce("c", {4})), 1u);
+  c.erase(0);
+  EXPECT_EQ(c.at(0), nullptr);
+  c.put(allreduce("d", {4}));
+  EXPECT_EQ(c.slot_of("d"), 0u);
+  EXPECT_EQ(c.span(), 2u);
+  ResponseCache off(0);
+  off.put(allreduce("a", {4}));
+  EXPECT_FALSE(off.find(allreduce("a", {4})));
+}
+
+TEST(HandleTable, CompleteFailAndRelease) {
+  HandleTable t;
+  Handle a = t.create(), b = t.create();
+  EXPECT_FALSE(t.poll(a));
+  EXPECT_FALSE(t.wait(a, std::chrono::milliseconds(1)));
+  std::thread th([&] { t.complete(a, Result{{}, {3}, {}}); });
+  EXPECT_TRUE(t.wait(a, std::chrono::seconds(10)));
+  th.join();
+  EXPECT_EQ(t.take(a).shape, std::vector<int64_t>{3});
+  EXPECT_THROW(t.poll(a), std::invalid_argument);
+  t.fail(b, "boom");
+  EXPECT_THROW(t.take(b), RuntimeError);
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(Timeline, ValidJsonAfterEveryFlush) {
+  const std::string path = "/tmp/ringlet_tl_unit_" + std::to_string(::getpid()) + ".json";
+  auto parse = [&] {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return nlohmann::json::parse(s.str());
+  };
+  {
+    timeline::Timeline tl(path, true);
+    EXPECT_TRUE(parse().empty());
+    tl.negotiate_start("w", "ALLREDUCE");
+    tl.rank_ready("w", 0);
+    tl.flush();
+    EXPECT_EQ(parse().size(), 4u);  // 2 metadata + B + i
+    tl.negotiate_end("w");
+    tl.op_start("w", "ALLREDUCE", 32);
+    tl.activity_start("w", "QUEUE");
+    tl.activity_end("w");
+    tl.op_end("w");
+    tl.cycle_start();
+    tl.flush();
+    auto j = parse();
+    EXPECT_EQ(j.size(), 10u);
+    EXPECT_EQ(j[2]["name"], "NEGOTIATE_ALLREDUCE");
+    EXPECT_EQ(j[5]["args"]["bytes"], 32);
+  }
+  EXPECT_EQ(parse().size(), 10u);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace ringlet::core::runtime

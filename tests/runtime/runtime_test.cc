@@ -1,0 +1,600 @@
+// Multi-rank tests of the runtime, run as N ranks through ringletrun:
+//   ringletrun -np 3 runtime_test
+// Every rank runs the same tests in the same order; within a test, ranks
+// submit their names in different orders, and the runtime must match them.
+// Values are small integers so that every result is exact.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap/launch_info.h"
+#include "core/communicator.h"
+#include "core/config.h"
+#include "core/runtime/runtime.h"
+
+namespace ringlet::test {
+namespace {
+
+using core::runtime::Handle;
+using core::runtime::Runtime;
+using core::runtime::RuntimeError;
+
+std::unique_ptr<Runtime> g_rt;
+
+std::unique_ptr<Runtime> make_runtime() {
+  return std::make_unique<Runtime>(core::Communicator::create(core::load_config(), core::detect_launch()));
+}
+
+Runtime& rt() {
+  if (!g_rt) g_rt = make_runtime();
+  return *g_rt;
+}
+
+// The error a handle fails with ("" when it succeeds).
+std::string error_of(Handle h) {
+  try {
+    rt().synchronize(h);
+    return "";
+  } catch (const RuntimeError& e) {
+    return e.what();
+  }
+}
+
+std::mt19937 rng_for_rank(int salt) { return std::mt19937(1234 + 7919 * rt().rank() + salt); }
+
+TEST(Runtime, RandomOrderAllreduce) {
+  const int n = rt().size(), me = rt().rank();
+  constexpr int kTensors = 64;
+  std::vector<std::vector<float>> bufs(kTensors);
+  std::vector<int> order(kTensors);
+  for (int i = 0; i < kTensors; ++i) {
+    bufs[i].assign(10 + i * 3, static_cast<float>(me + i));
+    order[i] = i;
+  }
+  auto rng = rng_for_rank(1);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<Handle> handles(kTensors);
+  for (int i : order) {
+    handles[i] = rt().enqueue_allreduce("grad." + std::to_string(i), bufs[i].data(), bufs[i].data(),
+                                        {static_cast<int64_t>(bufs[i].size())}, DataType::kFloat32);
+  }
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int i : order) {
+    auto result = rt().synchronize(handles[i]);
+    EXPECT_EQ(result.shape, std::vector<int64_t>{static_cast<int64_t>(bufs[i].size())});
+    const float want = static_cast<float>(n * (n - 1) / 2 + n * i);
+    for (float v : bufs[i]) ASSERT_EQ(v, want) << "tensor " << i;
+  }
+}
+
+// Hundreds of tensors per step, many steps, mixed dtypes, ops and scale
+// factors: results checked, and fusion must have happened.
+TEST(Runtime, HundredsOfTensorsManySteps) {
+  const int n = rt().size(), me = rt().rank();
+  constexpr int kTensors = 300, kSteps = 8;
+  const auto before = rt().stats();
+  auto rng = rng_for_rank(2);
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<std::vector<float>> f(kTensors);
+    std::vector<std::vector<int32_t>> in(kTensors), out(kTensors);
+    std::vector<int> order(kTensors);
+    for (int i = 0; i < kTensors; ++i) {
+      order[i] = i;
+      const size_t count = 1 + (i * 37) % 700;
+      f[i].assign(count, static_cast<float>(me + step));
+      in[i].assign(count, me + i);
+      out[i].assign(count, -1);
+    }
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<Handle> h(kTensors);
+    for (int i : order) {
+      const std::string name = "step.t" + std::to_string(i);
+      switch (i % 3) {
+        case 0:  // float average: (sum of me+step) / n
+          h[i] = rt().enqueue_allreduce(name, f[i].data(), f[i].data(), {static_cast<int64_t>(f[i].size())},
+                                        DataType::kFloat32, ReduceOp::kAvg);
+          break;
+        case 1:  // float sum with prescale 2 and postscale 0.5
+          h[i] = rt().enqueue_allreduce(name, f[i].data(), f[i].data(), {static_cast<int64_t>(f[i].size())},
+                                        DataType::kFloat32, ReduceOp::kSum, 2.0, 0.5);
+          break;
+        default:  // int32 max, out of place
+          h[i] = rt().enqueue_allreduce(name, in[i].data(), out[i].data(), {static_cast<int64_t>(in[i].size())},
+                                        DataType::kInt32, ReduceOp::kMax);
+      }
+    }
+    for (int i = 0; i < kTensors; ++i) {
+      ASSERT_EQ(error_of(h[i]), "") << "tensor " << i;
+      const float sum = static_cast<float>(n * (n - 1) / 2 + n * step);
+      if (i % 3 == 0) {
+        for (float v : f[i]) ASSERT_FLOAT_EQ(v, sum / n) << i;
+      } else if (i % 3 == 1) {
+        for (float v : f[i]) ASSERT_FLOAT_EQ(v, sum) << i;
+      } else {
+        for (int32_t v : out[i]) ASSERT_EQ(v, n - 1 + i) << i;
+      }
+    }
+  }
+  const auto after = rt().stats();
+  EXPECT_EQ(after.tensors - before.tensors, uint64_t{kTensors} * kSteps);
+  EXPECT_GT(after.fused_tensors, before.fused_tensors);
+  EXPECT_LT(after.collectives - before.collectives, uint64_t{kTensors} * kSteps);
+  if (me == 0) {
+    std::printf("[runtime] %d x %d tensors ran as %llu collectives over %llu cycles\n", kSteps, kTensors,
+                static_cast<unsigned long long>(after.collectives - before.collectives),
+                static_cast<unsigned long long>(after.cycles - before.cycles));
+  }
+}
+
+TEST(Runtime, OtherCollectives) {
+  const int n = rt().size(), me = rt().rank();
+  // allgather: rank r contributes r+1 rows of 3 elements valued r.
+  std::vector<int32_t> mine((me + 1) * 3, me);
+  // broadcast from the last rank.
+  std::vector<double> b(17, me == n - 1 ? 42.0 : -1.0);
+  // reducescatter of 2n+1 rows of 2: rank r gets rows per Horovod's split.
+  const int64_t rows = 2 * n + 1;
+  std::vector<float> rs(rows * 2);
+  for (int64_t i = 0; i < rows * 2; ++i) rs[i] = static_cast<float>(i + me);
+  // alltoall: rank me sends (j + 1) rows of 2 to rank j, valued 100*me + j.
+  std::vector<int64_t> splits(n);
+  std::vector<int64_t> a2a;
+  for (int j = 0; j < n; ++j) {
+    splits[j] = j + 1;
+    for (int k = 0; k < (j + 1) * 2; ++k) a2a.push_back(100 * me + j);
+  }
+  std::vector<Handle> h;
+  std::vector<int> order{0, 1, 2, 3};
+  auto rng = rng_for_rank(3);
+  std::shuffle(order.begin(), order.end(), rng);
+  h.resize(4);
+  for (int k : order) {
+    switch (k) {
+      case 0: h[0] = rt().enqueue_allgather("ag", mine.data(), {me + 1, 3}, DataType::kInt32); break;
+      case 1: h[1] = rt().enqueue_broadcast("bc", b.data(), {17}, DataType::kFloat64, n - 1); break;
+      case 2:
+        h[2] = rt().enqueue_reducescatter("rs", rs.data(), {rows, 2}, DataType::kFloat32, ReduceOp::kSum);
+        break;
+      case 3:
+        h[3] = rt().enqueue_alltoall("a2a", a2a.data(), {static_cast<int64_t>(a2a.size() / 2), 2},
+                                     DataType::kInt64, splits);
+        break;
+    }
+  }
+  auto ag = rt().synchronize(h[0]);
+  EXPECT_EQ(ag.shape, (std::vector<int64_t>{n * (n + 1) / 2, 3}));
+  {
+    const auto* v = reinterpret_cast<const int32_t*>(ag.data.data());
+    size_t at = 0;
+    for (int r = 0; r < n; ++r)
+      for (int k = 0; k < (r + 1) * 3; ++k) ASSERT_EQ(v[at++], r);
+  }
+  rt().synchronize(h[1]);
+  for (double v : b) ASSERT_EQ(v, 42.0);
+  auto r = rt().synchronize(h[2]);
+  {
+    const int64_t my_rows = rows / n + (me < rows % n ? 1 : 0);
+    int64_t first = 0;
+    for (int q = 0; q < me; ++q) first += rows / n + (q < rows % n ? 1 : 0);
+    EXPECT_EQ(r.shape, (std::vector<int64_t>{my_rows, 2}));
+    const auto* v = reinterpret_cast<const float*>(r.data.data());
+    for (int64_t i = 0; i < my_rows * 2; ++i) {
+      ASSERT_EQ(v[i], static_cast<float>(n * (first * 2 + i) + n * (n - 1) / 2));
+    }
+  }
+  auto a = rt().synchronize(h[3]);
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{n * (me + 1), 2}));
+  EXPECT_EQ(a.received_splits, std::vector<int64_t>(n, me + 1));
+  {
+    const auto* v = reinterpret_cast<const int64_t*>(a.data.data());
+    size_t at = 0;
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < (me + 1) * 2; ++k) ASSERT_EQ(v[at++], 100 * i + me);
+  }
+}
+
+// Each kind of mismatch fails the handle on every rank with the named error.
+TEST(Runtime, MismatchesFailOnEveryRank) {
+  const int me = rt().rank();
+  const bool odd = me == 1;  // rank 1 differs from everyone else
+  std::vector<float> buf(64, 1.0f);
+  std::vector<double> dbuf(64, 1.0);
+  struct Case {
+    std::string want;
+    std::function<Handle()> submit;
+  };
+  const std::string r0 = "rank 0 sent ", r1 = ", rank 1 sent ";
+  std::vector<Case> cases = {
+      {"Mismatched allreduce tensor shapes for 'fc1.weight': rank 0 sent [4, 5], rank 1 sent [4, 6]",
+       [&] {
+         return rt().enqueue_allreduce("fc1.weight", buf.data(), buf.data(), {4, odd ? 6 : 5}, DataType::kFloat32);
+       }},
+      {"Mismatched allreduce data types for 'dt': rank 0 sent float, rank 1 sent double",
+       [&] {
+         return odd ? rt().enqueue_allreduce("dt", dbuf.data(), dbuf.data(), {8}, DataType::kFloat64)
+                    : rt().enqueue_allreduce("dt", buf.data(), buf.data(), {8}, DataType::kFloat32);
+       }},
+      {"Mismatched allreduce reduction ops for 'op': rank 0 sent sum, rank 1 sent max",
+       [&] {
+         return rt().enqueue_allreduce("op", buf.data(), buf.data(), {8}, DataType::kFloat32,
+                                       odd ? ReduceOp::kMax : ReduceOp::kSum);
+       }},
+      {"Mismatched allreduce prescale factors for 'pre': rank 0 sent 1, rank 1 sent 0.5",
+       [&] {
+         return rt().enqueue_allreduce("pre", buf.data(), buf.data(), {8}, DataType::kFloat32, ReduceOp::kSum,
+                                       odd ? 0.5 : 1.0);
+       }},
+      {"Mismatched allreduce postscale factors for 'post': rank 0 sent 1, rank 1 sent 3",
+       [&] {
+         return rt().enqueue_allreduce("post", buf.data(), buf.data(), {8}, DataType::kFloat32, ReduceOp::kSum,
+                                       1.0, odd ? 3.0 : 1.0);
+       }},
+      {"Mismatched broadcast root ranks for 'root': rank 0 sent 0, rank 1 sent 1",
+       [&] { return rt().enqueue_broadcast("root", buf.data(), {8}, DataType::kFloat32, odd ? 1 : 0); }},
+      {"Mismatched allgather tensor shapes (all but the first dimension must agree) for 'ag': rank 0 sent [2, 3], "
+       "rank 1 sent [2, 4]",
+       [&] { return rt().enqueue_allgather("ag", buf.data(), {2, odd ? 4 : 3}, DataType::kFloat32); }},
+      {"Mismatched collective operations for 'kind': rank 0 sent allreduce, rank 1 sent broadcast",
+       [&] {
+         return odd ? rt().enqueue_broadcast("kind", buf.data(), {8}, DataType::kFloat32, 0)
+                    : rt().enqueue_allreduce("kind", buf.data(), buf.data(), {8}, DataType::kFloat32);
+       }},
+  };
+  std::vector<Handle> h;
+  for (auto& c : cases) h.push_back(c.submit());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(error_of(h[i]), cases[i].want);
+  // The runtime keeps working after mismatches, and the names are free again.
+  Handle ok = rt().enqueue_allreduce("fc1.weight", buf.data(), buf.data(), {8}, DataType::kFloat32);
+  EXPECT_EQ(error_of(ok), "");
+}
+
+TEST(Runtime, DuplicateNameRefusedAtOnce) {
+  std::vector<float> a(8, 1.0f), b(8, 1.0f);
+  Handle h = rt().enqueue_allreduce("dup", a.data(), a.data(), {8}, DataType::kFloat32);
+  try {
+    rt().enqueue_allreduce("dup", b.data(), b.data(), {8}, DataType::kFloat32);
+    ADD_FAILURE() << "a second 'dup' in flight was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("'dup': a collective of this name is already in flight"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(error_of(h), "");
+  EXPECT_EQ(a[0], static_cast<float>(rt().size()));
+  // Once synchronized the name can be used again.
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("dup", b.data(), b.data(), {8}, DataType::kFloat32)), "");
+}
+
+TEST(Runtime, PollAndWait) {
+  std::vector<float> a(1024, 1.0f);
+  Handle h = rt().enqueue_allreduce("poll", a.data(), a.data(), {1024}, DataType::kFloat32);
+  EXPECT_TRUE(rt().wait(h, std::chrono::seconds(20)));
+  EXPECT_TRUE(rt().poll(h));
+  EXPECT_EQ(error_of(h), "");
+  EXPECT_THROW(rt().poll(h), std::invalid_argument);  // released by synchronize
+}
+
+// A grouped allreduce fuses atomically, whatever the threshold, and its fused
+// stream (here 6.6 MB, several 1 MiB pieces with tensors across their
+// boundaries) comes back exact, averaged and scaled.
+TEST(Runtime, GroupedAllreduceAcrossPieces) {
+  const int n = rt().size(), me = rt().rank();
+  const std::vector<size_t> counts = {300001, 7, 262144, 1, 500000, 0, 591};
+  std::vector<std::vector<float>> in(counts.size()), out(counts.size());
+  std::vector<Runtime::GroupMember> members;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    in[i].resize(counts[i]);
+    out[i].assign(counts[i], -1.0f);
+    for (size_t k = 0; k < counts[i]; ++k) in[i][k] = static_cast<float>((k % 13) + me);
+    members.push_back({"group.t" + std::to_string(i), in[i].data(), i % 2 ? in[i].data() : out[i].data(),
+                       {static_cast<int64_t>(counts[i])}});
+  }
+  // Submit in a different order on each rank: the group still runs as one.
+  auto rng = rng_for_rank(5);
+  std::shuffle(members.begin(), members.end(), rng);
+  const auto before = rt().stats();
+  auto handles = rt().enqueue_grouped_allreduce(members, DataType::kFloat32, ReduceOp::kAvg, 2.0, 3.0);
+  for (Handle h : handles) ASSERT_EQ(error_of(h), "");
+  const auto after = rt().stats();
+  EXPECT_EQ(after.collectives - before.collectives, 1u) << "the group ran as one response";
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const auto& got = i % 2 ? in[i] : out[i];
+    for (size_t k = 0; k < counts[i]; ++k) {
+      // avg of 2*((k%13)+r) over r, times 3
+      const float want = 3.0f * 2.0f * (static_cast<float>(k % 13) + (n - 1) / 2.0f);
+      ASSERT_FLOAT_EQ(got[k], want) << "tensor " << i << " element " << k;
+    }
+  }
+}
+
+// Steady state goes through the response cache (unless HOROVOD_CACHE_CAPACITY
+// is 0); a rank whose tensor changed since it was cached still gets the
+// mismatch error on every rank, and the name works again afterwards.
+TEST(Runtime, ResponseCacheSteadyStateAndInvalidation) {
+  const int n = rt().size(), me = rt().rank();
+  const bool cache_on = core::load_config().cache_capacity > 0;
+  const auto before = rt().stats();
+  auto rng = rng_for_rank(6);
+  for (int step = 0; step < 6; ++step) {
+    std::vector<std::vector<int32_t>> t(20);
+    std::vector<int> order(20);
+    for (int i = 0; i < 20; ++i) {
+      t[i].assign(16 + i, me + step);
+      order[i] = i;
+    }
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<Handle> h(20);
+    for (int i : order) {
+      h[i] = rt().enqueue_allreduce("cache.t" + std::to_string(i), t[i].data(), t[i].data(),
+                                    {static_cast<int64_t>(t[i].size())}, DataType::kInt32);
+    }
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(error_of(h[i]), "");
+      for (int32_t v : t[i]) ASSERT_EQ(v, n * (n - 1) / 2 + n * step);
+    }
+  }
+  const auto after = rt().stats();
+  if (cache_on) {
+    EXPECT_GE(after.cached_tensors - before.cached_tensors, 20u * 4) << "steps 2.. should mostly be cached";
+  } else {
+    EXPECT_EQ(after.cached_tensors, before.cached_tensors);
+  }
+  std::vector<float> a(16, 1.0f);
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(error_of(rt().enqueue_allreduce("inv", a.data(), a.data(), {8}, DataType::kFloat32)), "");
+  }
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("inv", a.data(), a.data(), {me == 1 ? 9 : 8}, DataType::kFloat32)),
+            "Mismatched allreduce tensor shapes for 'inv': rank 0 sent [8], rank 1 sent [9]");
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("inv", a.data(), a.data(), {8}, DataType::kFloat32)), "");
+}
+
+// Uneven data: rank r has 2r+2 steps, then joins. Each step, every rank still
+// active contributes 1 (joined ranks contribute zeros): the sum counts the
+// active ranks and the average divides by the full size. join() returns the
+// last rank to join.
+TEST(Runtime, JoinWithUnevenData) {
+  const int n = rt().size(), me = rt().rank();
+  const int my_steps = 2 * me + 2;
+  for (int step = 0; step < my_steps; ++step) {
+    std::vector<float> s(100, 1.0f), a(7, 1.0f);
+    Handle hs = rt().enqueue_allreduce("join.sum", s.data(), s.data(), {100}, DataType::kFloat32);
+    Handle ha = rt().enqueue_allreduce("join.avg", a.data(), a.data(), {7}, DataType::kFloat32, ReduceOp::kAvg);
+    ASSERT_EQ(error_of(hs), "");
+    ASSERT_EQ(error_of(ha), "");
+    int active = 0;
+    for (int r = 0; r < n; ++r) active += step < 2 * r + 2 ? 1 : 0;
+    for (float v : s) ASSERT_EQ(v, static_cast<float>(active)) << "step " << step;
+    for (float v : a) ASSERT_FLOAT_EQ(v, static_cast<float>(active) / n) << "step " << step;
+  }
+  std::vector<float> x(4, 1.0f);
+  EXPECT_EQ(rt().join(), n - 1);
+  // Everyone is active again.
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("join.after", x.data(), x.data(), {4}, DataType::kFloat32)), "");
+  EXPECT_EQ(x[0], static_cast<float>(n));
+}
+
+TEST(Runtime, Barrier) {
+  // Rank 0 arrives late; nobody may leave before it arrives.
+  const auto t0 = std::chrono::steady_clock::now();
+  if (rt().rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  rt().barrier();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(95));
+  rt().barrier();  // and again: the n-th barrier meets the n-th
+}
+
+// Run where HOROVOD_STALL_SHUTDOWN_TIME_SECONDS is set (a ctest entry of its own).
+TEST(Stall, WarnsThenShutsDownNamingMissingRanks) {
+  const char* shut = std::getenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS");
+  if (!shut || std::string(shut) == "0") GTEST_SKIP() << "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS not set";
+  std::vector<float> a(8, 1.0f);
+  // Once on every rank, so that with the response cache on, rank 0's second
+  // submission waits as a cache bit rather than in the negotiation table.
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("stalled", a.data(), a.data(), {8}, DataType::kFloat32)), "");
+  Handle h = -1;
+  if (rt().rank() == 0) h = rt().enqueue_allreduce("stalled", a.data(), a.data(), {8}, DataType::kFloat32);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (rt().stopped_reason().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string why = rt().stopped_reason();
+  EXPECT_NE(why.find("stall shutdown"), std::string::npos) << why;
+  EXPECT_NE(why.find("rank 1 has not submitted 'stalled'"), std::string::npos) << why;
+  if (rt().rank() == 0) {
+    EXPECT_NE(error_of(h).find("stall shutdown"), std::string::npos);
+    EXPECT_GE(rt().stats().stall_warnings, 1u);
+  }
+  g_rt.reset();
+}
+
+// One fused step of three tensors; retried until the three complete in one
+// cycle on every rank (submission timing decides that), at most 50 times.
+bool fused_step(const std::string& prefix, int attempt) {
+  std::vector<std::vector<float>> t(3, std::vector<float>(256, 1.0f));
+  const auto before = rt().stats();
+  std::vector<Handle> h;
+  for (int i = 0; i < 3; ++i) {
+    h.push_back(rt().enqueue_allreduce(prefix + std::to_string(attempt) + "." + std::to_string(i), t[i].data(),
+                                       t[i].data(), {256}, DataType::kFloat32));
+  }
+  for (Handle x : h) rt().synchronize(x);
+  // Agree across ranks whether every rank fused all three.
+  int fused = rt().stats().fused_tensors - before.fused_tensors == 3 ? 1 : 0;
+  Handle v = rt().enqueue_allreduce(prefix + "vote" + std::to_string(attempt), &fused, &fused, {1},
+                                    DataType::kInt32, ReduceOp::kMin);
+  rt().synchronize(v);
+  return fused == 1;
+}
+
+TEST(Runtime, TimelineIsValidJsonWithExpectedEvents) {
+  const std::string path = "/tmp/ringlet_timeline_" + std::to_string(::getppid()) + ".json";
+  rt().start_timeline(path, true);
+  bool fused = false;
+  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("tl.", attempt);
+  EXPECT_TRUE(fused);
+  rt().stop_timeline();
+  if (rt().rank() != 0) return;
+  // The file is valid JSON at every moment; wait until the writer has the
+  // last events (the loop drops its reference at the end of its cycle).
+  nlohmann::json events;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<std::string> names;
+  while (true) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    ASSERT_NO_THROW(events = nlohmann::json::parse(text.str())) << text.str().substr(0, 2000);
+    names.clear();
+    for (const auto& e : events) names.push_back(e.value("name", ""));
+    const bool has_out = std::find(names.begin(), names.end(), "MEMCPY_OUT_FUSION_BUFFER") != names.end();
+    if ((has_out && events.back().value("ph", "") == "E") || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(events.is_array());
+  for (const char* want : {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
+                           "MEMCPY_OUT_FUSION_BUFFER", "CYCLE_START", "process_name"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  bool algo = false;
+  for (const auto& n : names) algo |= n.size() > 10 && n.substr(n.size() - 10) == "_ALLREDUCE" && n != "NEGOTIATE_ALLREDUCE";
+  EXPECT_TRUE(algo) << "no algorithm span (e.g. RING_ALLREDUCE)";
+  // Each rank leaves an instant mark named after it in the negotiation span.
+  for (int r = 0; r < rt().size(); ++r) {
+    EXPECT_NE(std::find(names.begin(), names.end(), std::to_string(r)), names.end()) << "rank mark " << r;
+  }
+  // Spans balance per tensor.
+  std::map<int, int> depth;
+  for (const auto& e : events) {
+    const std::string ph = e["ph"];
+    if (ph == "B") ++depth[e["pid"].get<int>()];
+    if (ph == "E") {
+      ASSERT_GE(--depth[e["pid"].get<int>()], 0);
+    }
+  }
+  for (auto [pid, d] : depth) EXPECT_EQ(d, 0) << "pid " << pid;
+  std::remove(path.c_str());
+}
+
+// Run where HOROVOD_TIMELINE is set (a ctest entry of its own): rank 0
+// writes from init to shutdown, with cycle marks.
+TEST(Timeline, FromEnvironment) {
+  const char* path = std::getenv("HOROVOD_TIMELINE");
+  if (!path) GTEST_SKIP() << "HOROVOD_TIMELINE not set";
+  bool fused = false;
+  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("env.", attempt);
+  EXPECT_TRUE(fused);
+  const bool writer = rt().rank() == 0;
+  g_rt.reset();  // closes the timeline
+  if (!writer) return;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json events;
+  ASSERT_NO_THROW(events = nlohmann::json::parse(text.str()));
+  std::set<std::string> names;
+  for (const auto& e : events) names.insert(e.value("name", ""));
+  for (const char* want : {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
+                           "MEMCPY_OUT_FUSION_BUFFER", "CYCLE_START"}) {
+    EXPECT_TRUE(names.count(want)) << want;
+  }
+  std::remove(path);
+}
+
+// Run only where the injection library is loaded (a ctest entry of its own).
+TEST(Runtime, NvtxRangesInOrder) {
+  const char* prefix = std::getenv("RINGLET_NVTX_RECORD");
+  if (!prefix || !std::getenv("NVTX_INJECTION64_PATH")) GTEST_SKIP() << "no NVTX injection library loaded";
+  bool fused = false;
+  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("nvtx.", attempt);
+  ASSERT_TRUE(fused);
+  const std::string path = std::string(prefix) + "." + std::to_string(::getpid());
+  const char* off = std::getenv("RINGLET_NVTX");
+  if (off && std::string(off) == "0") {
+    // Off: NVTX is never even initialized, so the injection library never loads.
+    std::ifstream in(path);
+    std::string line;
+    EXPECT_FALSE(in && std::getline(in, line)) << "RINGLET_NVTX=0 but a range was recorded: " << line;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_FALSE(lines.empty());
+  for (const auto& l : lines) ASSERT_EQ(l.substr(0, 8), "Ringlet\t") << l;
+  // In order (a subsequence): the API call, the negotiation, the fused op
+  // with its phases.
+  const std::vector<std::string> want = {"ENQUEUE", "NEGOTIATE", "ALLREDUCE float", "MEMCPY_IN_FUSION_BUFFER",
+                                         "_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"};
+  // Search from the last fused op backwards for the phases, forwards for the rest.
+  size_t w = 0;
+  std::string fused_payload;
+  for (const auto& l : lines) {
+    if (w == want.size()) break;
+    const std::string msg = l.substr(8, l.find('\t', 8) - 8);
+    const bool match = want[w][0] == '_' ? msg.size() > want[w].size() && msg.ends_with(want[w]) : msg == want[w];
+    if (match) {
+      if (want[w] == "ALLREDUCE float") fused_payload = l;
+      ++w;
+    } else if (w >= 3 && msg == "ALLREDUCE float") {
+      w = 3;  // an unfused op: the phases must follow a later fused one
+      fused_payload = l;
+    }
+  }
+  EXPECT_EQ(w, want.size()) << "missing '" << (w < want.size() ? want[w] : "") << "' in order";
+  std::remove(path.c_str());
+}
+
+// Last: shutdown with work in flight, then init again.
+TEST(LifeCycle, ShutdownWithPendingWorkThenInitAgain) {
+  const int me = rt().rank();
+  std::vector<float> a(8, 1.0f);
+  Handle lonely = -1;
+  if (me == 0) lonely = rt().enqueue_allreduce("lonely", a.data(), a.data(), {8}, DataType::kFloat32);
+  // Once "fence" ran, rank 0 has reported "lonely" (in the same cycle or before).
+  int one = 1;
+  rt().synchronize(rt().enqueue_allreduce("fence", &one, &one, {1}, DataType::kInt32));
+  rt().shutdown();
+  if (me == 0) {
+    const std::string err = error_of(lonely);
+    EXPECT_NE(err.find("shut down"), std::string::npos) << err;
+    EXPECT_NE(err.find("lonely"), std::string::npos) << err;
+    EXPECT_NE(err.find("missing on rank"), std::string::npos) << err;
+  }
+  try {
+    rt().enqueue_allreduce("after", a.data(), a.data(), {8}, DataType::kFloat32);
+    ADD_FAILURE() << "enqueue after shutdown was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("stopped"), std::string::npos) << e.what();
+  }
+  g_rt.reset();
+  // Rank 0's store server outlives its shutdown by a moment; a rank that
+  // reconnects at once can reach the old one (reported to the bootstrap).
+  if (me != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  g_rt = make_runtime();
+  a.assign(8, 2.0f);
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("again", a.data(), a.data(), {8}, DataType::kFloat32)), "");
+  EXPECT_EQ(a[0], 2.0f * rt().size());
+  g_rt.reset();
+}
+
+}  // namespace
+}  // namespace ringlet::test
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  ringlet::test::g_rt.reset();
+  return rc;
+}
