@@ -3,6 +3,8 @@
 // failure becomes a status code plus a message kept per thread.
 #include "ringlet/ringlet_c.h"
 
+#include <chrono>
+#include <cmath>
 #include <new>
 #include <span>
 #include <string>
@@ -80,6 +82,11 @@ std::span<const size_t> counts_of(const size_t* counts, const char* call, const 
   return {counts, static_cast<size_t>(size)};
 }
 
+// Arguments the C caller can get wrong before the C++ API sees them.
+[[noreturn]] void bad_argument(const char* call, const std::string& why) {
+  throw ringlet::api::StatusError(RINGLET_ERR_INVALID_ARGUMENT, std::string("ringlet: ") + call + ": " + why);
+}
+
 }  // namespace
 
 extern "C" {
@@ -136,5 +143,59 @@ ringlet_status ringlet_alltoall(const void* send, const size_t* send_counts, voi
 }
 
 ringlet_status ringlet_barrier(void) { return guarded([] { ringlet::barrier(); }); }
+
+ringlet_status ringlet_allreduce_async(const char* name, const void* send, void* recv, size_t count,
+                                       ringlet_dtype dtype, ringlet_op op, double prescale,
+                                       double postscale, int64_t* handle) {
+  return guarded([&] {
+    if (handle == nullptr) bad_argument("allreduce_async", "handle is null");
+    *handle = 0;
+    if (name == nullptr) bad_argument("allreduce_async", "name is null");
+    if (count > static_cast<size_t>(INT64_MAX)) bad_argument("allreduce_async", "count " + std::to_string(count) + " is too large");
+    const ringlet::DataType dt = to_dtype(dtype);
+    const std::vector<int64_t> shape{static_cast<int64_t>(count)};
+    ringlet::Tensor in{const_cast<void*>(send), dt, shape, -1};
+    ringlet::Tensor out{recv, dt, shape, -1};
+    *handle = ringlet::allreduce_async(name, std::move(in), std::move(out), to_op(op), prescale, postscale);
+  });
+}
+
+ringlet_status ringlet_poll(int64_t handle, int* done) {
+  return guarded([&] {
+    if (done == nullptr) bad_argument("poll", "done is null");
+    *done = ringlet::poll(handle) ? 1 : 0;
+  });
+}
+
+ringlet_status ringlet_wait(int64_t handle, double timeout_seconds) {
+  return guarded([&] {
+    if (!(timeout_seconds >= 0) || !std::isfinite(timeout_seconds)) {
+      bad_argument("wait", "timeout_seconds must be finite and >= 0, got " + std::to_string(timeout_seconds));
+    }
+    const double ms = std::ceil(timeout_seconds * 1e3);
+    const double cap = 1e11;  // about three years; ringlet::wait caps there too
+    ringlet::wait(handle, std::chrono::milliseconds(static_cast<int64_t>(ms < cap ? ms : cap)));
+  });
+}
+
+ringlet_status ringlet_synchronize(int64_t handle) {
+  return guarded([&] { (void)ringlet::synchronize(handle); });
+}
+
+ringlet_status ringlet_join(int* last_rank) {
+  return guarded([&] {
+    const int last = ringlet::join();
+    if (last_rank != nullptr) *last_rank = last;
+  });
+}
+
+ringlet_status ringlet_start_timeline(const char* file, int mark_cycles) {
+  return guarded([&] {
+    if (file == nullptr) bad_argument("start_timeline", "file is null");
+    ringlet::start_timeline(file, mark_cycles != 0);
+  });
+}
+
+ringlet_status ringlet_stop_timeline(void) { return guarded([] { ringlet::stop_timeline(); }); }
 
 }  // extern "C"

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/config.h"
+#include "core/runtime/runtime_error.h"
 #include "ringlet/transport/transport.h"
 
 namespace ringlet::api {
@@ -35,6 +36,20 @@ std::string peer_part(const transport::Error& e, int rank) {
   return what;
 }
 
+// The runtime completes handles with text only (its failures cross threads
+// and ranks); the status follows from what the text says.
+ringlet_status runtime_status(std::string_view what) {
+  if (what.find("timed out") != std::string_view::npos) return RINGLET_ERR_TIMEOUT;
+  for (std::string_view lost : {"lost", "closed", "died", "exited", "connection", "is gone"}) {
+    if (what.find(lost) != std::string_view::npos) return RINGLET_ERR_PEER_LOST;
+  }
+  if (what.find("already in flight") != std::string_view::npos ||
+      what.find("Mismatched") != std::string_view::npos || what.find("unknown handle") != std::string_view::npos) {
+    return RINGLET_ERR_INVALID_ARGUMENT;
+  }
+  return RINGLET_ERR_INTERNAL;
+}
+
 }  // namespace
 
 void rethrow_as_status(std::string_view call, int rank) {
@@ -42,6 +57,8 @@ void rethrow_as_status(std::string_view call, int rank) {
     throw;
   } catch (const StatusError&) {
     throw;
+  } catch (const core::runtime::RuntimeError& e) {
+    throw StatusError(runtime_status(e.what()), where(call, rank) + ": " + without_own_rank(e.what(), rank));
   } catch (const core::ConfigError& e) {
     // Configuration messages already say "ringlet: ..." and name the variable.
     throw StatusError(RINGLET_ERR_CONFIG, where(call, rank) + ": " + without_own_rank(e.what(), rank));

@@ -36,8 +36,10 @@ class Backend {
   virtual std::vector<std::string> gather_strings(const std::string& mine, size_t width) = 0;
 };
 
-// Initializes Ringlet (ringlet::init) and shuts it down when destroyed.
-std::unique_ptr<Backend> make_ringlet_backend();
+// Initializes Ringlet (ringlet::init) and shuts it down when destroyed. With
+// options.tensors > 0 an allreduce op is that many named tensors through the
+// asynchronous API, in an order shuffled per rank and per iteration.
+std::unique_ptr<Backend> make_ringlet_backend(const Options& options);
 // Uses MPI_COMM_WORLD; MPI must be initialized (see MpiRuntime). Throws when
 // the dtype has no MPI equivalent or this build has no MPI.
 std::unique_ptr<Backend> make_mpi_backend(const Options& options);

@@ -1,8 +1,9 @@
 // The command line. Flag names, defaults and meanings are nccl-tests'; the
 // Ringlet-only flags follow them. Choices that a later issue will implement
-// (--device cuda, --backend nccl, --transport ucx, --tensors) are refused
-// with "not supported yet": a benchmark that silently ignores a flag reports
-// numbers for something other than what was asked.
+// (--device cuda, --backend nccl, --transport ucx) are refused with "not
+// supported yet", as is --tensors outside allreduce on the ring backend: a
+// benchmark that silently ignores a flag reports numbers for something other
+// than what was asked.
 #include <CLI/CLI.hpp>
 
 #include <cctype>
@@ -179,10 +180,17 @@ Command parse_command_line(int argc, char** argv) {
     if (collective.empty()) throw CLI::RequiredError("collective");
     if (device == "cuda") throw CLI::ValidationError("--device", "cuda is not supported yet");
     if (transport == "ucx") throw CLI::ValidationError("--transport", "ucx is not supported yet");
-    if (tensors != 0) {
-      throw CLI::ValidationError("--tensors", "the asynchronous runtime is not supported yet");
-    }
     o.backends = parse_backends(backend);
+    if (tensors < 0) throw CLI::ValidationError("--tensors", "must be 0 or more");
+    if (tensors > 0) {
+      if (collective != "allreduce") {
+        throw CLI::ValidationError("--tensors", "is served for allreduce only so far");
+      }
+      if (o.backends.size() != 1 || o.backends[0] != BackendKind::kRing) {
+        throw CLI::ValidationError("--tensors", "needs --backend ring (it runs through Ringlet's runtime)");
+      }
+    }
+    o.tensors = tensors;
     o.min_bytes = parse_size(min_bytes);
     o.max_bytes = parse_size(max_bytes);
     o.step_bytes = parse_size(step_bytes);

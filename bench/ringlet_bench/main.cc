@@ -53,7 +53,7 @@ int run(const Options& o) {
   MpiRuntime mpi(o.uses(BackendKind::kMpi));
   std::vector<std::unique_ptr<Backend>> owned;
   for (BackendKind k : o.backends) {
-    owned.push_back(k == BackendKind::kRing ? make_ringlet_backend() : make_mpi_backend(o));
+    owned.push_back(k == BackendKind::kRing ? make_ringlet_backend(o) : make_mpi_backend(o));
   }
   check_same_world(o, owned);
   std::vector<Backend*> backends;

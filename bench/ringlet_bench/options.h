@@ -35,6 +35,10 @@ struct Options {
   std::string csv_file;
   std::vector<BackendKind> backends{BackendKind::kRing};
   std::string transport;  // "" = leave RINGLET_TRANSPORT as the environment has it
+  // > 0: each iteration submits this many named tensors of the row's size
+  // through the asynchronous runtime (allreduce, ring backend) and waits for
+  // all; time and bandwidth are per iteration, the op column "sum_async_Nx".
+  int tensors = 0;
 
   // Two or more backends alternate op by op and report medians.
   bool alternating() const { return backends.size() > 1; }

@@ -1,5 +1,9 @@
 // The benchmarked backend: Ringlet through its public C++ API, as users call it.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <random>
 #include <stdexcept>
 
 #include "backend.h"
@@ -8,12 +12,35 @@
 namespace ringlet::bench {
 namespace {
 
+// A page-aligned buffer for the extra tensors of --tensors, touched at
+// allocation so that no page fault lands in a timed op.
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t bytes) {
+    const size_t size = (std::max<size_t>(bytes, 64) + 4095) / 4096 * 4096;
+    data = std::aligned_alloc(4096, size);
+    if (!data) throw std::bad_alloc();
+    std::memset(data, 0, size);
+  }
+  ~AlignedBuffer() { std::free(data); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  void* data = nullptr;
+};
+
 class RingletBackend : public Backend {
  public:
-  RingletBackend() {
+  explicit RingletBackend(const Options& o) : tensors_(o.tensors) {
     ringlet::init();
     rank_ = ringlet::rank();
     size_ = ringlet::size();
+    // Stable names, so that the runtime's response cache hits from the
+    // second iteration on, as in training; the order is shuffled per rank
+    // with a seed of its own, and again each iteration.
+    for (int i = 0; i < tensors_; ++i) names_.push_back("bench.t" + std::to_string(i));
+    order_.resize(static_cast<size_t>(tensors_));
+    for (int i = 0; i < tensors_; ++i) order_[static_cast<size_t>(i)] = i;
+    handles_.resize(static_cast<size_t>(tensors_));
+    rng_.seed(0x5eed + 7919u * static_cast<unsigned>(rank_));
   }
   ~RingletBackend() override { ringlet::shutdown(); }
 
@@ -30,7 +57,11 @@ class RingletBackend : public Backend {
     }
     switch (c.collective) {
       case Collective::kAllreduce:
-        ringlet::allreduce(b.send, b.recv, c.layout.count, c.dtype, c.op);
+        if (tensors_ > 0) {
+          run_tensors(c, b);
+        } else {
+          ringlet::allreduce(b.send, b.recv, c.layout.count, c.dtype, c.op);
+        }
         break;
       case Collective::kAllgather:
         ringlet::allgather(b.send, b.recv, counts_, c.dtype);
@@ -51,6 +82,32 @@ class RingletBackend : public Backend {
   }
 
   void barrier() override { ringlet::barrier(); }
+
+  // One iteration of --tensors N: tensor 0 is the harness's (so the check
+  // sees it); the others read the same input out of place, or run in place
+  // on buffers of their own, whose values do not matter.
+  void run_tensors(const Case& c, const OpBuffers& b) {
+    const size_t bytes = c.layout.count * dtype_size(c.dtype);
+    if (bytes != extra_bytes_) {
+      extra_.clear();
+      for (int i = 1; i < tensors_; ++i) extra_.push_back(std::make_unique<AlignedBuffer>(bytes));
+      extra_bytes_ = bytes;
+    }
+    const std::vector<int64_t> shape{static_cast<int64_t>(c.layout.count)};
+    std::shuffle(order_.begin(), order_.end(), rng_);
+    for (size_t k = 0; k < order_.size(); ++k) {
+      const int i = order_[k];
+      void* in = const_cast<void*>(b.send);
+      void* out = b.recv;
+      if (i > 0) {
+        out = extra_[static_cast<size_t>(i - 1)]->data;
+        if (c.in_place) in = out;
+      }
+      handles_[k] = ringlet::allreduce_async(names_[static_cast<size_t>(i)], {in, c.dtype, shape},
+                                             {out, c.dtype, shape}, c.op);
+    }
+    for (int64_t h : handles_) ringlet::synchronize(h);
+  }
 
   void combine(std::span<double> values, Combine how) override {
     ReduceOp op = how == Combine::kSum ? ReduceOp::kSum
@@ -73,10 +130,20 @@ class RingletBackend : public Backend {
   int rank_ = 0;
   int size_ = 1;
   std::vector<size_t> counts_;
+  // --tensors
+  int tensors_ = 0;
+  std::vector<std::string> names_;
+  std::vector<int> order_;
+  std::vector<int64_t> handles_;
+  std::vector<std::unique_ptr<AlignedBuffer>> extra_;
+  size_t extra_bytes_ = 0;
+  std::mt19937 rng_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_ringlet_backend() { return std::make_unique<RingletBackend>(); }
+std::unique_ptr<Backend> make_ringlet_backend(const Options& options) {
+  return std::make_unique<RingletBackend>(options);
+}
 
 }  // namespace ringlet::bench

@@ -16,8 +16,16 @@ bool has_op(Collective c) {
 }
 bool has_root(Collective c) { return c == Collective::kBroadcast; }
 
+// With --tensors N: "sum_async_Nx", so that rows of different N stay distinct.
 std::string redop_name(const Options& o) {
-  return has_op(o.collective) ? std::string(to_string(o.op)) : "none";
+  std::string name = has_op(o.collective) ? std::string(to_string(o.op)) : "none";
+  if (o.tensors > 0) name += "_async_" + std::to_string(o.tensors) + "x";
+  return name;
+}
+
+// Bytes one iteration moves: the row's size, times the tensors per iteration.
+size_t iteration_bytes(const Options& o, size_t bytes) {
+  return o.tensors > 0 ? bytes * static_cast<size_t>(o.tensors) : bytes;
 }
 int root_column(const Options& o) { return has_root(o.collective) ? o.root : -1; }
 
@@ -39,12 +47,12 @@ std::string format_wrong(const Options& o, double wrong) {
   return text;
 }
 
-double avg_busbw(const Table& t, int nranks, Collective c) {
+double avg_busbw(const Options& o, const Table& t, int nranks, Collective c) {
   double sum = 0;
   size_t n = 0;
   for (const Row& r : t.rows) {
     for (const Measurement* m : {&r.out_of_place, &r.in_place}) {
-      sum += algbw_gbps(r.layout.bytes, m->time_us) * bus_factor(c, nranks);
+      sum += algbw_gbps(iteration_bytes(o, r.layout.bytes), m->time_us) * bus_factor(c, nranks);
       ++n;
     }
   }
@@ -104,7 +112,7 @@ void print_row(const Options& o, int nranks, const Row& row) {
   std::printf("%12zu  %12zu  %8s  %6s  %6d", row.layout.bytes, row.layout.count,
               std::string(to_string(o.dtype)).c_str(), redop_name(o).c_str(), root_column(o));
   for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
-    const double algbw = algbw_gbps(row.layout.bytes, m->time_us);
+    const double algbw = algbw_gbps(iteration_bytes(o, row.layout.bytes), m->time_us);
     std::printf("  %7s  %6.2f  %6.2f  %5s", format_time(m->time_us).c_str(), algbw,
                 algbw * bus_factor(o.collective, nranks), format_wrong(o, m->wrong).c_str());
   }
@@ -116,7 +124,7 @@ void print_table_footer(const Options& o, int nranks, const Table& t) {
   double wrong = 0;
   for (const Row& r : t.rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
   std::printf("# Out of bounds values : %.0f %s\n", wrong, wrong > 0 ? "FAILED" : "OK");
-  std::printf("# Avg bus bandwidth    : %g \n#\n", avg_busbw(t, nranks, o.collective));
+  std::printf("# Avg bus bandwidth    : %g \n#\n", avg_busbw(o, t, nranks, o.collective));
   std::fflush(stdout);
 }
 
@@ -149,7 +157,7 @@ void write_csv(const std::string& path, const Options& o, int nranks, const std:
     for (bool in_place : {false, true}) {
       for (const Row& r : t.rows) {
         const Measurement& m = in_place ? r.in_place : r.out_of_place;
-        const double algbw = algbw_gbps(r.layout.bytes, m.time_us);
+        const double algbw = algbw_gbps(iteration_bytes(o, r.layout.bytes), m.time_us);
         char line[256];
         std::snprintf(line, sizeof line, "%s%s,%d,%zu,%s,%s,%.3f,%.6f,%.6f,%.0f\n", t.impl.c_str(),
                       in_place ? "-inplace" : "", nranks, r.layout.bytes,
@@ -182,7 +190,7 @@ void write_json(const std::string& path, const Options& o, int nranks, const std
       nlohmann::json jr{{"size", r.layout.bytes}, {"count", r.layout.count}};
       for (bool in_place : {false, true}) {
         const Measurement& m = in_place ? r.in_place : r.out_of_place;
-        const double algbw = algbw_gbps(r.layout.bytes, m.time_us);
+        const double algbw = algbw_gbps(iteration_bytes(o, r.layout.bytes), m.time_us);
         nlohmann::json jm{{"time_us", m.time_us},
                           {"algbw_GBps", algbw},
                           {"busbw_GBps", algbw * bus_factor(o.collective, nranks)}};
@@ -191,7 +199,7 @@ void write_json(const std::string& path, const Options& o, int nranks, const std
       }
       jt["rows"].push_back(jr);
     }
-    jt["avg_busbw_GBps"] = avg_busbw(t, nranks, o.collective);
+    jt["avg_busbw_GBps"] = avg_busbw(o, t, nranks, o.collective);
     doc["tables"].push_back(jt);
   }
   std::ofstream out(path);

@@ -2,16 +2,23 @@
 // TCP connection, every wait bounded by poll() against a deadline. After a
 // timeout the connection is out of step with the server (a late reply may
 // still come), so it is closed and the next call reconnects.
+//
+// Before its first request on a connection the client asks the store for its
+// identity (see Instances below), so that init -> shutdown -> init never
+// rendezvouses through rank 0's previous store while it closes.
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/bootstrap/fd.h"
@@ -29,6 +36,25 @@ namespace wire = bootstrap::wire;
 namespace {
 
 constexpr std::chrono::seconds kDefaultTimeout{30};
+
+// The key under which a server keeps its identity (set by store_server.cc).
+constexpr char kInstanceKey[] = "ringlet.store/instance";
+
+// Stores this process has finished with. After shutdown, init again can reach
+// rank 0's old store before it closes: its data is the last session's, and it
+// will vanish mid-rendezvous. The first client of a store in this process (the
+// communicator's) retires it when destroyed; later connections to a retired
+// store are refused and retried until the new one answers.
+struct Instances {
+  std::mutex mu;
+  std::map<std::vector<uint8_t>, const void*> owner;  // store -> its first client here
+  std::set<std::vector<uint8_t>> retired;
+};
+
+Instances& instances() {
+  static Instances* all = new Instances;  // never destroyed: detached clients may outlive main
+  return *all;
+}
 
 // Milliseconds until the deadline for poll(): -1 forever, 0 when already past.
 int poll_ms(Deadline deadline) {
@@ -113,7 +139,19 @@ struct StoreClient::Impl {
                    const std::string& what);
   [[noreturn]] void lost(const std::string& what, const std::string& detail);
 
+  // The greeting after the TCP connection. False: the store closed the
+  // connection meanwhile (`why` says), worth a retry.
+  bool greet(Deadline deadline, std::string& why);
+  // Before the first request on a connection: asks the store who it is. False:
+  // a retired store, or lost while asking (`why` says): reconnect and retry.
+  bool check_identity(Deadline deadline, std::string& why);
+  // One request and its reply on the current connection.
+  wire::Frame exchange(wire::Op op, std::span<const uint8_t> payload, Deadline deadline,
+                       const std::string& what);
+
   std::string address, host, port;
+  std::vector<uint8_t> instance;  // the store's identity, once checked (empty: not tracked)
+  bool verified = false;          // this connection's store passed check_identity()
   int rank;
   Hmac hmac;
   std::mutex mutex;  // one request at a time on the connection
@@ -128,14 +166,19 @@ void StoreClient::Impl::connect(Deadline deadline) {
   for (;;) {
     // Each attempt gets at most a second, so a lost SYN does not eat the whole deadline.
     fd = try_connect(host, port, std::min(deadline, Clock::now() + std::chrono::seconds(1)), why);
-    if (fd) break;
+    if (fd && greet(deadline, why)) return;
+    fd.reset();
     if (Clock::now() >= deadline) {
       throw transport::Timeout(0, who() + ": could not reach " + where() + " within " +
                                       seconds_text(Clock::now() - start) + ": " + why);
     }
-    // The server may simply not be up yet: retry a little later.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // The server may simply not be up yet, or the last session's still closing:
+    // retry a little later.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   // The hello carries this connection's nonce.
   rx.clear();
   while (rx.size() < wire::kHelloBytes) {
@@ -148,8 +191,10 @@ void StoreClient::Impl::connect(Deadline deadline) {
     ssize_t n = ::recv(fd.get(), buf, wire::kHelloBytes - rx.size(), 0);
     if (n <= 0) {
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      fd.reset();
-      throw std::runtime_error(who() + ": lost " + where() + " during the greeting");
+      why = std::string("the connection closed during the greeting") +
+            (n < 0 ? std::string(" (") + std::strerror(errno) + ")" : std::string()) +
+            " (a previous session's store closing?)";
+      return false;
     }
     rx.insert(rx.end(), buf, buf + n);
   }
@@ -162,6 +207,47 @@ void StoreClient::Impl::connect(Deadline deadline) {
   rx.clear();
   out = {&hmac, nonce, wire::Direction::kToServer, 0};
   in = {&hmac, nonce, wire::Direction::kToClient, 0};
+
+  verified = false;
+  return true;
+}
+
+bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
+  std::vector<uint8_t> id;
+  try {
+    auto reply = exchange(wire::Op::kTryGet, wire::key_payload(kInstanceKey), deadline, "its identity");
+    if (!reply.payload.empty() && reply.payload[0] != 0) id.assign(reply.payload.begin() + 1, reply.payload.end());
+  } catch (const transport::Timeout&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Lost while asking (not refused: a wrong secret is final): the store is closing.
+    if (!fd && std::string_view(e.what()).find(" refused ") == std::string_view::npos) {
+      why = e.what();
+      return false;
+    }
+    throw;
+  }
+  // A store served by this very process (tests run server and clients side
+  // by side) outlives its clients: it is never a previous session's.
+  if (id.size() >= 12) {
+    uint32_t pid = 0;
+    for (size_t i = 0; i < 4; ++i) pid |= static_cast<uint32_t>(id[8 + i]) << (8 * i);
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    if (pid == static_cast<uint32_t>(::getpid()) && std::string(id.begin() + 12, id.end()) == host) {
+      instance.clear();
+      return true;
+    }
+  }
+  Instances& all = instances();
+  std::lock_guard lock(all.mu);
+  if (!id.empty() && all.retired.count(id)) {
+    why = "reached the previous session's store, which is still closing";
+    return false;
+  }
+  instance = std::move(id);
+  if (!instance.empty()) all.owner.emplace(instance, this);  // the first client owns it
+  return true;
 }
 
 void StoreClient::Impl::lost(const std::string& what, const std::string& detail) {
@@ -171,7 +257,27 @@ void StoreClient::Impl::lost(const std::string& what, const std::string& detail)
 
 wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payload,
                                     Deadline deadline, const std::string& what) {
-  if (!fd) connect(deadline);
+  const auto start = Clock::now();
+  for (;;) {
+    if (!fd) connect(deadline);
+    if (verified) break;
+    std::string why;
+    if (check_identity(deadline, why)) {
+      verified = true;
+      break;
+    }
+    fd.reset();
+    if (Clock::now() >= deadline) {
+      throw transport::Timeout(0, who() + ": could not reach " + where() + " within " +
+                                      seconds_text(Clock::now() - start) + ": " + why);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return exchange(op, payload, deadline, what);
+}
+
+wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> payload,
+                                        Deadline deadline, const std::string& what) {
   const auto frame = wire::encode(out, op, payload);
   for (size_t sent = 0; sent < frame.size();) {
     pollfd p{fd.get(), POLLOUT, 0};
@@ -229,7 +335,16 @@ StoreClient::StoreClient(const std::string& host_port, std::string secret, int r
   impl_->connect(deadline);
 }
 
-StoreClient::~StoreClient() = default;
+StoreClient::~StoreClient() {
+  if (!impl_ || impl_->instance.empty()) return;
+  Instances& all = instances();
+  std::lock_guard lock(all.mu);
+  auto it = all.owner.find(impl_->instance);
+  if (it != all.owner.end() && it->second == impl_.get()) {
+    all.owner.erase(it);
+    all.retired.insert(impl_->instance);
+  }
+}
 
 void StoreClient::set(const std::string& key, const std::vector<uint8_t>& value) {
   std::lock_guard lock(impl_->mutex);

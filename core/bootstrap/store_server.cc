@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -93,6 +94,10 @@ struct Connection {
   size_t tx_sent = 0;
 };
 
+// The key under which a server keeps its identity (store_client.cc reads it
+// under the same name).
+constexpr char kInstanceKey[] = "ringlet.store/instance";
+
 }  // namespace
 
 struct StoreServer::Impl {
@@ -106,6 +111,20 @@ struct StoreServer::Impl {
                            : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
     wake = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (!wake) throw std::runtime_error("ringlet store: " + errno_text("eventfd"));
+    // This server's identity, read by every client as it connects: a client
+    // whose process has finished with a store (shutdown, then init again)
+    // refuses that store should it still be closing, and waits for the next.
+    // 8 random bytes, the pid (4 bytes, little-endian) and the host name, so
+    // that a client in this very process knows the store is its own.
+    std::vector<uint8_t> instance(12);
+    const uint64_t id = rng();
+    const auto pid = static_cast<uint32_t>(::getpid());
+    for (size_t i = 0; i < 8; ++i) instance[i] = static_cast<uint8_t>(id >> (8 * i));
+    for (size_t i = 0; i < 4; ++i) instance[8 + i] = static_cast<uint8_t>(pid >> (8 * i));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    instance.insert(instance.end(), host, host + std::strlen(host));
+    data[kInstanceKey] = std::move(instance);
   }
 
   void run(std::stop_token stop);

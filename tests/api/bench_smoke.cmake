@@ -1,4 +1,4 @@
-# One ringlet-bench smoke run (MODE = ringletrun | mpi | alternating), then
+# One ringlet-bench smoke run (MODE = ringletrun | tensors | mpi | alternating), then
 # checks of its table and CSV. Exit code 77 tells ctest the run was skipped.
 cmake_minimum_required(VERSION 3.25)
 
@@ -12,9 +12,15 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 set(csv ${WORK_DIR}/f.csv)
 set(common -b 4K -e 64K -f 4 -c 1 -n 3 -w 1 --csv ${csv})
 
+set(op_column sum)
 if(MODE STREQUAL "ringletrun")
   set(cmd ${RINGLETRUN} -np 2 ${BENCH} allreduce ${common})
   set(impls ringlet)
+elseif(MODE STREQUAL "tensors")
+  # 8 named tensors per iteration through the asynchronous runtime.
+  set(cmd ${RINGLETRUN} -np 2 ${BENCH} allreduce --tensors 8 ${common})
+  set(impls ringlet)
+  set(op_column sum_async_8x)
 else()
   if(NOT HAVE_MPI)
     skip("this build has no MPI, so ringlet-bench has no --backend mpi")
@@ -77,6 +83,10 @@ foreach(line IN LISTS lines)
   list(GET fields 1 np)
   list(GET fields 5 time)
   list(GET fields 8 wrong)
+  list(GET fields 4 op)
+  if(NOT op STREQUAL op_column)
+    message(FATAL_ERROR "CSV row's op is '${op}', expected '${op_column}': ${line}")
+  endif()
   if(NOT np EQUAL 2 OR NOT wrong EQUAL 0 OR NOT time MATCHES "^[0-9]+\\.[0-9]+$")
     message(FATAL_ERROR "bad CSV row: ${line}")
   endif()

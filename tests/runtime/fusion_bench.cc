@@ -69,10 +69,7 @@ int main(int argc, char** argv) {
     }
     report(comm->rank(), "sync", us, tensors, bytes);
     core::barrier(*comm);
-    const int rank = comm->rank();
     comm.reset();
-    // Rank 0's old store must be gone before the others meet again.
-    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
 
   core::runtime::Runtime rt(core::Communicator::create(config, launch));

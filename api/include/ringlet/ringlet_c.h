@@ -73,6 +73,26 @@ ringlet_status ringlet_alltoall(const void* send, const size_t* send_counts, voi
                                 const size_t* recv_counts, ringlet_dtype dtype);
 ringlet_status ringlet_barrier(void);
 
+/* The asynchronous API (see ringlet.h). A named allreduce of `count`
+ * elements from send into recv (send == recv: in place); *handle receives the
+ * handle. send and recv must stay valid until the handle completes. */
+ringlet_status ringlet_allreduce_async(const char* name, const void* send, void* recv, size_t count,
+                                       ringlet_dtype dtype, ringlet_op op, double prescale,
+                                       double postscale, int64_t* handle);
+/* *done = 1 once the handle completed (done or failed), else 0. */
+ringlet_status ringlet_poll(int64_t handle, int* done);
+/* Waits up to timeout_seconds (>= 0) for the handle to complete;
+ * RINGLET_ERR_TIMEOUT when it did not (the handle stays valid). */
+ringlet_status ringlet_wait(int64_t handle, double timeout_seconds);
+/* Waits for the handle and releases it; its failure (mismatch across ranks,
+ * duplicate name, lost peer, shutdown) is the status and message. */
+ringlet_status ringlet_synchronize(int64_t handle);
+/* Horovod's join(); *last_rank (may be null) receives the last rank to join. */
+ringlet_status ringlet_join(int* last_rank);
+/* Rank 0 writes a Chrome-trace timeline to file; mark_cycles != 0 marks cycles. */
+ringlet_status ringlet_start_timeline(const char* file, int mark_cycles);
+ringlet_status ringlet_stop_timeline(void);
+
 #ifdef __cplusplus
 }
 #endif
