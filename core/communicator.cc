@@ -122,7 +122,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   // it waits for needs: going straight to sched_yield was 20x faster for a
   // 4 KiB allreduce at 4 ranks on 2 cores, while a core of its own makes
   // spinning the fastest wait (0.7 us at 2 ranks).
-  if (c->config_.spin_iterations < 0) {
+  c->spin_auto_ = c->config_.spin_iterations < 0;
+  if (c->spin_auto_) {
     c->config_.spin_iterations = c->workspace_->tuning.oversubscribed ? 0 : 2000;
   }
   const World& w = c->world_;
@@ -207,6 +208,18 @@ void Communicator::connect_all() {
 }
 
 transport::Deadline Communicator::deadline() const { return Clock::now() + config_.timeout; }
+
+void Communicator::set_busy_threads_per_rank(int threads) {
+  if (!spin_auto_) return;
+  const bool oversubscribed = static_cast<unsigned>(world_.local_size * threads) >
+                              std::thread::hardware_concurrency();
+  config_.spin_iterations = oversubscribed ? 0 : 2000;
+  if (window_) {
+    transport::WaitPolicy policy;
+    policy.spin_iterations = config_.spin_iterations;
+    window_->set_wait_policy(policy);
+  }
+}
 
 bool Communicator::progress_or_wait(std::span<transport::Pair* const> pairs, int& idle,
                                     Deadline deadline, int waiting_for) {

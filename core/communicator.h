@@ -60,6 +60,11 @@ class Communicator {
   // publishes `why` in the store (on a thread of its own: the store's owner,
   // rank 0, may be gone), aborts the window and closes every link.
   void abort(const std::string& why);
+
+  // Decides again whether waits spin, for `threads` busy threads per rank
+  // (the runtime's background thread beside the application's). Only where
+  // RINGLET_SPIN was left to auto.
+  void set_busy_threads_per_rank(int threads);
   bool failed() const { return !failure_.empty(); }
   const std::string& failure() const { return failure_; }
   // Why `peer` failed, as it published with abort(), if that appears within
@@ -82,6 +87,7 @@ class Communicator {
   std::vector<transport::Carrier*> carrier_of_;                // per peer
   std::vector<std::unique_ptr<transport::Pair>> pairs_;        // per peer, lazily
   std::unique_ptr<transport::SharedWindow> window_;
+  bool spin_auto_ = false;  // RINGLET_SPIN=auto: spinning decided from the placement
   std::string failure_;
   transport::Clock::time_point idle_since_{};  // start of the current idle spell
 };

@@ -48,6 +48,9 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm)
       cycle_time_(std::chrono::nanoseconds(static_cast<int64_t>(comm_->config().cycle_time_ms * 1e6))),
       negotiator_(std::make_unique<Negotiator>(comm_->size())),
       cache_(static_cast<size_t>(std::max<int64_t>(0, comm_->config().cache_capacity))) {
+  // From here each rank has a second busy thread, this loop, beside the
+  // application's: spinning that paid for one thread per core may not now.
+  comm_->set_busy_threads_per_rank(2);
   nvtx::set_enabled(comm_->config().nvtx);
   if (!comm_->config().timeline.empty()) {
     start_timeline(comm_->config().timeline, comm_->config().timeline_mark_cycles);

@@ -134,6 +134,7 @@ class ShmWindow final : public SharedWindow {
     shm::sleep_on(header(options_.local_rank)->bell, seen, timeout);
   }
   const WaitPolicy& policy() const override { return options_.wait; }
+  void set_wait_policy(const WaitPolicy& policy) override { options_.wait = policy; }
 
  private:
   WindowHeader* header(int lr) const {

@@ -77,6 +77,10 @@ class SharedWindow {
   // Throws PeerLost if a local peer died or the window was aborted.
   virtual void check_peers() = 0;
 
+  // How waits spin, yield and sleep from now on (the runtime adds a busy
+  // thread per rank, which changes whether spinning pays).
+  virtual void set_wait_policy(const WaitPolicy& policy) = 0;
+
  protected:
   // One round of the blocking part of wait_until: sleeps on this rank's
   // doorbell unless it rang since `seen`; returns the current ring count.
