@@ -73,6 +73,7 @@ Communicator::~Communicator() {
   // After a failure rank 0 keeps the store up a moment, so that peers still
   // failing can read who failed first (peer_abort_reason).
   if (failed() && store_server_ != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  if (abort_publisher_.joinable()) abort_publisher_.join();
   // Links first (they may refer to request records in the workspace), then the
   // window, the carriers, the store.
   pairs_.clear();
@@ -308,13 +309,15 @@ void Communicator::abort(const std::string& why) {
     // gone, and this rank's own client may be busy asking why a peer failed.
     // Closing the links below tells the peers at once either way; the reason
     // only says why.
-    std::thread([host_port = rendezvous_, secret = secret_, me = rank(), why = failure_] {
+    abort_publisher_ = std::jthread([host_port = rendezvous_, secret = secret_, me = rank(),
+                                      why = failure_] {
       try {
         StoreClient client(host_port, secret, me, Clock::now() + std::chrono::seconds(2));
         client.set(abort_key(me), std::vector<uint8_t>(why.begin(), why.end()));
       } catch (...) {
+        // Best effort: the peers learn of the failure from the closed links.
       }
-    }).detach();
+    });
   }
   if (window_ != nullptr) {
     try {

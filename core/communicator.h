@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <span>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,9 @@ class Communicator {
   std::unique_ptr<transport::SharedWindow> window_;
   bool spin_auto_ = false;  // RINGLET_SPIN=auto: spinning decided from the placement
   std::string failure_;
+  // Publishes this rank's failure under its own store connection; joined at
+  // destruction (bounded: a 2 s connect, then one set).
+  std::jthread abort_publisher_;
   transport::Clock::time_point idle_since_{};  // start of the current idle spell
 };
 
