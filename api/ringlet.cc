@@ -208,7 +208,19 @@ void shutdown() {
     s.rt.reset();
     s.pending_timeline.reset();
   }
-  if (!rt) return;  // a communicator alone is released by its destructor
+  if (comm) {
+    // Peers may still be reading this rank's shared memory for the last
+    // collective: leave together, as the runtime's shutdown does. A peer that
+    // is already gone leaves nothing to wait for.
+    if (!comm->failed()) {
+      try {
+        core::barrier(*comm);
+      } catch (...) {
+      }
+    }
+    return;
+  }
+  if (!rt) return;
   try {
     rt->shutdown();  // fails pending handles and releases the communicator
   } catch (...) {

@@ -181,11 +181,15 @@ void StoreClient::Impl::connect(Deadline deadline) {
 bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   // The hello carries this connection's nonce.
   rx.clear();
+  // A live store greets at once. A previous session's store that is closing
+  // may still complete connections in the kernel and never greet: give each
+  // attempt a second, then let connect() try a fresh connection.
+  const Deadline attempt = std::min(deadline, Clock::now() + std::chrono::seconds(1));
   while (rx.size() < wire::kHelloBytes) {
     pollfd p{fd.get(), POLLIN, 0};
-    if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
-      fd.reset();
-      throw transport::Timeout(0, who() + ": " + where() + " accepted but sent no greeting");
+    if (::poll(&p, 1, poll_ms(attempt)) <= 0) {
+      why = "the store accepted but sent no greeting (a previous session's store closing?)";
+      return false;
     }
     uint8_t buf[64];
     ssize_t n = ::recv(fd.get(), buf, wire::kHelloBytes - rx.size(), 0);
