@@ -22,8 +22,8 @@
 
 #include "core/bootstrap/launch_info.h"
 #include "core/bootstrap/mpi_bootstrap.h"
-#include "core/communicator.h"
 #include "core/collectives/collectives.h"
+#include "core/communicator.h"
 #include "core/config.h"
 #include "core/runtime/runtime.h"
 #include "status_error.h"
@@ -49,14 +49,14 @@ Session& session() {
 }
 
 [[noreturn]] void not_initialized(std::string_view call) {
-  throw api::StatusError(RINGLET_ERR_NOT_INITIALIZED,
-                         "ringlet: " + std::string(call) + " called before init()");
+  throw Error(ErrorCode::kNotInitialized,
+              "ringlet: " + std::string(call) + " called before init()");
 }
 
 bool initialized(const Session& s) { return s.comm || s.rt; }
 
 // Runs `body` on the runtime, starting it on the first call; every failure
-// leaves as a StatusError naming the call and this rank. The session lock is
+// leaves as an Error naming the call and this rank. The session lock is
 // held only to take a reference, so that calls of several threads (a poll
 // while another waits) do not queue behind each other; shutdown() meanwhile
 // fails what they wait for. Calls that only look up handles pass
@@ -70,10 +70,9 @@ auto with_runtime(std::string_view call, Body&& body, bool start = true) {
     std::lock_guard lock(s.mu);
     if (!initialized(s)) not_initialized(call);
     if (!s.rt && !start) {
-      throw api::StatusError(RINGLET_ERR_INVALID_ARGUMENT,
-                             "ringlet: " + std::string(call) + " on rank " +
-                                 std::to_string(s.world.rank) +
-                                 ": no asynchronous call was made, so there is no such handle");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "ringlet: " + std::string(call) + " on rank " + std::to_string(s.world.rank) +
+                      ": no asynchronous call was made, so there is no such handle");
     }
     if (!s.rt) {
       s.rt = std::make_shared<Runtime>(std::move(s.comm));
@@ -87,7 +86,7 @@ auto with_runtime(std::string_view call, Body&& body, bool start = true) {
   try {
     return body(*rt);
   } catch (...) {
-    api::rethrow_as_status(call, rt->rank());
+    api::rethrow_as_error(call, rt->rank());
   }
 }
 
@@ -104,7 +103,7 @@ void synchronous(std::string_view call, Direct&& direct, ThroughRuntime&& throug
       try {
         direct(*s.comm);
       } catch (...) {
-        api::rethrow_as_status(call, s.world.rank);
+        api::rethrow_as_error(call, s.world.rank);
       }
       return;
     }
@@ -168,13 +167,15 @@ Result to_public(core::runtime::Result&& r) {
 
 }  // namespace
 
-void init() {
+void init() { init({}); }
+
+void init(const std::vector<std::vector<int>>& process_sets) {
   Session& s = session();
   std::lock_guard lock(s.mu);
   if (initialized(s)) {
-    throw api::StatusError(RINGLET_ERR_INVALID_ARGUMENT,
-                           "ringlet: init called twice on rank " + std::to_string(s.world.rank) +
-                               "; call shutdown() first");
+    throw Error(ErrorCode::kInvalidArgument, "ringlet: init called twice on rank " +
+                                                 std::to_string(s.world.rank) +
+                                                 "; call shutdown() first");
   }
   int rank = -1;
   try {
@@ -185,13 +186,13 @@ void init() {
     std::unique_ptr<core::Communicator> comm = core::Communicator::create(config, launch);
     s.world = comm->world();
     s.sync_sequence.store(0, std::memory_order_relaxed);
-    if (config.timeline.empty()) {
+    if (config.timeline.empty() && process_sets.empty()) {
       s.comm = std::move(comm);
     } else {
-      s.rt = std::make_shared<Runtime>(std::move(comm));
+      s.rt = std::make_shared<Runtime>(std::move(comm), process_sets);
     }
   } catch (...) {
-    api::rethrow_as_status("init", rank);
+    api::rethrow_as_error("init", rank);
   }
 }
 
@@ -224,7 +225,7 @@ void shutdown() {
   try {
     rt->shutdown();  // fails pending handles and releases the communicator
   } catch (...) {
-    api::rethrow_as_status("shutdown", rt->rank());
+    api::rethrow_as_error("shutdown", rt->rank());
   }
 }
 
@@ -234,12 +235,24 @@ bool is_initialized() {
   return initialized(s);
 }
 
-int rank() { return world_query("rank", [](const core::World& w) { return w.rank; }); }
-int size() { return world_query("size", [](const core::World& w) { return w.size; }); }
-int local_rank() { return world_query("local_rank", [](const core::World& w) { return w.local_rank; }); }
-int local_size() { return world_query("local_size", [](const core::World& w) { return w.local_size; }); }
-int cross_rank() { return world_query("cross_rank", [](const core::World& w) { return w.cross_rank; }); }
-int cross_size() { return world_query("cross_size", [](const core::World& w) { return w.cross_size; }); }
+int rank() {
+  return world_query("rank", [](const core::World& w) { return w.rank; });
+}
+int size() {
+  return world_query("size", [](const core::World& w) { return w.size; });
+}
+int local_rank() {
+  return world_query("local_rank", [](const core::World& w) { return w.local_rank; });
+}
+int local_size() {
+  return world_query("local_size", [](const core::World& w) { return w.local_size; });
+}
+int cross_rank() {
+  return world_query("cross_rank", [](const core::World& w) { return w.cross_rank; });
+}
+int cross_size() {
+  return world_query("cross_size", [](const core::World& w) { return w.cross_size; });
+}
 
 // ------------------------------------------------------------ synchronous
 
@@ -251,144 +264,178 @@ void allreduce(const void* send, void* recv, size_t count, DataType dtype, Reduc
     api::check_buffer(send, count, "send");
     api::check_buffer(recv, count, "recv");
   };
-  synchronous("allreduce", [&](core::Communicator& c) {
-    check();
-    core::allreduce(c, send, recv, count, dtype, op);
-  }, [&](Runtime& rt) {
-    check();
-    rt.synchronize(rt.enqueue_allreduce(sync_name("allreduce"), send, recv, {static_cast<int64_t>(count)}, dtype,
-                                        op));
-  });
+  synchronous(
+      "allreduce",
+      [&](core::Communicator& c) {
+        check();
+        core::allreduce(c, send, recv, count, dtype, op);
+      },
+      [&](Runtime& rt) {
+        check();
+        rt.synchronize(rt.enqueue_allreduce(sync_name("allreduce"), send, recv,
+                                            {static_cast<int64_t>(count)}, dtype, op));
+      });
 }
 
 void allgather(const void* send, void* recv, std::span<const size_t> recv_counts, DataType dtype) {
-  synchronous("allgather", [&](core::Communicator& c) {
-    api::check_dtype(dtype);
-    const size_t total = api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
-    api::check_buffer(send, recv_counts[c.rank()], "send");
-    api::check_buffer(recv, total, "recv");
-    core::allgather(c, send, recv, recv_counts, dtype);
-  }, [&](Runtime& rt) {
-    api::check_dtype(dtype);
-    const size_t total = api::check_counts(recv_counts, rt.size(), dtype_size(dtype), "recv_counts");
-    const size_t mine = recv_counts[rt.rank()];
-    api::check_buffer(send, mine, "send");
-    api::check_buffer(recv, total, "recv");
-    core::runtime::Result r =
-        rt.synchronize(rt.enqueue_allgather(sync_name("allgather"), send, {static_cast<int64_t>(mine)}, dtype));
-    if (r.data.size() != total * dtype_size(dtype)) {
-      throw std::invalid_argument("the ranks contributed " + std::to_string(r.data.size() / dtype_size(dtype)) +
-                                  " elements in all but recv_counts sums to " + std::to_string(total));
-    }
-    if (total) std::memcpy(recv, r.data.data(), r.data.size());
-  });
+  synchronous(
+      "allgather",
+      [&](core::Communicator& c) {
+        api::check_dtype(dtype);
+        const size_t total =
+            api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
+        api::check_buffer(send, recv_counts[c.rank()], "send");
+        api::check_buffer(recv, total, "recv");
+        core::allgather(c, send, recv, recv_counts, dtype);
+      },
+      [&](Runtime& rt) {
+        api::check_dtype(dtype);
+        const size_t total =
+            api::check_counts(recv_counts, rt.size(), dtype_size(dtype), "recv_counts");
+        const size_t mine = recv_counts[rt.rank()];
+        api::check_buffer(send, mine, "send");
+        api::check_buffer(recv, total, "recv");
+        core::runtime::Result r = rt.synchronize(rt.enqueue_allgather(
+            sync_name("allgather"), send, {static_cast<int64_t>(mine)}, dtype));
+        if (r.data.size() != total * dtype_size(dtype)) {
+          throw std::invalid_argument(
+              "the ranks contributed " + std::to_string(r.data.size() / dtype_size(dtype)) +
+              " elements in all but recv_counts sums to " + std::to_string(total));
+        }
+        if (total) std::memcpy(recv, r.data.data(), r.data.size());
+      });
 }
 
 void broadcast(void* buffer, size_t count, DataType dtype, int root) {
-  synchronous("broadcast", [&](core::Communicator& c) {
-    api::check_dtype(dtype);
-    api::check_root(root, c.size());
-    api::check_count(count, dtype, "count");
-    api::check_buffer(buffer, count, "buffer");
-    core::broadcast(c, buffer, count, dtype, root);
-  }, [&](Runtime& rt) {
-    api::check_dtype(dtype);
-    api::check_root(root, rt.size());
-    api::check_count(count, dtype, "count");
-    api::check_buffer(buffer, count, "buffer");
-    rt.synchronize(rt.enqueue_broadcast(sync_name("broadcast"), buffer, {static_cast<int64_t>(count)}, dtype, root));
-  });
+  synchronous(
+      "broadcast",
+      [&](core::Communicator& c) {
+        api::check_dtype(dtype);
+        api::check_root(root, c.size());
+        api::check_count(count, dtype, "count");
+        api::check_buffer(buffer, count, "buffer");
+        core::broadcast(c, buffer, count, dtype, root);
+      },
+      [&](Runtime& rt) {
+        api::check_dtype(dtype);
+        api::check_root(root, rt.size());
+        api::check_count(count, dtype, "count");
+        api::check_buffer(buffer, count, "buffer");
+        rt.synchronize(rt.enqueue_broadcast(sync_name("broadcast"), buffer,
+                                            {static_cast<int64_t>(count)}, dtype, root));
+      });
 }
 
-void reducescatter(const void* send, void* recv, std::span<const size_t> recv_counts, DataType dtype,
-                   ReduceOp op) {
-  synchronous("reducescatter", [&](core::Communicator& c) {
-    api::check_dtype(dtype);
-    api::check_op(op);
-    const size_t total = api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
-    api::check_buffer(send, total, "send");
-    api::check_buffer(recv, recv_counts[c.rank()], "recv");
-    core::reducescatter(c, send, recv, recv_counts, dtype, op);
-  }, [&](Runtime& rt) {
-    api::check_dtype(dtype);
-    api::check_op(op);
-    const int n = rt.size();
-    const size_t total = api::check_counts(recv_counts, n, dtype_size(dtype), "recv_counts");
-    const size_t mine = recv_counts[rt.rank()];
-    api::check_buffer(send, total, "send");
-    api::check_buffer(recv, mine, "recv");
-    const size_t es = dtype_size(dtype);
-    // The runtime splits as Horovod does (total/size, one more for the first
-    // total%size ranks). Other splits reduce the whole and keep this rank's
-    // part; recv_counts agree on every rank, so every rank takes the same path.
-    bool horovod_split = true;
-    for (int r = 0; r < n; ++r) {
-      horovod_split &= recv_counts[r] == total / n + (static_cast<size_t>(r) < total % n ? 1 : 0);
-    }
-    if (horovod_split) {
-      core::runtime::Result res = rt.synchronize(
-          rt.enqueue_reducescatter(sync_name("reducescatter"), send, {static_cast<int64_t>(total)}, dtype, op));
-      if (res.data.size() != mine * es) {
-        throw std::runtime_error("reducescatter returned " + std::to_string(res.data.size() / es) +
-                                 " elements, expected " + std::to_string(mine));
-      }
-      if (mine) std::memcpy(recv, res.data.data(), mine * es);
-      return;
-    }
-    std::vector<std::byte> whole(total * es);
-    rt.synchronize(rt.enqueue_allreduce(sync_name("reducescatter"), send, whole.data(),
-                                        {static_cast<int64_t>(total)}, dtype, op));
-    size_t offset = 0;
-    for (int r = 0; r < rt.rank(); ++r) offset += recv_counts[r];
-    if (mine) std::memcpy(recv, whole.data() + offset * es, mine * es);
-  });
+void reducescatter(const void* send, void* recv, std::span<const size_t> recv_counts,
+                   DataType dtype, ReduceOp op) {
+  synchronous(
+      "reducescatter",
+      [&](core::Communicator& c) {
+        api::check_dtype(dtype);
+        api::check_op(op);
+        const size_t total =
+            api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
+        api::check_buffer(send, total, "send");
+        api::check_buffer(recv, recv_counts[c.rank()], "recv");
+        core::reducescatter(c, send, recv, recv_counts, dtype, op);
+      },
+      [&](Runtime& rt) {
+        api::check_dtype(dtype);
+        api::check_op(op);
+        const int n = rt.size();
+        const size_t total = api::check_counts(recv_counts, n, dtype_size(dtype), "recv_counts");
+        const size_t mine = recv_counts[rt.rank()];
+        api::check_buffer(send, total, "send");
+        api::check_buffer(recv, mine, "recv");
+        const size_t es = dtype_size(dtype);
+        // The runtime splits as Horovod does (total/size, one more for the first
+        // total%size ranks). Other splits reduce the whole and keep this rank's
+        // part; recv_counts agree on every rank, so every rank takes the same path.
+        bool horovod_split = true;
+        for (int r = 0; r < n; ++r) {
+          horovod_split &=
+              recv_counts[r] == total / n + (static_cast<size_t>(r) < total % n ? 1 : 0);
+        }
+        if (horovod_split) {
+          core::runtime::Result res = rt.synchronize(rt.enqueue_reducescatter(
+              sync_name("reducescatter"), send, {static_cast<int64_t>(total)}, dtype, op));
+          if (res.data.size() != mine * es) {
+            throw std::runtime_error("reducescatter returned " +
+                                     std::to_string(res.data.size() / es) + " elements, expected " +
+                                     std::to_string(mine));
+          }
+          if (mine) std::memcpy(recv, res.data.data(), mine * es);
+          return;
+        }
+        std::vector<std::byte> whole(total * es);
+        rt.synchronize(rt.enqueue_allreduce(sync_name("reducescatter"), send, whole.data(),
+                                            {static_cast<int64_t>(total)}, dtype, op));
+        size_t offset = 0;
+        for (int r = 0; r < rt.rank(); ++r) offset += recv_counts[r];
+        if (mine) std::memcpy(recv, whole.data() + offset * es, mine * es);
+      });
 }
 
 void alltoall(const void* send, std::span<const size_t> send_counts, void* recv,
               std::span<const size_t> recv_counts, DataType dtype) {
-  synchronous("alltoall", [&](core::Communicator& c) {
-    api::check_dtype(dtype);
-    const size_t sent = api::check_counts(send_counts, c.size(), dtype_size(dtype), "send_counts");
-    const size_t received = api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
-    api::check_buffer(send, sent, "send");
-    api::check_buffer(recv, received, "recv");
-    core::alltoall(c, send, send_counts, recv, recv_counts, dtype);
-  }, [&](Runtime& rt) {
-    api::check_dtype(dtype);
-    const size_t sent = api::check_counts(send_counts, rt.size(), dtype_size(dtype), "send_counts");
-    const size_t received = api::check_counts(recv_counts, rt.size(), dtype_size(dtype), "recv_counts");
-    api::check_buffer(send, sent, "send");
-    api::check_buffer(recv, received, "recv");
-    std::vector<int64_t> splits(send_counts.begin(), send_counts.end());
-    core::runtime::Result r = rt.synchronize(rt.enqueue_alltoall(
-        sync_name("alltoall"), send, {static_cast<int64_t>(sent)}, dtype, std::move(splits)));
-    for (int j = 0; j < rt.size(); ++j) {
-      const int64_t got = j < static_cast<int>(r.received_splits.size()) ? r.received_splits[j] : -1;
-      if (got != static_cast<int64_t>(recv_counts[j])) {
-        throw std::invalid_argument("recv_counts[" + std::to_string(j) + "] is " + std::to_string(recv_counts[j]) +
-                                    " but rank " + std::to_string(j) + " sent " + std::to_string(got) +
-                                    " elements");
-      }
-    }
-    if (received) std::memcpy(recv, r.data.data(), received * dtype_size(dtype));
-  });
+  synchronous(
+      "alltoall",
+      [&](core::Communicator& c) {
+        api::check_dtype(dtype);
+        const size_t sent =
+            api::check_counts(send_counts, c.size(), dtype_size(dtype), "send_counts");
+        const size_t received =
+            api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
+        api::check_buffer(send, sent, "send");
+        api::check_buffer(recv, received, "recv");
+        core::alltoall(c, send, send_counts, recv, recv_counts, dtype);
+      },
+      [&](Runtime& rt) {
+        api::check_dtype(dtype);
+        const size_t sent =
+            api::check_counts(send_counts, rt.size(), dtype_size(dtype), "send_counts");
+        const size_t received =
+            api::check_counts(recv_counts, rt.size(), dtype_size(dtype), "recv_counts");
+        api::check_buffer(send, sent, "send");
+        api::check_buffer(recv, received, "recv");
+        std::vector<int64_t> splits(send_counts.begin(), send_counts.end());
+        core::runtime::Result r = rt.synchronize(rt.enqueue_alltoall(
+            sync_name("alltoall"), send, {static_cast<int64_t>(sent)}, dtype, std::move(splits)));
+        for (int j = 0; j < rt.size(); ++j) {
+          const int64_t got =
+              j < static_cast<int>(r.received_splits.size()) ? r.received_splits[j] : -1;
+          if (got != static_cast<int64_t>(recv_counts[j])) {
+            throw std::invalid_argument(
+                "recv_counts[" + std::to_string(j) + "] is " + std::to_string(recv_counts[j]) +
+                " but rank " + std::to_string(j) + " sent " + std::to_string(got) + " elements");
+          }
+        }
+        if (received) std::memcpy(recv, r.data.data(), received * dtype_size(dtype));
+      });
 }
 
 void barrier() {
-  synchronous("barrier", [](core::Communicator& c) { core::barrier(c); },
-              [](Runtime& rt) { rt.barrier(); });
+  synchronous(
+      "barrier", [](core::Communicator& c) { core::barrier(c); },
+      [](Runtime& rt) { rt.barrier(); });
+}
+
+void barrier(int process_set) {
+  if (process_set == 0) return barrier();
+  with_runtime("barrier", [&](Runtime& rt) { rt.barrier(process_set); });
 }
 
 // ----------------------------------------------------------- asynchronous
 
-int64_t allreduce_async(const std::string& name, Tensor in, Tensor out, ReduceOp op, double prescale,
-                        double postscale) {
+int64_t allreduce_async(const std::string& name, Tensor in, Tensor out, ReduceOp op,
+                        double prescale, double postscale, int process_set) {
   return with_runtime("allreduce_async", [&](Runtime& rt) {
     api::check_dtype(in.dtype);
     api::check_op(op);
     if (out.dtype != in.dtype) {
-      throw std::invalid_argument("'" + name + "': output dtype " + std::string(to_string(out.dtype)) +
-                                  " differs from input dtype " + std::string(to_string(in.dtype)));
+      throw std::invalid_argument("'" + name + "': output dtype " +
+                                  std::string(to_string(out.dtype)) + " differs from input dtype " +
+                                  std::string(to_string(in.dtype)));
     }
     const int64_t n_in = elements_of(in, "input");
     const int64_t n_out = elements_of(out, "output");
@@ -396,49 +443,56 @@ int64_t allreduce_async(const std::string& name, Tensor in, Tensor out, ReduceOp
       throw std::invalid_argument("'" + name + "': output holds " + std::to_string(n_out) +
                                   " elements but input holds " + std::to_string(n_in));
     }
-    if (out.device != in.device) throw std::invalid_argument("'" + name + "': input and output on different devices");
-    return rt.enqueue_allreduce(name, in.data, out.data, in.shape, in.dtype, op, prescale, postscale, device_of(in));
+    if (out.device != in.device)
+      throw std::invalid_argument("'" + name + "': input and output on different devices");
+    return rt.enqueue_allreduce(name, in.data, out.data, in.shape, in.dtype, op, prescale,
+                                postscale, device_of(in), process_set);
   });
 }
 
-int64_t allgather_async(const std::string& name, Tensor in) {
+int64_t allgather_async(const std::string& name, Tensor in, int process_set) {
   return with_runtime("allgather_async", [&](Runtime& rt) {
     api::check_dtype(in.dtype);
-    return rt.enqueue_allgather(name, in.data, in.shape, in.dtype, device_of(in));
+    return rt.enqueue_allgather(name, in.data, in.shape, in.dtype, device_of(in), process_set);
   });
 }
 
-int64_t broadcast_async(const std::string& name, Tensor inout, int root) {
+int64_t broadcast_async(const std::string& name, Tensor inout, int root, int process_set) {
   return with_runtime("broadcast_async", [&](Runtime& rt) {
     api::check_dtype(inout.dtype);
-    api::check_root(root, rt.size());
-    return rt.enqueue_broadcast(name, inout.data, inout.shape, inout.dtype, root, device_of(inout));
+    return rt.enqueue_broadcast(name, inout.data, inout.shape, inout.dtype, root, device_of(inout),
+                                process_set);
   });
 }
 
-int64_t reducescatter_async(const std::string& name, Tensor in, ReduceOp op, double prescale, double postscale) {
+int64_t reducescatter_async(const std::string& name, Tensor in, ReduceOp op, double prescale,
+                            double postscale, int process_set) {
   return with_runtime("reducescatter_async", [&](Runtime& rt) {
     api::check_dtype(in.dtype);
     api::check_op(op);
-    return rt.enqueue_reducescatter(name, in.data, in.shape, in.dtype, op, prescale, postscale, device_of(in));
+    return rt.enqueue_reducescatter(name, in.data, in.shape, in.dtype, op, prescale, postscale,
+                                    device_of(in), process_set);
   });
 }
 
-int64_t alltoall_async(const std::string& name, Tensor in, std::vector<int64_t> splits) {
+int64_t alltoall_async(const std::string& name, Tensor in, std::vector<int64_t> splits,
+                       int process_set) {
   return with_runtime("alltoall_async", [&](Runtime& rt) {
     api::check_dtype(in.dtype);
-    return rt.enqueue_alltoall(name, in.data, in.shape, in.dtype, std::move(splits), device_of(in));
+    return rt.enqueue_alltoall(name, in.data, in.shape, in.dtype, std::move(splits), device_of(in),
+                               process_set);
   });
 }
 
-std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& names, const std::vector<Tensor>& ins,
-                                             const std::vector<Tensor>& outs, ReduceOp op, double prescale,
-                                             double postscale) {
+std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& names,
+                                             const std::vector<Tensor>& ins,
+                                             const std::vector<Tensor>& outs, ReduceOp op,
+                                             double prescale, double postscale, int process_set) {
   return with_runtime("grouped_allreduce_async", [&](Runtime& rt) {
     if (names.size() != ins.size() || names.size() != outs.size()) {
-      throw std::invalid_argument("names, ins and outs have " + std::to_string(names.size()) + ", " +
-                                  std::to_string(ins.size()) + " and " + std::to_string(outs.size()) +
-                                  " entries; they must match");
+      throw std::invalid_argument("names, ins and outs have " + std::to_string(names.size()) +
+                                  ", " + std::to_string(ins.size()) + " and " +
+                                  std::to_string(outs.size()) + " entries; they must match");
     }
     if (names.empty()) throw std::invalid_argument("an empty group");
     api::check_op(op);
@@ -453,36 +507,44 @@ std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& nam
         throw std::invalid_argument("'" + names[i] + "': the members of a group share one device");
       }
       if (elements_of(ins[i], "input") != elements_of(outs[i], "output")) {
-        throw std::invalid_argument("'" + names[i] + "': output and input hold different element counts");
+        throw std::invalid_argument("'" + names[i] +
+                                    "': output and input hold different element counts");
       }
       members.push_back({names[i], ins[i].data, outs[i].data, ins[i].shape});
     }
     return rt.enqueue_grouped_allreduce(std::move(members), ins[0].dtype, op, prescale, postscale,
-                                        device_of(ins[0]));
+                                        device_of(ins[0]), process_set);
   });
 }
 
 bool poll(int64_t handle) {
-  return with_runtime("poll", [&](Runtime& rt) { return rt.poll(handle); }, /*start=*/false);
+  return with_runtime(
+      "poll", [&](Runtime& rt) { return rt.poll(handle); }, /*start=*/false);
 }
 
 void wait(int64_t handle, std::chrono::milliseconds timeout) {
-  with_runtime("wait", [&](Runtime& rt) {
-    if (timeout.count() < 0) throw std::invalid_argument("negative timeout " + std::to_string(timeout.count()) + " ms");
-    // now() + timeout must not overflow the clock: about three years is forever here.
-    const auto capped = std::min(timeout, std::chrono::milliseconds(100'000'000'000));
-    if (!rt.wait(handle, capped)) {
-      throw api::StatusError(RINGLET_ERR_TIMEOUT, "ringlet: wait on rank " + std::to_string(rt.rank()) +
-                                                      ": handle " + std::to_string(handle) +
-                                                      " did not complete within " + std::to_string(timeout.count()) +
-                                                      " ms");
-    }
-  }, /*start=*/false);
+  with_runtime(
+      "wait",
+      [&](Runtime& rt) {
+        if (timeout.count() < 0)
+          throw std::invalid_argument("negative timeout " + std::to_string(timeout.count()) +
+                                      " ms");
+        // now() + timeout must not overflow the clock: about three years is forever here.
+        const auto capped = std::min(timeout, std::chrono::milliseconds(100'000'000'000));
+        if (!rt.wait(handle, capped)) {
+          throw Error(ErrorCode::kTimeout, "ringlet: wait on rank " + std::to_string(rt.rank()) +
+                                               ": handle " + std::to_string(handle) +
+                                               " did not complete within " +
+                                               std::to_string(timeout.count()) + " ms");
+        }
+      },
+      /*start=*/false);
 }
 
 Result synchronize(int64_t handle) {
   return with_runtime(
-      "synchronize", [&](Runtime& rt) { return to_public(rt.synchronize(handle)); }, /*start=*/false);
+      "synchronize", [&](Runtime& rt) { return to_public(rt.synchronize(handle)); },
+      /*start=*/false);
 }
 
 int join() {
@@ -494,7 +556,7 @@ int join() {
 // would leave the others behind. So the request waits for the runtime.
 void start_timeline(const std::string& file, bool mark_cycles) {
   if (file.empty()) {
-    throw api::StatusError(RINGLET_ERR_INVALID_ARGUMENT, "ringlet: the timeline file name is empty");
+    throw Error(ErrorCode::kInvalidArgument, "ringlet: the timeline file name is empty");
   }
   {
     Session& s = session();
@@ -518,5 +580,56 @@ void stop_timeline() {
   }
   with_runtime("stop_timeline", [](Runtime& rt) { rt.stop_timeline(); });
 }
+
+// ------------------------------------------------------------ process sets
+
+// Adding and removing are collective over the world, so every rank starts
+// the runtime at the same call, as with a named collective.
+int add_process_set(const std::vector<int>& ranks) {
+  return with_runtime("add_process_set",
+                      [&](Runtime& rt) { return static_cast<int>(rt.add_process_set(ranks)); });
+}
+
+void remove_process_set(int id) {
+  with_runtime("remove_process_set", [&](Runtime& rt) { rt.remove_process_set(id); });
+}
+
+// A query must not start the runtime: ranks ask on their own, and a runtime
+// started by one rank alone would leave the others behind. Before it runs
+// only the world exists (static sets start it at init()).
+std::vector<int> process_set_ranks(int id) {
+  std::shared_ptr<Runtime> rt;
+  int world_size = 0;
+  int rank = -1;
+  {
+    Session& s = session();
+    std::lock_guard lock(s.mu);
+    if (!initialized(s)) not_initialized("process_set_ranks");
+    rt = s.rt;
+    world_size = s.world.size;
+    rank = s.world.rank;
+  }
+  try {
+    if (rt) return rt->process_set_ranks(id);
+    if (id != 0) {
+      throw std::invalid_argument("there is no process set " + std::to_string(id) +
+                                  " (none was added; 0 is the world)");
+    }
+    std::vector<int> all(world_size);
+    for (int r = 0; r < world_size; ++r) all[r] = r;
+    return all;
+  } catch (...) {
+    api::rethrow_as_error("process_set_ranks", rank);
+  }
+}
+
+int process_set_rank(int id) {
+  const std::vector<int> ranks = process_set_ranks(id);
+  const int me = rank();
+  const auto it = std::find(ranks.begin(), ranks.end(), me);
+  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+}
+
+int process_set_size(int id) { return static_cast<int>(process_set_ranks(id).size()); }
 
 }  // namespace ringlet

@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "core/config.h"
-#include "core/runtime/runtime_error.h"
 #include "ringlet/transport/transport.h"
 
 namespace ringlet::api {
@@ -36,46 +35,54 @@ std::string peer_part(const transport::Error& e, int rank) {
   return what;
 }
 
-// The runtime completes handles with text only (its failures cross threads
-// and ranks); the status follows from what the text says.
-ringlet_status runtime_status(std::string_view what) {
-  if (what.find("timed out") != std::string_view::npos) return RINGLET_ERR_TIMEOUT;
-  for (std::string_view lost : {"lost", "closed", "died", "exited", "connection", "is gone"}) {
-    if (what.find(lost) != std::string_view::npos) return RINGLET_ERR_PEER_LOST;
-  }
-  if (what.find("already in flight") != std::string_view::npos ||
-      what.find("Mismatched") != std::string_view::npos || what.find("unknown handle") != std::string_view::npos) {
-    return RINGLET_ERR_INVALID_ARGUMENT;
-  }
-  return RINGLET_ERR_INTERNAL;
-}
-
 }  // namespace
 
-void rethrow_as_status(std::string_view call, int rank) {
+ErrorCode code_of(core::runtime::ErrorKind kind) {
+  using core::runtime::ErrorKind;
+  switch (kind) {
+    case ErrorKind::kInvalidArgument:
+      return ErrorCode::kInvalidArgument;
+    case ErrorKind::kMismatch:
+      return ErrorCode::kMismatch;
+    case ErrorKind::kPeerLost:
+      return ErrorCode::kPeerLost;
+    case ErrorKind::kTimeout:
+      return ErrorCode::kTimeout;
+    case ErrorKind::kShutdown:
+    case ErrorKind::kStalled:
+      return ErrorCode::kAborted;
+    case ErrorKind::kInternal:
+      return ErrorCode::kInternal;
+  }
+  return ErrorCode::kInternal;
+}
+
+void rethrow_as_error(std::string_view call, int rank) {
   try {
     throw;
-  } catch (const StatusError&) {
+  } catch (const Error&) {
     throw;
   } catch (const core::runtime::RuntimeError& e) {
-    throw StatusError(runtime_status(e.what()), where(call, rank) + ": " + without_own_rank(e.what(), rank));
+    throw Error(code_of(e.kind()), where(call, rank) + ": " + without_own_rank(e.what(), rank));
   } catch (const core::ConfigError& e) {
     // Configuration messages already say "ringlet: ..." and name the variable.
-    throw StatusError(RINGLET_ERR_CONFIG, where(call, rank) + ": " + without_own_rank(e.what(), rank));
+    throw Error(ErrorCode::kConfig, where(call, rank) + ": " + without_own_rank(e.what(), rank));
   } catch (const transport::PeerLost& e) {
-    throw StatusError(RINGLET_ERR_PEER_LOST, where(call, rank) + ": peer lost: " + peer_part(e, rank));
+    throw Error(ErrorCode::kPeerLost, where(call, rank) + ": peer lost: " + peer_part(e, rank));
   } catch (const transport::Timeout& e) {
-    throw StatusError(RINGLET_ERR_TIMEOUT, where(call, rank) + ": timed out: " + peer_part(e, rank));
+    throw Error(ErrorCode::kTimeout, where(call, rank) + ": timed out: " + peer_part(e, rank));
   } catch (const transport::Error& e) {
-    throw StatusError(RINGLET_ERR_INTERNAL, where(call, rank) + ": transport error: " + peer_part(e, rank));
+    throw Error(ErrorCode::kInternal,
+                where(call, rank) + ": transport error: " + peer_part(e, rank));
   } catch (const std::invalid_argument& e) {
-    throw StatusError(RINGLET_ERR_INVALID_ARGUMENT, where(call, rank) + ": " + without_own_rank(e.what(), rank));
+    throw Error(ErrorCode::kInvalidArgument,
+                where(call, rank) + ": " + without_own_rank(e.what(), rank));
   } catch (const std::bad_alloc&) {
-    throw StatusError(RINGLET_ERR_INTERNAL, where(call, rank) + ": out of memory");
+    throw Error(ErrorCode::kInternal, where(call, rank) + ": out of memory");
   } catch (const std::exception& e) {
-    throw StatusError(RINGLET_ERR_INTERNAL, where(call, rank) + ": " + without_own_rank(e.what(), rank));
+    throw Error(ErrorCode::kInternal, where(call, rank) + ": " + without_own_rank(e.what(), rank));
   } catch (...) {
-    throw StatusError(RINGLET_ERR_INTERNAL, where(call, rank) + ": unknown exception");
+    throw Error(ErrorCode::kInternal, where(call, rank) + ": unknown exception");
   }
 }
 

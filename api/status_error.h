@@ -1,28 +1,23 @@
-// The one place where internal failures become public ones. The C++ API
-// throws StatusError (a ringlet::Error) whose code the C ABI returns as is,
-// so the mapping from cause to status is written once, here.
+// The one place where internal failures become public ones: every failure
+// leaves the C++ API as a ringlet::Error whose code the C ABI returns as is,
+// so the mapping from cause to code is written once, here.
 #pragma once
 
-#include <string>
 #include <string_view>
 
+#include "core/runtime/runtime_error.h"
 #include "ringlet/ringlet.h"
-#include "ringlet/ringlet_c.h"
 
 namespace ringlet::api {
 
-class StatusError : public Error {
- public:
-  StatusError(ringlet_status status, const std::string& what) : Error(what), status_(status) {}
-  ringlet_status status() const { return status_; }
+// The runtime says what kind of failure it met; the public code says what the
+// caller can do about it. Shutdown and stall shutdown are one thing to a
+// caller: the collective never ran and will not.
+ErrorCode code_of(core::runtime::ErrorKind kind);
 
- private:
-  ringlet_status status_;
-};
-
-// Call inside a catch block: rethrows the exception in flight as a
-// StatusError whose message says which call failed on which rank and why.
-// `rank` is -1 before the rank is known.
-[[noreturn]] void rethrow_as_status(std::string_view call, int rank);
+// Call inside a catch block: rethrows the exception in flight as an Error
+// whose message says which call failed on which rank and why. `rank` is -1
+// before the rank is known.
+[[noreturn]] void rethrow_as_error(std::string_view call, int rank);
 
 }  // namespace ringlet::api

@@ -8,9 +8,10 @@ namespace ringlet::api {
 
 void check_dtype(DataType dtype) {
   if (!is_valid(dtype)) {
-    throw std::invalid_argument("unknown dtype " + std::to_string(static_cast<int32_t>(dtype)) +
-                                " (expected 0.." + std::to_string(kNumDataTypes - 1) +
-                                ": float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+    throw std::invalid_argument(
+        "unknown dtype " + std::to_string(static_cast<int32_t>(dtype)) + " (expected 0.." +
+        std::to_string(kNumDataTypes - 1) +
+        ": float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
   }
 }
 

@@ -25,7 +25,8 @@ using transport::Deadline;
 uint16_t rendezvous_port(const std::string& rendezvous) {
   const auto colon = rendezvous.rfind(':');
   std::optional<int64_t> port;
-  if (colon != std::string::npos) port = parse_int64(std::string_view(rendezvous).substr(colon + 1));
+  if (colon != std::string::npos)
+    port = parse_int64(std::string_view(rendezvous).substr(colon + 1));
   if (!port || *port < 0 || *port > 65535) {
     throw ConfigError("RINGLET_RENDEZVOUS='" + rendezvous + "': expected host:port");
   }
@@ -72,7 +73,8 @@ Communicator::Communicator() : workspace_(std::make_unique<collectives::Workspac
 Communicator::~Communicator() {
   // After a failure rank 0 keeps the store up a moment, so that peers still
   // failing can read who failed first (peer_abort_reason).
-  if (failed() && store_server_ != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  if (failed() && store_server_ != nullptr)
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   if (abort_publisher_.joinable()) abort_publisher_.join();
   // Links first (they may refer to request records in the workspace), then the
   // window, the carriers, the store.
@@ -92,7 +94,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   const Deadline start = Clock::now() + config.start_timeout;
 
   if (config.transport == TransportKind::kUcx) {
-    throw ConfigError("RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
+    throw ConfigError(
+        "RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
   }
   if (config.cpu_operations == CpuOperations::kMpi) {
     throw ConfigError(
@@ -110,7 +113,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
                       " ranks need a rendezvous host:port");
   }
   if (launch.rank == 0) {
-    c->store_server_ = std::make_unique<StoreServer>(rendezvous_port(launch.rendezvous), launch.secret);
+    c->store_server_ =
+        std::make_unique<StoreServer>(rendezvous_port(launch.rendezvous), launch.secret);
   }
   c->store_ = std::make_unique<StoreClient>(launch.rendezvous, launch.secret, launch.rank, start);
   c->rendezvous_ = launch.rendezvous;
@@ -192,7 +196,51 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   return c;
 }
 
+std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
+                                                          const std::vector<int>& members,
+                                                          const std::string& name) {
+  const int me = parent.rank();
+  const auto mine = std::find(members.begin(), members.end(), me);
+  if (mine == members.end() || !std::is_sorted(members.begin(), members.end())) {
+    throw std::invalid_argument("rank " + std::to_string(me) + ": process set '" + name +
+                                "': members must be ascending and include this rank");
+  }
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->config_ = parent.config_;
+  c->workspace_->tuning = parent.workspace_->tuning;
+  c->parent_ = &parent;
+  c->members_ = members;
+  std::vector<std::string> hostnames;
+  for (int r : members) hostnames.push_back(parent.world_.hostnames.at(r));
+  c->world_ = derive_world(static_cast<int>(mine - members.begin()), hostnames);
+  c->world_.job_id = parent.world_.job_id;
+  const transport::Deadline deadline = c->deadline();
+  if (parent.window_ != nullptr && members.size() > 1) {
+    transport::SharedWindow::Options wo;
+    wo.local_rank = c->world_.rank;
+    wo.local_size = c->world_.size;
+    wo.global_ranks = members;
+    wo.bytes_per_rank = c->config_.shm_window_bytes;
+    wo.job_id = c->world_.job_id;
+    wo.name = name;
+    wo.store = &parent.store();
+    wo.wait.spin_iterations = c->config_.spin_iterations;
+    c->window_ = transport::SharedWindow::create(wo, deadline);
+  }
+  // Links the parent has not connected yet are connected now, in the order
+  // that cannot deadlock, so that a collective's first use never waits on a
+  // peer busy connecting elsewhere.
+  c->connect_all();
+  return c;
+}
+
+std::string Communicator::failure() const {
+  if (!failure_.empty() || parent_ == nullptr) return failure_;
+  return parent_->failure();
+}
+
 transport::Pair& Communicator::pair(int peer) {
+  if (parent_ != nullptr) return parent_->pair(members_.at(peer));
   if (failed()) throw transport::PeerLost(peer, "the communicator failed earlier: " + failure_);
   auto& p = pairs_.at(peer);
   if (p == nullptr) p = carrier_of_.at(peer)->connect(peer, deadline());
@@ -208,12 +256,18 @@ void Communicator::connect_all() {
   }
 }
 
+int Communicator::rank_of_global(int global) const {
+  if (members_.empty()) return global >= 0 && global < size() ? global : -1;
+  const auto it = std::find(members_.begin(), members_.end(), global);
+  return it == members_.end() ? -1 : static_cast<int>(it - members_.begin());
+}
+
 transport::Deadline Communicator::deadline() const { return Clock::now() + config_.timeout; }
 
 void Communicator::set_busy_threads_per_rank(int threads) {
   if (!spin_auto_) return;
-  const bool oversubscribed = static_cast<unsigned>(world_.local_size * threads) >
-                              std::thread::hardware_concurrency();
+  const bool oversubscribed =
+      static_cast<unsigned>(world_.local_size * threads) > std::thread::hardware_concurrency();
   config_.spin_iterations = oversubscribed ? 0 : 2000;
   if (window_) {
     transport::WaitPolicy policy;
@@ -224,6 +278,8 @@ void Communicator::set_busy_threads_per_rank(int threads) {
 
 bool Communicator::progress_or_wait(std::span<transport::Pair* const> pairs, int& idle,
                                     Deadline deadline, int waiting_for) {
+  // The links and carriers are the world's; so is the waiting state.
+  if (parent_ != nullptr) return parent_->progress_or_wait(pairs, idle, deadline, waiting_for);
   bool moved = false;
   for (transport::Pair* p : pairs) moved |= p->progress();
   if (moved) {
@@ -260,8 +316,10 @@ bool Communicator::progress_or_wait(std::span<transport::Pair* const> pairs, int
   bool several = false;
   for (transport::Pair* p : pairs) {
     transport::Carrier* c = carrier_of_[p->peer()];
-    if (first == nullptr) first = c;
-    else if (c != first) several = true;
+    if (first == nullptr)
+      first = c;
+    else if (c != first)
+      several = true;
   }
   if (first == nullptr) return false;
   if (!several) {
@@ -302,6 +360,18 @@ void Communicator::wait_all(std::span<transport::Request* const> requests,
 }
 
 void Communicator::abort(const std::string& why) {
+  if (parent_ != nullptr) {
+    if (!failure_.empty()) return;
+    failure_ = why.empty() ? "aborted" : why;
+    if (window_ != nullptr) {
+      try {
+        window_->abort(failure_);
+      } catch (...) {
+      }
+    }
+    parent_->abort(failure_);  // tells every peer, members or not
+    return;
+  }
   if (failed()) return;
   failure_ = why.empty() ? "aborted" : why;
   if (store_ != nullptr) {
@@ -309,15 +379,15 @@ void Communicator::abort(const std::string& why) {
     // gone, and this rank's own client may be busy asking why a peer failed.
     // Closing the links below tells the peers at once either way; the reason
     // only says why.
-    abort_publisher_ = std::jthread([host_port = rendezvous_, secret = secret_, me = rank(),
-                                      why = failure_] {
-      try {
-        StoreClient client(host_port, secret, me, Clock::now() + std::chrono::seconds(2));
-        client.set(abort_key(me), std::vector<uint8_t>(why.begin(), why.end()));
-      } catch (...) {
-        // Best effort: the peers learn of the failure from the closed links.
-      }
-    });
+    abort_publisher_ =
+        std::jthread([host_port = rendezvous_, secret = secret_, me = rank(), why = failure_] {
+          try {
+            StoreClient client(host_port, secret, me, Clock::now() + std::chrono::seconds(2));
+            client.set(abort_key(me), std::vector<uint8_t>(why.begin(), why.end()));
+          } catch (...) {
+            // Best effort: the peers learn of the failure from the closed links.
+          }
+        });
   }
   if (window_ != nullptr) {
     try {
@@ -330,6 +400,8 @@ void Communicator::abort(const std::string& why) {
 }
 
 std::string Communicator::failure_of(int peer, std::chrono::milliseconds wait) {
+  // Peers in errors are the world's ranks (the links are the world's).
+  if (parent_ != nullptr) return parent_->failure_of(peer, wait);
   if (store_ == nullptr || peer < 0 || peer >= size() || peer == rank()) return {};
   try {
     auto v = store_->get(abort_key(peer), Clock::now() + wait);

@@ -5,8 +5,8 @@
 
 #include <memory>
 #include <span>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/bootstrap/world.h"
@@ -25,12 +25,25 @@ class Communicator {
   // Rendezvous, world, carriers and (where all ranks share the host) the window.
   // The links to the ring neighbours are connected here; others on first use.
   static std::unique_ptr<Communicator> create(const Config& config, const LaunchInfo& launch);
+  // A communicator over some of `parent`'s ranks (a process set): `members`
+  // are the parent's ranks, ascending, this rank among them; its ranks are
+  // their indices. It borrows the parent's links and store (the parent must
+  // outlive it) and, where the parent has a shared window, creates its own,
+  // named `name` (the same on every member, unique in the job). Collective
+  // over the members only; connects every pair among them.
+  static std::unique_ptr<Communicator> create_subset(Communicator& parent,
+                                                     const std::vector<int>& members,
+                                                     const std::string& name);
   ~Communicator();
 
   const World& world() const { return world_; }
   const Config& config() const { return config_; }
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }
+  // The world's rank of this communicator's rank r, and back (-1: not a
+  // member). The identity except on a process set's communicator.
+  int global_rank(int r) const { return members_.empty() ? r : members_.at(r); }
+  int rank_of_global(int global) const;
 
   // The link to `peer`, connected on first use (both ends must ask).
   transport::Pair& pair(int peer);
@@ -66,13 +79,14 @@ class Communicator {
   // (the runtime's background thread beside the application's). Only where
   // RINGLET_SPIN was left to auto.
   void set_busy_threads_per_rank(int threads);
-  bool failed() const { return !failure_.empty(); }
-  const std::string& failure() const { return failure_; }
+  // A process set's communicator fails with its parent and aborts it.
+  bool failed() const { return !failure_.empty() || (parent_ != nullptr && parent_->failed()); }
+  std::string failure() const;
   // Why `peer` failed, as it published with abort(), if that appears within
   // `wait`; "" otherwise.
   std::string failure_of(int peer, std::chrono::milliseconds wait);
 
-  StoreClient& store() { return *store_; }
+  StoreClient& store() { return parent_ != nullptr ? parent_->store() : *store_; }
   collectives::Workspace& workspace() { return *workspace_; }
 
  private:
@@ -80,8 +94,10 @@ class Communicator {
 
   Config config_;
   World world_;
+  Communicator* parent_ = nullptr;  // a process set's: the world's communicator
+  std::vector<int> members_;  // a process set's: global rank of each rank; empty for the world
   std::unique_ptr<collectives::Workspace> workspace_;  // outlives the pairs
-  std::unique_ptr<StoreServer> store_server_;  // rank 0 only
+  std::unique_ptr<StoreServer> store_server_;          // rank 0 only
   std::unique_ptr<StoreClient> store_;
   std::string rendezvous_, secret_;  // for the abort publisher's own connection
   std::vector<std::unique_ptr<transport::Carrier>> carriers_;  // owned carriers

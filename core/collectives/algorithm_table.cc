@@ -5,7 +5,8 @@
 //                                                   ranks outnumber cores)
 //                                   allreduce       larger                     direct
 //                                   all others      any                        direct
-//   several hosts, or tcp forced    all             any                        ring (pairwise for alltoall)
+//   several hosts, or tcp forced    all             any                        ring (pairwise for
+//   alltoall)
 //
 // Why: within a host a flag in shared memory costs far less than a message,
 // and the direct algorithms touch each byte fewer times than a ring (no
@@ -20,28 +21,36 @@
 // shares (size, local_size, the host's core count), so all ranks agree.
 #include "core/collectives/algorithm_table.h"
 
-
 #include "core/collectives/workspace.h"
 
 namespace ringlet::core::collectives {
 
 std::string_view to_string(Collective c) {
   switch (c) {
-    case Collective::kAllreduce: return "allreduce";
-    case Collective::kAllgather: return "allgather";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReducescatter: return "reducescatter";
-    case Collective::kAlltoall: return "alltoall";
-    case Collective::kBarrier: return "barrier";
+    case Collective::kAllreduce:
+      return "allreduce";
+    case Collective::kAllgather:
+      return "allgather";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kReducescatter:
+      return "reducescatter";
+    case Collective::kAlltoall:
+      return "alltoall";
+    case Collective::kBarrier:
+      return "barrier";
   }
   return "collective";
 }
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kOneStep: return "onestep";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kDirect:
+      return "direct";
+    case Algorithm::kOneStep:
+      return "onestep";
   }
   return "algorithm";
 }
@@ -62,10 +71,12 @@ Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
   }
   const Tuning& t = comm.workspace().tuning;
   switch (forced) {
-    case AlgorithmChoice::kDirect: return Algorithm::kDirect;
+    case AlgorithmChoice::kDirect:
+      return Algorithm::kDirect;
     case AlgorithmChoice::kOneStep:
       return c == Collective::kAllreduce ? Algorithm::kOneStep : Algorithm::kDirect;
-    default: break;
+    default:
+      break;
   }
   const size_t onestep_max =
       t.oversubscribed ? t.onestep_max_oversubscribed_bytes : t.onestep_max_bytes;

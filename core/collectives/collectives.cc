@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/collectives/algorithm_table.h"
 #include "core/collectives/algorithms.h"
@@ -47,10 +48,13 @@ std::string fail(Communicator& comm, std::string msg, int peer) {
 
 template <class F>
 void guarded(Communicator& comm, Collective c, F&& body) {
-  const std::string me = "rank " + std::to_string(comm.rank()) + ": ";
+  // Errors name world ranks, also on a process set's communicator.
+  const int self = comm.global_rank(comm.rank());
+  const std::string me = "rank " + std::to_string(self) + ": ";
   const std::string where = " in " + std::string(collectives::to_string(c));
   if (comm.failed()) {
-    throw transport::Error(-1, me + "the communicator failed earlier (" + comm.failure() + ")" + where);
+    throw transport::Error(-1,
+                           me + "the communicator failed earlier (" + comm.failure() + ")" + where);
   }
   try {
     body();
@@ -65,7 +69,7 @@ void guarded(Communicator& comm, Collective c, F&& body) {
   } catch (const transport::PeerLost& e) {
     std::string msg = e.what();
     if (msg.rfind("rank ", 0) == 0 && msg.find(": ") != std::string::npos &&
-        names_rank(msg.substr(0, msg.find(": ")), comm.rank())) {
+        names_rank(msg.substr(0, msg.find(": ")), self)) {
       msg = msg.substr(msg.find(": ") + 2);  // drop a "rank <me>: " the transport added
     }
     if (e.peer() >= 0 && !names_rank(msg, e.peer())) {
@@ -82,10 +86,12 @@ void guarded(Communicator& comm, Collective c, F&& body) {
 }
 
 void check_types(DataType dtype) {
-  if (!is_valid(dtype)) throw std::invalid_argument("invalid dtype " + std::to_string(static_cast<int>(dtype)));
+  if (!is_valid(dtype))
+    throw std::invalid_argument("invalid dtype " + std::to_string(static_cast<int>(dtype)));
 }
 void check_op(ReduceOp op) {
-  if (!is_valid(op)) throw std::invalid_argument("invalid reduce op " + std::to_string(static_cast<int>(op)));
+  if (!is_valid(op))
+    throw std::invalid_argument("invalid reduce op " + std::to_string(static_cast<int>(op)));
 }
 void check_counts(const Communicator& comm, std::span<const size_t> counts, const char* what) {
   if (counts.size() != static_cast<size_t>(comm.size())) {
@@ -102,6 +108,21 @@ void copy_if_apart(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes > 0) kernels::cpu::copy(dst, src, bytes);
 }
 
+// The window algorithms take their message as Segments; one tensor is one.
+void run_allreduce(Communicator& comm, const collectives::Segments& s, ReduceOp op, double prescale,
+                   double postscale) {
+  guarded(comm, Collective::kAllreduce, [&] {
+    switch (collectives::choose_algorithm(comm, Collective::kAllreduce, s.total * s.es)) {
+      case Algorithm::kRing:
+        return collectives::ring_allreduce_segments(comm, s, op, prescale, postscale);
+      case Algorithm::kDirect:
+        return collectives::direct_allreduce(comm, s, op, prescale, postscale);
+      case Algorithm::kOneStep:
+        return collectives::onestep_allreduce(comm, s, op, prescale, postscale);
+    }
+  });
+}
+
 }  // namespace
 
 void allreduce(Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
@@ -111,16 +132,58 @@ void allreduce(Communicator& comm, const void* send, void* recv, size_t count, D
   if (count == 0) return;
   const size_t bytes = count * dtype_size(dtype);
   if (comm.size() == 1) {
+    collectives::PhaseScope phase(comm.workspace(), "LOCAL_COPY");
     copy_if_apart(recv, send, bytes);
     return;
   }
-  guarded(comm, Collective::kAllreduce, [&] {
-    switch (collectives::choose_algorithm(comm, Collective::kAllreduce, bytes)) {
-      case Algorithm::kRing: return collectives::ring_allreduce(comm, send, recv, count, dtype, op);
-      case Algorithm::kDirect: return collectives::direct_allreduce(comm, send, recv, count, dtype, op);
-      case Algorithm::kOneStep: return collectives::onestep_allreduce(comm, send, recv, count, dtype, op);
+  const kernels::cpu::ConstSegment in{send, count};
+  const kernels::cpu::Segment out{recv, count};
+  const size_t start[2] = {0, count};
+  const collectives::Segments s{{&in, 1}, {&out, 1}, start, count, dtype, dtype_size(dtype)};
+  run_allreduce(comm, s, op, 1.0, 1.0);
+}
+
+void allreduce_segments(Communicator& comm, std::span<const kernels::cpu::ConstSegment> inputs,
+                        std::span<const kernels::cpu::Segment> outputs, DataType dtype, ReduceOp op,
+                        double prescale, double postscale) {
+  check_types(dtype);
+  check_op(op);
+  if (inputs.size() != outputs.size()) {
+    throw std::invalid_argument("allreduce_segments: " + std::to_string(inputs.size()) +
+                                " inputs but " + std::to_string(outputs.size()) + " outputs");
+  }
+  std::vector<size_t>& start = comm.workspace().segment_start;
+  start.resize(inputs.size() + 1);
+  start[0] = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].count != outputs[i].count) {
+      throw std::invalid_argument("allreduce_segments: tensor " + std::to_string(i) + " has " +
+                                  std::to_string(inputs[i].count) + " input but " +
+                                  std::to_string(outputs[i].count) + " output elements");
     }
-  });
+    start[i + 1] = start[i] + inputs[i].count;
+  }
+  const size_t total = start.back();
+  if (total == 0) return;
+  const collectives::Segments s{inputs, outputs, start.data(), total, dtype, dtype_size(dtype)};
+  if (comm.size() == 1) {
+    // Nothing to reduce: the result is the scaled input (kAvg of one rank is itself).
+    collectives::PhaseScope phase(comm.workspace(), "LOCAL_COPY");
+    s.for_each(0, total, [&](size_t i, size_t at, size_t, size_t n) {
+      const size_t es = s.es;
+      const auto* src = static_cast<const std::byte*>(inputs[i].data) + at * es;
+      auto* dst = static_cast<std::byte*>(outputs[i].data) + at * es;
+      if (prescale == 1.0) {
+        copy_if_apart(dst, src, n * es);
+      } else {
+        const kernels::cpu::ConstSegment seg{src, n};
+        kernels::cpu::pack(dtype, dst, {&seg, 1}, prescale);
+      }
+      if (postscale != 1.0) kernels::cpu::scale(dtype, dst, n, postscale);
+    });
+    return;
+  }
+  run_allreduce(comm, s, op, prescale, postscale);
 }
 
 void allgather(Communicator& comm, const void* send, void* recv,
@@ -135,7 +198,8 @@ void allgather(Communicator& comm, const void* send, void* recv,
     return;
   }
   guarded(comm, Collective::kAllgather, [&] {
-    if (collectives::choose_algorithm(comm, Collective::kAllgather, total * es) == Algorithm::kRing) {
+    if (collectives::choose_algorithm(comm, Collective::kAllgather, total * es) ==
+        Algorithm::kRing) {
       collectives::ring_allgather(comm, send, recv, recv_counts, dtype);
     } else {
       collectives::direct_allgather(comm, send, recv, recv_counts, dtype);
@@ -173,7 +237,8 @@ void reducescatter(Communicator& comm, const void* send, void* recv,
     return;
   }
   guarded(comm, Collective::kReducescatter, [&] {
-    if (collectives::choose_algorithm(comm, Collective::kReducescatter, total * es) == Algorithm::kRing) {
+    if (collectives::choose_algorithm(comm, Collective::kReducescatter, total * es) ==
+        Algorithm::kRing) {
       collectives::ring_reducescatter(comm, send, recv, recv_counts, dtype, op);
     } else {
       collectives::direct_reducescatter(comm, send, recv, recv_counts, dtype, op);
@@ -188,8 +253,9 @@ void alltoall(Communicator& comm, const void* send, std::span<const size_t> send
   check_counts(comm, recv_counts, "recv_counts");
   if (comm.size() == 1) {
     if (send_counts[0] != recv_counts[0]) {
-      throw std::invalid_argument("alltoall: rank 0 sends itself " + std::to_string(send_counts[0]) +
-                                  " elements but expects " + std::to_string(recv_counts[0]));
+      throw std::invalid_argument("alltoall: rank 0 sends itself " +
+                                  std::to_string(send_counts[0]) + " elements but expects " +
+                                  std::to_string(recv_counts[0]));
     }
     copy_if_apart(recv, send, send_counts[0] * dtype_size(dtype));
     return;

@@ -10,12 +10,25 @@
 #include <span>
 
 #include "core/communicator.h"
+#include "ringlet/kernels/cpu.h"
 #include "ringlet/types.h"
 
 namespace ringlet::core {
 
 void allreduce(Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
                ReduceOp op);
+
+// Several tensors reduced as one message (a fused allreduce): on return
+// outputs[i] = postscale * op over ranks of (prescale * inputs[i]) (kAvg:
+// the sum divided by the size, before the postscale). outputs[i].count must
+// equal inputs[i].count; tensors may be empty; outputs[i] may be inputs[i]
+// (in place) but must not otherwise overlap any tensor. Every rank passes the
+// same counts in the same order. On one host the window algorithms read the
+// tensors and write the results in place of a fusion buffer; the ring packs
+// them into one. Reports its phases to comm.workspace().phases when set.
+void allreduce_segments(Communicator& comm, std::span<const kernels::cpu::ConstSegment> inputs,
+                        std::span<const kernels::cpu::Segment> outputs, DataType dtype, ReduceOp op,
+                        double prescale = 1.0, double postscale = 1.0);
 
 // recv_counts[r] elements come from rank r, laid out in rank order in recv.
 void allgather(Communicator& comm, const void* send, void* recv,
@@ -30,8 +43,8 @@ void reducescatter(Communicator& comm, const void* send, void* recv,
 
 // send_counts[r] elements go to rank r, recv_counts[r] come from rank r, both
 // laid out in rank order.
-void alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts,
-              void* recv, std::span<const size_t> recv_counts, DataType dtype);
+void alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts, void* recv,
+              std::span<const size_t> recv_counts, DataType dtype);
 
 void barrier(Communicator& comm);
 

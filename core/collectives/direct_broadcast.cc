@@ -18,7 +18,8 @@ void direct_broadcast(Communicator& comm, void* buffer, size_t count, DataType d
   WindowView v(comm);
   Workspace& ws = comm.workspace();
   const auto& locals = comm.world().ranks_on_host[comm.world().cross_rank];
-  const int root_lr = static_cast<int>(std::find(locals.begin(), locals.end(), root) - locals.begin());
+  const int root_lr =
+      static_cast<int>(std::find(locals.begin(), locals.end(), root) - locals.begin());
   const int me = v.me();
   const size_t es = dtype_size(dtype);
   const size_t re = v.round_elems(es);

@@ -6,8 +6,12 @@
 // the 2(n-1) of a ring or the three phases of the direct algorithm, at the
 // price of every rank reducing all of it: cheap while the message is small
 // (8 KiB, or 128 KiB when ranks outnumber cores and each synchronisation may
-// cost a wake-up; see algorithm_table.cc for the measurements). The rank then publishes consumed, which frees its peers' halves for
-// round g+2. Messages above a round (only when forced) go in several.
+// cost a wake-up; see algorithm_table.cc for the measurements). The rank then
+// publishes consumed, which frees its peers' halves for round g+2. Messages
+// above a round (only when forced) go in several. Several tensors
+// (allreduce_segments) are staged straight from the tensors (with the
+// prescale) and reduced straight into each output, then averaged and
+// postscaled there. Reported as one phase, ONESTEP_ALLREDUCE.
 #include <algorithm>
 
 #include "core/collectives/algorithms.h"
@@ -15,31 +19,36 @@
 
 namespace ringlet::core::collectives {
 
-void onestep_allreduce(Communicator& comm, const void* send, void* recv, size_t count,
-                       DataType dtype, ReduceOp op) {
+void onestep_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double prescale,
+                       double postscale) {
   namespace cpu = kernels::cpu;
   WindowView v(comm);
   Workspace& ws = comm.workspace();
+  PhaseScope phase(ws, "ONESTEP_ALLREDUCE");
   const int n = v.size();
   const int me = v.me();
-  const size_t es = dtype_size(dtype);
+  const DataType dtype = s.dtype;
+  const size_t es = s.es;
+  const size_t count = s.total;
   const size_t re = v.round_elems(es);
-  const auto* in = static_cast<const std::byte*>(send);
-  auto* out = static_cast<std::byte*>(recv);
   ws.inputs.resize(n);
 
   for (size_t off = 0; off < count; off += re) {
     const size_t m = std::min(re, count - off);
     const uint64_t g = ws.next_round();
     v.wait_half_free(g);
-    cpu::copy(v.staging(me, g), in + off * es, m * es);
+    s.read(v.staging(me, g), off, m, prescale, cpu::Store::kNormal);
     v.publish(v.control(me).staged, flag_value(g, 1));
     for (int j = 0; j < n; ++j) {
       if (j != me) v.wait_at_least(j, &SegmentControl::staged, flag_value(g, 1));
-      ws.inputs[j] = v.staging(j, g);
     }
-    cpu::reduce_many(dtype, op, out + off * es, ws.inputs, m);
-    if (op == ReduceOp::kAvg) cpu::finish_average(dtype, out + off * es, m, comm.size());
+    s.for_each(off, m, [&](size_t i, size_t at, size_t x, size_t len) {
+      for (int j = 0; j < n; ++j) ws.inputs[j] = v.staging(j, g) + (x - off) * es;
+      std::byte* out = static_cast<std::byte*>(s.out[i].data) + at * es;
+      cpu::reduce_many(dtype, op, out, ws.inputs, len);
+      if (op == ReduceOp::kAvg) cpu::finish_average(dtype, out, len, comm.size());
+      if (postscale != 1.0) cpu::scale(dtype, out, len, postscale);
+    });
     v.finish_round(g);
   }
 }

@@ -42,7 +42,8 @@ void pairwise_alltoall(Communicator& comm, const void* send_v, std::span<const s
                                    std::to_string(send_counts[me]) + " elements but expects " +
                                    std::to_string(recv_counts[me]));
   }
-  if (send_counts[me] > 0) kernels::cpu::copy(recv + roff[me] * es, send + soff[me] * es, send_counts[me] * es);
+  if (send_counts[me] > 0)
+    kernels::cpu::copy(recv + roff[me] * es, send + soff[me] * es, send_counts[me] * es);
 
   constexpr int kSteps = 4;  // steps in flight; 2 requests each
   std::array<transport::Request*, 2 * kSteps> reqs{};

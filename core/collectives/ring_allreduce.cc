@@ -4,16 +4,18 @@
 // finished block (averaged already for kAvg, so the division runs on 1/n of
 // the data) in its place in `recv`; the allgather then circulates the blocks
 // in place. 2(n-1)/n of the message crosses each link, the minimum for a ring.
-// Sub-chunk size and posts in flight: see ring_reducescatter.cc.
+// Sub-chunk size and posts in flight: see ring_reducescatter.cc. Reported as
+// two phases, RING_REDUCESCATTER and RING_ALLGATHER.
 #include <vector>
 
 #include "core/collectives/algorithms.h"
+#include "core/collectives/workspace.h"
 #include "ringlet/kernels/cpu.h"
 
 namespace ringlet::core::collectives {
 
 void ring_allreduce(Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
-                    ReduceOp op) {
+                    ReduceOp op, size_t first, size_t end) {
   const int n = comm.size();
   std::vector<size_t> counts(n);
   size_t offset_me = 0;
@@ -22,7 +24,9 @@ void ring_allreduce(Communicator& comm, const void* send, void* recv, size_t cou
     if (r < comm.rank()) offset_me += counts[r];
   }
   auto* own = static_cast<std::byte*>(recv) + offset_me * dtype_size(dtype);
+  PhaseScope phase(comm.workspace(), "RING_REDUCESCATTER", first, end);
   ring_reducescatter(comm, send, own, counts, dtype, op);
+  phase.next("RING_ALLGATHER");
   ring_allgather(comm, own, recv, counts, dtype);
 }
 

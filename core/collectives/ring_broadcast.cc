@@ -22,8 +22,10 @@ void ring_broadcast(Communicator& comm, void* buffer, size_t count, DataType dty
   const size_t slice = std::max<size_t>(1, ws.tuning.ring_slice_bytes / es);
   const size_t chunks = (count + slice - 1) / slice;
   const int D = std::clamp(ws.tuning.ring_in_flight, 1, kMaxInFlight);
-  const int pos = static_cast<int>(std::find(w.ring.begin(), w.ring.end(), w.rank) - w.ring.begin());
-  const int root_pos = static_cast<int>(std::find(w.ring.begin(), w.ring.end(), root) - w.ring.begin());
+  const int pos =
+      static_cast<int>(std::find(w.ring.begin(), w.ring.end(), w.rank) - w.ring.begin());
+  const int root_pos =
+      static_cast<int>(std::find(w.ring.begin(), w.ring.end(), root) - w.ring.begin());
   const int hop = (pos - root_pos + n) % n;  // 0 at the root, n-1 at the end of the chain
   const bool receives = hop != 0;
   const bool sends = hop != n - 1;
@@ -46,15 +48,16 @@ void ring_broadcast(Communicator& comm, void* buffer, size_t count, DataType dty
   int idle = 0;
   while (recv_done < chunks || send_done < chunks) {
     bool did = false;
-    while (receives && recv_done < recv_posted && !ws.recv_reqs[recv_done % kMaxInFlight].pending()) {
+    while (receives && recv_done < recv_posted &&
+           !ws.recv_reqs[recv_done % kMaxInFlight].pending()) {
       auto& r = ws.recv_reqs[recv_done % kMaxInFlight];
-      if (r.failed()) throw transport::PeerLost(left, r.error());
+      if (r.failed()) throw transport::PeerLost(comm.global_rank(left), r.error());
       ++recv_done;
       did = true;
     }
     while (sends && send_done < send_posted && !ws.send_reqs[send_done % kMaxInFlight].pending()) {
       auto& r = ws.send_reqs[send_done % kMaxInFlight];
-      if (r.failed()) throw transport::PeerLost(right, r.error());
+      if (r.failed()) throw transport::PeerLost(comm.global_rank(right), r.error());
       ++send_done;
       did = true;
     }
@@ -76,7 +79,7 @@ void ring_broadcast(Communicator& comm, void* buffer, size_t count, DataType dty
       deadline = comm.deadline();
       idle = 0;
     }
-    const int waiting_for = recv_done < chunks ? left : right;
+    const int waiting_for = comm.global_rank(recv_done < chunks ? left : right);
     if (comm.progress_or_wait(pairs, idle, deadline, waiting_for)) deadline = comm.deadline();
   }
 }

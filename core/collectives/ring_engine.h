@@ -156,7 +156,7 @@ void run_ring(Communicator& comm, const RingPlan& plan, int shift, Policy& pol) 
       RecvEntry& e = recvq.front();
       transport::Request& req = ws.recv_reqs[e.req % kMaxInFlight];
       if (req.pending()) break;
-      if (req.failed()) throw transport::PeerLost(plan.left, req.error());
+      if (req.failed()) throw transport::PeerLost(comm.global_rank(plan.left), req.error());
       const std::byte* fwd = pol.on_received(e.s, e.block, e.first, e.count, e.target);
       if (e.s < plan.n - 2) {
         ready.push({fwd, e.slot});
@@ -170,7 +170,7 @@ void run_ring(Communicator& comm, const RingPlan& plan, int shift, Policy& pol) 
       SendEntry& e = sendq.front();
       transport::Request& req = ws.send_reqs[e.req % kMaxInFlight];
       if (req.pending()) break;
-      if (req.failed()) throw transport::PeerLost(plan.right, req.error());
+      if (req.failed()) throw transport::PeerLost(comm.global_rank(plan.right), req.error());
       if (e.slot >= 0) free_slots[nfree++] = e.slot;
       sendq.pop();
       did = true;
@@ -223,7 +223,7 @@ void run_ring(Communicator& comm, const RingPlan& plan, int shift, Policy& pol) 
       deadline = comm.deadline();
       idle = 0;
     }
-    const int waiting_for = !recvq.empty() ? plan.left : plan.right;
+    const int waiting_for = comm.global_rank(!recvq.empty() ? plan.left : plan.right);
     if (comm.progress_or_wait(pairs, idle, deadline, waiting_for)) deadline = comm.deadline();
   }
 }

@@ -49,7 +49,8 @@ class WindowView {
   explicit WindowView(Communicator& comm)
       : comm_(comm), win_(*comm.window()), n_(win_.local_size()), me_(win_.local_rank()) {
     control_bytes_ = (sizeof(SegmentControl) + 2 * sizeof(uint64_t) * n_ + 4095) / 4096 * 4096;
-    const size_t usable = win_.bytes_per_rank() > control_bytes_ ? win_.bytes_per_rank() - control_bytes_ : 0;
+    const size_t usable =
+        win_.bytes_per_rank() > control_bytes_ ? win_.bytes_per_rank() - control_bytes_ : 0;
     half_bytes_ = usable / 2 / 4096 * 4096;
     if (half_bytes_ < 4096) {
       throw ConfigError("RINGLET_SHM_WINDOW_BYTES=" + std::to_string(win_.bytes_per_rank()) +
@@ -73,12 +74,17 @@ class WindowView {
     return *reinterpret_cast<SegmentControl*>(win_.segment(lr));
   }
   uint64_t* counts(int lr, uint64_t round) const {
-    return reinterpret_cast<uint64_t*>(win_.segment(lr) + sizeof(SegmentControl)) + (round % 2) * n_;
+    return reinterpret_cast<uint64_t*>(win_.segment(lr) + sizeof(SegmentControl)) +
+           (round % 2) * n_;
   }
   std::byte* staging(int lr, uint64_t round) const {
     return win_.segment(lr) + control_bytes_ + (round % 2) * half_bytes_;
   }
-  int global(int lr) const { return comm_.world().ranks_on_host[comm_.world().cross_rank][lr]; }
+  // The world's rank of local rank lr (errors name world ranks, also in a
+  // process set).
+  int global(int lr) const {
+    return comm_.global_rank(comm_.world().ranks_on_host[comm_.world().cross_rank][lr]);
+  }
 
   void publish(PaddedFlag& f, uint64_t v) {
     f.value.store(v, std::memory_order_release);

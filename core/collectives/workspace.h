@@ -27,11 +27,36 @@ struct Tuning {
   size_t direct_round_bytes = 1 << 20;    // staged per rank per round (cache-resident)
   size_t onestep_max_bytes = 8 << 10;     // one-step allreduce up to here...
   size_t onestep_max_oversubscribed_bytes = 128 << 10;  // ...or here, more ranks than cores
-  size_t stream_min_bytes = 16 << 20;     // streamed output from here (half the LLC; set at create)
-  bool oversubscribed = false;            // more local ranks than cores (set at create)
+  size_t fusion_piece_bytes = 1 << 20;  // ring allreduce_segments: one pack/reduce/unpack
+  size_t stream_min_bytes = 16 << 20;   // streamed output from here (half the LLC; set at create)
+  bool oversubscribed = false;          // more local ranks than cores (set at create)
 };
 
 inline constexpr int kMaxInFlight = 16;
+
+// Told the phases of an allreduce as they run (the runtime turns them into
+// timeline activities and NVTX ranges). Phases are flat: end() closes the
+// phase begin() opened before the next begin(). A phase concerns tensors
+// [first, end) of an allreduce_segments call (all of them: 0, kAllTensors).
+// Names are string literals:
+//   ring      RING_REDUCESCATTER, RING_ALLGATHER (per call; for several
+//             tensors also MEMCPY_IN_FUSION_BUFFER / MEMCPY_OUT_FUSION_BUFFER
+//             around them, per fusion piece; for one scaled tensor PRESCALE /
+//             POSTSCALE)
+//   direct    DIRECT_REDUCESCATTER (staging into the window and reducing this
+//             rank's part), DIRECT_ALLGATHER (reading the reduced parts out),
+//             per round; see direct_allreduce.cc
+//   onestep   ONESTEP_ALLREDUCE
+//   one rank  LOCAL_COPY
+class PhaseObserver {
+ public:
+  static constexpr size_t kAllTensors = SIZE_MAX;
+  virtual void begin(const char* phase, size_t first, size_t end) = 0;
+  virtual void end() = 0;
+
+ protected:
+  ~PhaseObserver() = default;
+};
 
 struct AlignedFree {
   void operator()(std::byte* p) const { std::free(p); }
@@ -65,6 +90,39 @@ struct Workspace {
   std::vector<size_t> peer_offset, peer_count;
   // The inputs of one reduce_many over the window, one per local rank.
   std::vector<const void*> inputs;
+  // Where allreduce_segments' tensors start in their concatenation (one more
+  // entry than tensors), and the ring's fusion buffer (one piece).
+  std::vector<size_t> segment_start;
+  std::vector<std::byte> fusion_buffer;
+
+  // Set by whoever wants the phases (null otherwise: one branch per phase).
+  PhaseObserver* phases = nullptr;
+};
+
+// Reports one phase for its lifetime (also when the algorithm throws);
+// next() ends it and begins another.
+class PhaseScope {
+ public:
+  PhaseScope(Workspace& ws, const char* phase, size_t first = 0,
+             size_t end = PhaseObserver::kAllTensors)
+      : obs_(ws.phases), first_(first), end_(end) {
+    if (obs_) obs_->begin(phase, first_, end_);
+  }
+  ~PhaseScope() {
+    if (obs_) obs_->end();
+  }
+  void next(const char* phase) {
+    if (obs_) {
+      obs_->end();
+      obs_->begin(phase, first_, end_);
+    }
+  }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  PhaseObserver* obs_;
+  size_t first_, end_;
 };
 
 }  // namespace ringlet::core::collectives

@@ -37,11 +37,12 @@ void HandleTable::complete_all(std::vector<std::pair<Handle, Result>>& done) {
   cv_.notify_all();
 }
 
-void HandleTable::fail(Handle h, const std::string& error) {
+void HandleTable::fail(Handle h, ErrorKind kind, const std::string& error) {
   {
     std::lock_guard lock(mu_);
     auto it = states_.find(h);
     if (it == states_.end() || it->second->done) return;
+    it->second->kind = kind;
     it->second->error = error.empty() ? "unknown error" : error;
     it->second->done = true;
   }
@@ -79,11 +80,12 @@ Result HandleTable::take(Handle h) {
     return it == states_.end() || it->second->done;
   });
   auto it = states_.find(h);
-  if (it == states_.end()) throw std::invalid_argument("handle " + std::to_string(h) + " released while waited on");
+  if (it == states_.end())
+    throw std::invalid_argument("handle " + std::to_string(h) + " released while waited on");
   std::unique_ptr<State> s = std::move(it->second);
   states_.erase(it);
   lock.unlock();
-  if (!s->error.empty()) throw RuntimeError(s->error);
+  if (!s->error.empty()) throw RuntimeError(s->kind, s->error);
   return std::move(s->result);
 }
 

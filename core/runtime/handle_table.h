@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/runtime/runtime_error.h"
+
 namespace ringlet::core::runtime {
 
 using Handle = int64_t;
@@ -37,7 +39,7 @@ class HandleTable {
   void complete(Handle h, Result result);
   // Completes several under one lock and one wake-up (a fused response).
   void complete_all(std::vector<std::pair<Handle, Result>>& done);
-  void fail(Handle h, const std::string& error);
+  void fail(Handle h, ErrorKind kind, const std::string& error);
 
   // Throws std::invalid_argument for an unknown (never issued or released) handle.
   bool poll(Handle h) const;
@@ -53,6 +55,7 @@ class HandleTable {
  private:
   struct State {
     bool done = false;
+    ErrorKind kind = ErrorKind::kInternal;
     std::string error;
     Result result;
   };

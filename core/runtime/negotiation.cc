@@ -24,6 +24,14 @@ std::string encode(const RankMessage& m) {
   const uint32_t v = static_cast<uint32_t>(m.invalidate.size());
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
   out.append(reinterpret_cast<const char*>(m.invalidate.data()), v * sizeof(uint32_t));
+  const uint32_t c = static_cast<uint32_t>(m.set_changes.size());
+  out.append(reinterpret_cast<const char*>(&c), sizeof c);
+  for (const SetChange& change : m.set_changes) {
+    out.append(reinterpret_cast<const char*>(&change.remove_id), sizeof change.remove_id);
+    const uint32_t k = static_cast<uint32_t>(change.ranks.size());
+    out.append(reinterpret_cast<const char*>(&k), sizeof k);
+    out.append(reinterpret_cast<const char*>(change.ranks.data()), k * sizeof(int32_t));
+  }
   return out;
 }
 
@@ -62,6 +70,19 @@ RankMessage decode(std::string_view bytes) {
   m.invalidate.resize(v);
   if (v > 0) std::memcpy(m.invalidate.data(), bytes.data() + at, v * sizeof(uint32_t));
   at += v * sizeof(uint32_t);
+  const uint32_t c = read_u32();
+  for (uint32_t i = 0; i < c; ++i) {
+    SetChange change;
+    change.remove_id = static_cast<int32_t>(read_u32());
+    const uint32_t k = read_u32();
+    if (static_cast<size_t>(k) * sizeof(int32_t) > bytes.size() - at) {
+      throw std::runtime_error("truncated negotiation message");
+    }
+    change.ranks.resize(k);
+    if (k > 0) std::memcpy(change.ranks.data(), bytes.data() + at, k * sizeof(int32_t));
+    at += k * sizeof(int32_t);
+    m.set_changes.push_back(std::move(change));
+  }
   if (at != bytes.size()) throw std::runtime_error("trailing bytes in negotiation message");
   return m;
 }
@@ -98,18 +119,18 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
   if (a.kind != CollectiveKind::kAllreduce) {
     for (int r = 0; r < size_; ++r) {
       if (!e.by_rank[r]) {
-        return "Cannot run " + kind + " '" + a.name + "': rank " + std::to_string(r) +
+        return "Cannot run " + kind + " '" + a.name + "': rank " + rank_text(r) +
                " has joined, and only allreduce runs with joined ranks";
       }
     }
   }
-  const std::string who = " for '" + a.name + "': rank " + std::to_string(ref) + " sent ";
+  const std::string who = " for '" + a.name + "': rank " + rank_text(ref) + " sent ";
   for (int r = ref + 1; r < size_; ++r) {
     if (!e.by_rank[r]) continue;
     const Metadata& b = *e.by_rank[r];
-    const std::string other = ", rank " + std::to_string(r) + " sent ";
+    const std::string other = ", rank " + rank_text(r) + " sent ";
     if (b.kind != a.kind) {
-      return "Mismatched collective operations for '" + a.name + "': rank 0 sent " + kind + other +
+      return "Mismatched collective operations" + who + kind + other +
              std::string(to_string(b.kind));
     }
     if (b.process_set != a.process_set) {
@@ -121,7 +142,8 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
              std::string(to_string(b.dtype));
     }
     if (b.device != a.device) {
-      return "Mismatched " + kind + " devices" + who + device_text(a.device) + other + device_text(b.device);
+      return "Mismatched " + kind + " devices" + who + device_text(a.device) + other +
+             device_text(b.device);
     }
     switch (a.kind) {
       case CollectiveKind::kAllreduce:
@@ -135,15 +157,15 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
       case CollectiveKind::kAllgather:
       case CollectiveKind::kAlltoall:
         if (b.shape.size() != a.shape.size() || tail(b.shape) != tail(a.shape)) {
-          return "Mismatched " + kind + " tensor shapes (all but the first dimension must agree)" + who +
-                 allgather_shape_text(a.shape) + other + allgather_shape_text(b.shape);
+          return "Mismatched " + kind + " tensor shapes (all but the first dimension must agree)" +
+                 who + allgather_shape_text(a.shape) + other + allgather_shape_text(b.shape);
         }
         break;
     }
     if (a.kind == CollectiveKind::kAllreduce || a.kind == CollectiveKind::kReducescatter) {
       if (b.op != a.op) {
-        return "Mismatched " + kind + " reduction ops" + who + std::string(to_string(a.op)) + other +
-               std::string(to_string(b.op));
+        return "Mismatched " + kind + " reduction ops" + who + std::string(to_string(a.op)) +
+               other + std::string(to_string(b.op));
       }
       if (b.prescale != a.prescale) {
         return "Mismatched " + kind + " prescale factors" + who + scale_text(a.prescale) + other +
@@ -159,8 +181,9 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
              std::to_string(b.root);
     }
     if (b.group != a.group || b.group_size != a.group_size) {
-      return "Mismatched " + kind + " groups" + who + "'" + a.group + "' of " + std::to_string(a.group_size) +
-             other + "'" + b.group + "' of " + std::to_string(b.group_size);
+      return "Mismatched " + kind + " groups" + who + "'" + a.group + "' of " +
+             std::to_string(a.group_size) + other + "'" + b.group + "' of " +
+             std::to_string(b.group_size);
     }
     if (a.kind == CollectiveKind::kAlltoall && b.splits.size() != a.splits.size()) {
       return "Mismatched " + kind + " splits" + who + splits_text(a) + other + splits_text(b);
@@ -170,7 +193,8 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
 }
 
 std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& messages,
-                                            int64_t fusion_threshold, std::vector<Response> cached) {
+                                            int64_t fusion_threshold,
+                                            std::vector<Response> cached) {
   struct Done {
     int64_t order;
     int64_t arrival;
@@ -190,7 +214,7 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
         Response err;
         err.kind = m.kind;
         err.names = {m.name};
-        err.error = "rank " + std::to_string(r) + " submitted '" + m.name + "' twice";
+        err.error = "rank " + rank_text(r) + " submitted '" + m.name + "' twice";
         out.push_back(std::move(err));
         continue;
       }
@@ -240,9 +264,10 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
       if (m0.kind == CollectiveKind::kAllgather || m0.kind == CollectiveKind::kAlltoall) {
         std::vector<std::vector<int64_t>> per(size_);
         for (int r = 0; r < size_; ++r) {
-          per[r] = m0.kind == CollectiveKind::kAllgather
-                       ? std::vector<int64_t>{e.by_rank[r]->shape.empty() ? 1 : e.by_rank[r]->shape[0]}
-                       : e.by_rank[r]->splits;
+          per[r] =
+              m0.kind == CollectiveKind::kAllgather
+                  ? std::vector<int64_t>{e.by_rank[r]->shape.empty() ? 1 : e.by_rank[r]->shape[0]}
+                  : e.by_rank[r]->splits;
         }
         resp.per_rank = {std::move(per)};
       }
@@ -265,11 +290,12 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
         if (!r.error.empty()) continue;
         const Metadata& m = r.meta[0];
         if (!k) k = m;
-        if (all.error.empty() && (m.kind != CollectiveKind::kAllreduce || m.dtype != k->dtype || m.op != k->op ||
-                                  m.device != k->device || m.prescale != k->prescale ||
-                                  m.postscale != k->postscale)) {
-          all.error = "Grouped allreduce '" + m0.group + "' mixes tensors that cannot be fused ('" + k->name +
-                      "' and '" + m.name + "' differ in dtype, op, device or scale factors)";
+        if (all.error.empty() &&
+            (m.kind != CollectiveKind::kAllreduce || m.dtype != k->dtype || m.op != k->op ||
+             m.device != k->device || m.prescale != k->prescale || m.postscale != k->postscale)) {
+          all.error = "Grouped allreduce '" + m0.group + "' mixes tensors that cannot be fused ('" +
+                      k->name + "' and '" + m.name +
+                      "' differ in dtype, op, device or scale factors)";
         }
         all.bytes += r.bytes;
         all.meta.push_back(std::move(r.meta[0]));
@@ -294,7 +320,8 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
     if (used[i]) continue;
     used[i] = true;
     Response resp = std::move(singles[i]);
-    if (resp.error.empty() && resp.kind == CollectiveKind::kAllreduce && fusion_threshold > 0 && !resp.group) {
+    if (resp.error.empty() && resp.kind == CollectiveKind::kAllreduce && fusion_threshold > 0 &&
+        !resp.group) {
       const Metadata k = resp.meta[0];  // a copy: resp.meta grows below
       for (size_t j = i + 1; j < singles.size(); ++j) {
         if (used[j] || !singles[j].error.empty() || singles[j].kind != CollectiveKind::kAllreduce ||
@@ -302,8 +329,9 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
           continue;
         }
         const Metadata& m = singles[j].meta[0];
-        if (m.dtype != k.dtype || m.op != k.op || m.device != k.device || m.prescale != k.prescale ||
-            m.postscale != k.postscale || m.process_set != k.process_set) {
+        if (m.dtype != k.dtype || m.op != k.op || m.device != k.device ||
+            m.prescale != k.prescale || m.postscale != k.postscale ||
+            m.process_set != k.process_set) {
           continue;
         }
         if (resp.bytes + singles[j].bytes > fusion_threshold) continue;
@@ -334,7 +362,8 @@ std::map<std::string, std::vector<int>> Negotiator::waiting() const {
   for (const auto& [name, e] : table_) {
     std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
-      if (!e.by_rank[r] && !joined_[r]) missing.push_back(r);
+      if (!e.by_rank[r] && !joined_[r])
+        missing.push_back(global_ranks_.empty() ? r : global_ranks_[r]);
     }
     if (!missing.empty()) w[name] = std::move(missing);
   }

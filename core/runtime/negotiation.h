@@ -28,6 +28,13 @@
 
 namespace ringlet::core::runtime {
 
+// A rank's request to change the process sets (see Runtime::add_process_set).
+struct SetChange {
+  int32_t remove_id = -1;      // >= 0: remove this set; else add `ranks`
+  std::vector<int32_t> ranks;  // global ranks, ascending
+  bool operator==(const SetChange&) const = default;
+};
+
 struct RankMessage {
   bool shutdown = false;
   bool join = false;  // this rank has run out of data (join())
@@ -37,6 +44,9 @@ struct RankMessage {
   // slot s is ready on this rank; slots every rank must erase.
   std::vector<uint8_t> cached_bits;
   std::vector<uint32_t> invalidate;
+  // World only: this rank's add_process_set / remove_process_set calls, in
+  // call order; each rank's n-th change meets the others' n-th.
+  std::vector<SetChange> set_changes;
 };
 std::string encode(const RankMessage& m);
 RankMessage decode(std::string_view bytes);  // throws std::runtime_error when malformed
@@ -51,19 +61,22 @@ struct Response {
   // allgather: first dimension of each rank's tensor, per name.
   // alltoall: each rank's splits (rank r sends splits[r][j] rows to rank j).
   std::vector<std::vector<std::vector<int64_t>>> per_rank;
-  int64_t bytes = 0;  // total payload of the response (this rank's view for allgather)
+  int64_t bytes = 0;   // total payload of the response (this rank's view for allgather)
   bool group = false;  // a whole grouped allreduce: fused atomically
 };
 
 class Negotiator {
  public:
-  explicit Negotiator(int size) : size_(size) {}
+  // `global_ranks`: how messages name rank r (a process set's members);
+  // empty: r itself.
+  explicit Negotiator(int size, std::vector<int> global_ranks = {})
+      : size_(size), global_ranks_(std::move(global_ranks)) {}
 
   // Adds one cycle's messages (index = rank) and returns what runs now.
   // `cached` are responses already agreed through the response cache; they
   // come first and take part in fusion.
-  std::vector<Response> add_cycle(const std::vector<RankMessage>& messages, int64_t fusion_threshold,
-                                  std::vector<Response> cached = {});
+  std::vector<Response> add_cycle(const std::vector<RankMessage>& messages,
+                                  int64_t fusion_threshold, std::vector<Response> cached = {});
 
   // join(): a joined rank counts as having submitted every allreduce (it
   // contributes zeros); once every rank has joined, take_join_result() gives
@@ -73,7 +86,8 @@ class Negotiator {
   std::optional<int> take_join_result();
 
   // Names reported by some ranks but not all: name -> ranks that have not
-  // reported it (for the stall inspector and for shutdown messages).
+  // reported it, as global_ranks names them (for the stall inspector and
+  // for shutdown messages).
   std::map<std::string, std::vector<int>> waiting() const;
   // The ranks that have reported `name` so far (empty if unknown).
   std::vector<int> reported_by(const std::string& name) const;
@@ -82,8 +96,8 @@ class Negotiator {
   struct Entry {
     std::vector<std::optional<Metadata>> by_rank;
     int count = 0;
-    int64_t order = -1;    // rank 0's submission sequence, once it reported
-    int64_t arrival = 0;   // when any rank first reported it
+    int64_t order = -1;   // rank 0's submission sequence, once it reported
+    int64_t arrival = 0;  // when any rank first reported it
   };
   std::optional<std::string> validate(const Entry& e) const;
   struct Group {
@@ -91,7 +105,12 @@ class Negotiator {
     int64_t order = 0;
   };
 
+  std::string rank_text(int r) const {
+    return std::to_string(global_ranks_.empty() ? r : global_ranks_[r]);
+  }
+
   int size_;
+  std::vector<int> global_ranks_;
   int64_t rank0_sequence_ = 0;
   int64_t arrival_sequence_ = 0;
   std::vector<bool> joined_ = std::vector<bool>(size_, false);

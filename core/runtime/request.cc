@@ -8,22 +8,32 @@ namespace ringlet::core::runtime {
 
 std::string_view to_string(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::kAllreduce: return "allreduce";
-    case CollectiveKind::kAllgather: return "allgather";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReducescatter: return "reducescatter";
-    case CollectiveKind::kAlltoall: return "alltoall";
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kReducescatter:
+      return "reducescatter";
+    case CollectiveKind::kAlltoall:
+      return "alltoall";
   }
   return "unknown";
 }
 
 std::string_view to_upper_string(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::kAllreduce: return "ALLREDUCE";
-    case CollectiveKind::kAllgather: return "ALLGATHER";
-    case CollectiveKind::kBroadcast: return "BROADCAST";
-    case CollectiveKind::kReducescatter: return "REDUCESCATTER";
-    case CollectiveKind::kAlltoall: return "ALLTOALL";
+    case CollectiveKind::kAllreduce:
+      return "ALLREDUCE";
+    case CollectiveKind::kAllgather:
+      return "ALLGATHER";
+    case CollectiveKind::kBroadcast:
+      return "BROADCAST";
+    case CollectiveKind::kReducescatter:
+      return "REDUCESCATTER";
+    case CollectiveKind::kAlltoall:
+      return "ALLTOALL";
   }
   return "UNKNOWN";
 }
@@ -82,7 +92,8 @@ void put_vec(std::string& out, const std::vector<int64_t>& v) {
 
 std::vector<int64_t> get_vec(std::string_view in, size_t& at) {
   const uint32_t n = get<uint32_t>(in, at);
-  if (static_cast<size_t>(n) * 8 > in.size() - at) throw std::runtime_error("truncated negotiation message");
+  if (static_cast<size_t>(n) * 8 > in.size() - at)
+    throw std::runtime_error("truncated negotiation message");
   std::vector<int64_t> v(n);
   for (auto& x : v) x = get<int64_t>(in, at);
   return v;

@@ -12,7 +12,13 @@
 
 namespace ringlet::core::runtime {
 
-enum class CollectiveKind : uint8_t { kAllreduce, kAllgather, kBroadcast, kReducescatter, kAlltoall };
+enum class CollectiveKind : uint8_t {
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kReducescatter,
+  kAlltoall
+};
 
 // "allreduce", ...; upper case ("ALLREDUCE") for timeline and NVTX names.
 std::string_view to_string(CollectiveKind k);
@@ -38,9 +44,9 @@ struct Metadata {
   double prescale = 1.0;         // allreduce, reducescatter
   double postscale = 1.0;
   int32_t device = -1;
-  int32_t process_set = 0;       // 0 = the world (the only set served today)
+  int32_t process_set = 0;  // 0 = the world (the only set served today)
   std::vector<int64_t> shape;
-  std::vector<int64_t> splits;   // alltoall: rows of dim 0 sent to each rank; empty = even
+  std::vector<int64_t> splits;  // alltoall: rows of dim 0 sent to each rank; empty = even
   // Grouped allreduce: members of one group run together in one fused
   // response, whatever the fusion threshold. Empty: not grouped.
   std::string group;

@@ -5,14 +5,16 @@
 namespace ringlet::core::runtime {
 
 bool same_metadata(const Metadata& a, const Metadata& b) {
-  return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.root == b.root && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.device == b.device && a.process_set == b.process_set &&
-         a.shape == b.shape && a.splits == b.splits && a.group == b.group && a.group_size == b.group_size;
+  return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
+         a.prescale == b.prescale && a.postscale == b.postscale && a.device == b.device &&
+         a.process_set == b.process_set && a.shape == b.shape && a.splits == b.splits &&
+         a.group == b.group && a.group_size == b.group_size;
 }
 
 bool cacheable(const Metadata& m) {
-  return m.group.empty() && (m.kind == CollectiveKind::kAllreduce || m.kind == CollectiveKind::kBroadcast ||
-                             m.kind == CollectiveKind::kReducescatter);
+  return m.group.empty() &&
+         (m.kind == CollectiveKind::kAllreduce || m.kind == CollectiveKind::kBroadcast ||
+          m.kind == CollectiveKind::kReducescatter);
 }
 
 std::optional<uint32_t> ResponseCache::find(const Metadata& m) const {
@@ -43,7 +45,8 @@ void ResponseCache::erase(uint32_t slot) {
   slots_[slot].reset();
   lru_.erase(lru_pos_.at(slot));
   lru_pos_.erase(slot);
-  free_.insert(std::upper_bound(free_.begin(), free_.end(), slot, std::greater<>()), slot);  // descending
+  free_.insert(std::upper_bound(free_.begin(), free_.end(), slot, std::greater<>()),
+               slot);  // descending
 }
 
 void ResponseCache::put(const Metadata& m) {

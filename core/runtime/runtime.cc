@@ -3,8 +3,8 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <numeric>
 
@@ -32,6 +32,11 @@ constexpr size_t kSlotPayload = kSlotBytes - sizeof(uint32_t);
 // (requests less than this apart), but never past one cycle.
 constexpr auto kBurstGap = std::chrono::microseconds(15);
 
+// "[0, 2, 3]"
+std::string set_text(const std::vector<int>& ranks) {
+  return shape_string(std::vector<int64_t>(ranks.begin(), ranks.end()));
+}
+
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -40,14 +45,39 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 }  // namespace
 
-Runtime::Runtime(std::unique_ptr<Communicator> comm)
+Runtime::Runtime(std::unique_ptr<Communicator> comm, std::vector<std::vector<int>> process_sets)
     : comm_(std::move(comm)),
       rank_(comm_->rank()),
       size_(comm_->size()),
       fusion_threshold_(comm_->config().fusion_threshold),
-      cycle_time_(std::chrono::nanoseconds(static_cast<int64_t>(comm_->config().cycle_time_ms * 1e6))),
-      negotiator_(std::make_unique<Negotiator>(comm_->size())),
-      cache_(static_cast<size_t>(std::max<int64_t>(0, comm_->config().cache_capacity))) {
+      cycle_time_(
+          std::chrono::nanoseconds(static_cast<int64_t>(comm_->config().cycle_time_ms * 1e6))),
+      cache_capacity_(static_cast<size_t>(std::max<int64_t>(0, comm_->config().cache_capacity))) {
+  std::vector<int> everyone(size_);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  auto world = std::make_unique<ProcessSet>(cache_capacity_);
+  world->ranks = everyone;
+  world->comm = comm_.get();
+  world->negotiator = std::make_unique<Negotiator>(size_);
+  sets_.emplace(0, std::move(world));
+  set_ranks_.emplace(0, std::move(everyone));
+  set_change_inbox_.resize(size_);
+  for (size_t i = 0; i < process_sets.size(); ++i) {
+    std::vector<int> ranks =
+        checked_set_ranks(std::move(process_sets[i]), "process set " + std::to_string(i + 1));
+    for (size_t k = 0; k < static_sets_.size(); ++k) {
+      if (static_sets_[k] == ranks) {
+        throw RuntimeError(ErrorKind::kInvalidArgument,
+                           "rank " + std::to_string(rank_) + ": process sets " +
+                               std::to_string(k + 1) + " and " + std::to_string(i + 1) +
+                               " both hold ranks " + set_text(ranks));
+      }
+    }
+    static_sets_.push_back(std::move(ranks));
+  }
+  // Known at once, so that collectives may name them as soon as this returns;
+  // the loop builds their communicators before its first cycle.
+  for (const std::vector<int>& ranks : static_sets_) set_ranks_.emplace(next_set_id_++, ranks);
   // From here each rank has a second busy thread, this loop, beside the
   // application's: spinning that paid for one thread per core may not now.
   comm_->set_busy_threads_per_rank(2);
@@ -60,10 +90,218 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm)
 
 Runtime::~Runtime() { shutdown(); }
 
+// ---------------------------------------------------------------- process sets
+
+std::vector<int> Runtime::checked_set_ranks(std::vector<int> ranks, const std::string& call) const {
+  auto bad = [&](const std::string& why) {
+    return RuntimeError(ErrorKind::kInvalidArgument,
+                        "rank " + std::to_string(rank_) + ": " + call + ": " + why);
+  };
+  if (ranks.empty()) throw bad("a process set needs at least one rank");
+  std::sort(ranks.begin(), ranks.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size_) {
+      throw bad("rank " + std::to_string(ranks[i]) + " is not a rank of the " +
+                std::to_string(size_) + "-rank job");
+    }
+    if (i > 0 && ranks[i] == ranks[i - 1])
+      throw bad("rank " + std::to_string(ranks[i]) + " is listed twice");
+  }
+  return ranks;
+}
+
+Handle Runtime::submit_set_change(SetChange change) {
+  std::lock_guard lock(mu_);
+  const std::string me = "rank " + std::to_string(rank_) + ": ";
+  if (!stopped_.empty())
+    throw RuntimeError(stopped_kind_, me + "the runtime has stopped: " + stopped_);
+  if (shutdown_requested_)
+    throw RuntimeError(ErrorKind::kShutdown, me + "the runtime is shutting down");
+  if (join_requested_) {
+    throw RuntimeError(
+        ErrorKind::kInvalidArgument,
+        me + "this rank has joined; process sets cannot change until every rank has");
+  }
+  const Handle h = handles_.create();
+  set_change_queue_.push_back({std::move(change), h});
+  if (loop_idle_) {
+    loop_idle_ = false;
+    work_cv_.notify_one();
+  }
+  return h;
+}
+
+int32_t Runtime::add_process_set(std::vector<int> ranks) {
+  nvtx::Range range("ADD_PROCESS_SET");
+  SetChange change;
+  for (int r : checked_set_ranks(std::move(ranks), "add_process_set")) change.ranks.push_back(r);
+  const Result r = synchronize(submit_set_change(std::move(change)));
+  int32_t id = -1;
+  if (r.data.size() == sizeof id) std::memcpy(&id, r.data.data(), sizeof id);
+  return id;
+}
+
+void Runtime::remove_process_set(int32_t id) {
+  nvtx::Range range("REMOVE_PROCESS_SET");
+  if (id == 0) {
+    throw RuntimeError(
+        ErrorKind::kInvalidArgument,
+        "rank " + std::to_string(rank_) +
+            ": remove_process_set: process set 0 is the world; it cannot be removed");
+  }
+  process_set_ranks(id);  // unknown ids fail here, before the others are involved
+  SetChange change;
+  change.remove_id = id;
+  synchronize(submit_set_change(std::move(change)));
+}
+
+std::vector<int> Runtime::process_set_ranks(int32_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = set_ranks_.find(id);
+  if (it == set_ranks_.end()) {
+    throw RuntimeError(
+        ErrorKind::kInvalidArgument,
+        "rank " + std::to_string(rank_) + ": there is no process set " + std::to_string(id));
+  }
+  return it->second;
+}
+
+std::vector<int32_t> Runtime::process_set_ids() const {
+  std::lock_guard lock(mu_);
+  std::vector<int32_t> ids;
+  for (const auto& [id, ranks] : set_ranks_) ids.push_back(id);
+  return ids;
+}
+
+int32_t Runtime::create_process_set(const std::vector<int>& ranks) {
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, existing] : set_ranks_) {
+      if (existing == ranks) {
+        throw RuntimeError(
+            ErrorKind::kInvalidArgument,
+            "process set " + std::to_string(id) + " already holds ranks " + set_text(ranks));
+      }
+    }
+  }
+  const int32_t id = next_set_id_++;
+  open_process_set(id, ranks);
+  std::lock_guard lock(mu_);
+  set_ranks_.emplace(id, ranks);
+  return id;
+}
+
+void Runtime::open_process_set(int32_t id, const std::vector<int>& ranks) {
+  if (std::binary_search(ranks.begin(), ranks.end(), rank_)) {
+    auto set = std::make_unique<ProcessSet>(cache_capacity_);
+    set->id = id;
+    set->ranks = ranks;
+    set->own = Communicator::create_subset(*comm_, ranks, "ps" + std::to_string(id));
+    set->comm = set->own.get();
+    set->negotiator = std::make_unique<Negotiator>(static_cast<int>(ranks.size()), ranks);
+    sets_.emplace(id, std::move(set));
+  }
+}
+
+void Runtime::destroy_process_set(int32_t id) {
+  auto it = sets_.find(id);
+  if (it != sets_.end()) {
+    // What was submitted on the set and has not run fails; then the members
+    // meet once more, so that none closes its window while another still
+    // reads it for the set's last collective.
+    std::vector<std::string> names;
+    for (const auto& [name, p] : reported_) {
+      if (p.request.meta.process_set == id) names.push_back(name);
+    }
+    for (const std::string& name : names) {
+      fail(name, ErrorKind::kShutdown,
+           "process set " + std::to_string(id) + " was removed before '" + name +
+               "' ran on every member");
+    }
+    core::barrier(*it->second->comm);
+    sets_.erase(it);
+  }
+  std::lock_guard lock(mu_);
+  set_ranks_.erase(id);
+}
+
+// Every rank sees the same messages, so every rank applies the same changes
+// at the same cycle, in the order each rank asked for them.
+void Runtime::apply_set_changes(const std::vector<RankMessage>& world_messages) {
+  for (int r = 0; r < size_; ++r) {
+    for (const SetChange& c : world_messages[r].set_changes) set_change_inbox_[r].push_back(c);
+  }
+  while (std::all_of(set_change_inbox_.begin(), set_change_inbox_.end(),
+                     [](const auto& q) { return !q.empty(); })) {
+    std::vector<SetChange> asked(size_);
+    for (int r = 0; r < size_; ++r) {
+      asked[r] = std::move(set_change_inbox_[r].front());
+      set_change_inbox_[r].pop_front();
+    }
+    PendingSetChange mine = std::move(sent_set_changes_.front());
+    sent_set_changes_.pop_front();
+    auto text = [](const SetChange& c) {
+      return c.remove_id >= 0 ? "remove_process_set(" + std::to_string(c.remove_id) + ")"
+                              : "add_process_set(" + set_text(c.ranks) + ")";
+    };
+    std::string error;
+    ErrorKind kind = ErrorKind::kMismatch;
+    for (int r = 1; r < size_ && error.empty(); ++r) {
+      if (!(asked[r] == asked[0])) {
+        error = "Mismatched process set changes: rank 0 called " + text(asked[0]) + ", rank " +
+                std::to_string(r) + " called " + text(asked[r]) +
+                " (every rank must make the same calls in the same order)";
+      }
+    }
+    Result result;
+    if (error.empty()) {
+      try {
+        int32_t id = asked[0].remove_id;
+        if (id >= 0) {
+          bool known;
+          {
+            std::lock_guard lock(mu_);
+            known = set_ranks_.count(id) > 0;
+          }
+          if (!known) {
+            throw RuntimeError(
+                ErrorKind::kInvalidArgument,
+                "there is no process set " + std::to_string(id) + " (removed already?)");
+          }
+          destroy_process_set(id);
+        } else {
+          id = create_process_set({asked[0].ranks.begin(), asked[0].ranks.end()});
+        }
+        result.data.resize(sizeof id);
+        std::memcpy(result.data.data(), &id, sizeof id);
+      } catch (const std::exception& e) {
+        // A refused change fails only its handles; a failure while meeting
+        // the members (a lost peer) ends the runtime.
+        kind = kind_of(e);
+        if (kind != ErrorKind::kInvalidArgument) {
+          handles_.fail(
+              mine.handle, kind,
+              "rank " + std::to_string(rank_) + ": " + text(mine.change) + ": " + e.what());
+          throw;
+        }
+        error = e.what();
+      }
+    }
+    if (error.empty()) {
+      handles_.complete(mine.handle, std::move(result));
+    } else {
+      handles_.fail(mine.handle, kind,
+                    "rank " + std::to_string(rank_) + ": " + text(mine.change) + ": " + error);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- submission
 
-Handle Runtime::enqueue_allreduce(std::string name, const void* input, void* output, std::vector<int64_t> shape,
-                                  DataType dtype, ReduceOp op, double prescale, double postscale, Device device) {
+Handle Runtime::enqueue_allreduce(std::string name, const void* input, void* output,
+                                  std::vector<int64_t> shape, DataType dtype, ReduceOp op,
+                                  double prescale, double postscale, Device device,
+                                  int32_t process_set) {
   Request r;
   r.meta.name = std::move(name);
   r.meta.kind = CollectiveKind::kAllreduce;
@@ -73,25 +311,27 @@ Handle Runtime::enqueue_allreduce(std::string name, const void* input, void* out
   r.meta.postscale = postscale;
   r.meta.shape = std::move(shape);
   r.device = device;
+  r.meta.process_set = process_set;
   r.input = input;
   r.output = output;
   return enqueue(std::move(r));
 }
 
-Handle Runtime::enqueue_allgather(std::string name, const void* input, std::vector<int64_t> shape, DataType dtype,
-                                  Device device) {
+Handle Runtime::enqueue_allgather(std::string name, const void* input, std::vector<int64_t> shape,
+                                  DataType dtype, Device device, int32_t process_set) {
   Request r;
   r.meta.name = std::move(name);
   r.meta.kind = CollectiveKind::kAllgather;
   r.meta.dtype = dtype;
   r.meta.shape = std::move(shape);
   r.device = device;
+  r.meta.process_set = process_set;
   r.input = input;
   return enqueue(std::move(r));
 }
 
-Handle Runtime::enqueue_broadcast(std::string name, void* buffer, std::vector<int64_t> shape, DataType dtype,
-                                  int root, Device device) {
+Handle Runtime::enqueue_broadcast(std::string name, void* buffer, std::vector<int64_t> shape,
+                                  DataType dtype, int root, Device device, int32_t process_set) {
   Request r;
   r.meta.name = std::move(name);
   r.meta.kind = CollectiveKind::kBroadcast;
@@ -99,14 +339,16 @@ Handle Runtime::enqueue_broadcast(std::string name, void* buffer, std::vector<in
   r.meta.root = root;
   r.meta.shape = std::move(shape);
   r.device = device;
+  r.meta.process_set = process_set;
   r.input = buffer;
   r.output = buffer;
   return enqueue(std::move(r));
 }
 
-Handle Runtime::enqueue_reducescatter(std::string name, const void* input, std::vector<int64_t> shape,
-                                      DataType dtype, ReduceOp op, double prescale, double postscale,
-                                      Device device) {
+Handle Runtime::enqueue_reducescatter(std::string name, const void* input,
+                                      std::vector<int64_t> shape, DataType dtype, ReduceOp op,
+                                      double prescale, double postscale, Device device,
+                                      int32_t process_set) {
   Request r;
   r.meta.name = std::move(name);
   r.meta.kind = CollectiveKind::kReducescatter;
@@ -116,12 +358,14 @@ Handle Runtime::enqueue_reducescatter(std::string name, const void* input, std::
   r.meta.postscale = postscale;
   r.meta.shape = std::move(shape);
   r.device = device;
+  r.meta.process_set = process_set;
   r.input = input;
   return enqueue(std::move(r));
 }
 
-Handle Runtime::enqueue_alltoall(std::string name, const void* input, std::vector<int64_t> shape, DataType dtype,
-                                 std::vector<int64_t> splits, Device device) {
+Handle Runtime::enqueue_alltoall(std::string name, const void* input, std::vector<int64_t> shape,
+                                 DataType dtype, std::vector<int64_t> splits, Device device,
+                                 int32_t process_set) {
   Request r;
   r.meta.name = std::move(name);
   r.meta.kind = CollectiveKind::kAlltoall;
@@ -129,19 +373,23 @@ Handle Runtime::enqueue_alltoall(std::string name, const void* input, std::vecto
   r.meta.shape = std::move(shape);
   r.meta.splits = std::move(splits);
   r.device = device;
+  r.meta.process_set = process_set;
   r.input = input;
   return enqueue(std::move(r));
 }
 
-std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> members, DataType dtype,
-                                                       ReduceOp op, double prescale, double postscale,
-                                                       Device device) {
+std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> members,
+                                                       DataType dtype, ReduceOp op, double prescale,
+                                                       double postscale, Device device,
+                                                       int32_t process_set) {
   uint64_t seq;
   {
     std::lock_guard lock(mu_);
-    seq = group_sequence_++;
+    seq = group_sequence_[process_set]++;
   }
-  const std::string group = "ringlet.group." + std::to_string(seq);
+  // Numbered per set: a rank counts only the groups of the sets it is in.
+  const std::string group =
+      "ringlet.group." + std::to_string(process_set) + "." + std::to_string(seq);
   std::vector<Handle> handles;
   handles.reserve(members.size());
   // A member refused after others were queued would leave a group that can
@@ -152,11 +400,14 @@ std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> 
     std::lock_guard lock(mu_);
     for (const GroupMember& m : members) {
       auto bad = [&](const std::string& why) {
-        return RuntimeError("rank " + std::to_string(rank_) + ": grouped allreduce member '" + m.name + "': " + why);
+        return RuntimeError(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank_) +
+                                                             ": grouped allreduce member '" +
+                                                             m.name + "': " + why);
       };
       if (m.name.empty()) throw bad("a collective needs a non-empty name");
       if (!seen.insert(m.name).second) throw bad("the name appears twice in the group");
-      if (in_flight_.count(m.name)) throw bad("a collective of this name is already in flight on this rank");
+      if (in_flight_.count(m.name))
+        throw bad("a collective of this name is already in flight on this rank");
       int64_t n = 1;
       for (int64_t d : m.shape) {
         if (d < 0) throw bad("negative dimension in shape " + shape_string(m.shape));
@@ -177,6 +428,7 @@ std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> 
     r.meta.group = group;
     r.meta.group_size = static_cast<int32_t>(members.size());
     r.device = device;
+    r.meta.process_set = process_set;
     r.input = m.input;
     r.output = m.output;
     handles.push_back(enqueue(std::move(r)));
@@ -184,25 +436,30 @@ std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> 
   return handles;
 }
 
-Handle Runtime::enqueue_barrier() {
+Handle Runtime::enqueue_barrier(int32_t process_set) {
   uint64_t seq;
   {
     std::lock_guard lock(mu_);
-    seq = barrier_sequence_++;
+    seq = barrier_sequence_[process_set]++;
   }
   // A name is ready only once every rank submitted it: negotiating an empty
   // tensor is the barrier; nothing moves.
-  return enqueue_allreduce("ringlet.barrier." + std::to_string(seq), nullptr, nullptr, {0}, DataType::kUInt8,
-                           ReduceOp::kMax);
+  const std::string name = process_set == 0 ? "ringlet.barrier." + std::to_string(seq)
+                                            : "ringlet.barrier." + std::to_string(process_set) +
+                                                  "." + std::to_string(seq);
+  return enqueue_allreduce(name, nullptr, nullptr, {0}, DataType::kUInt8, ReduceOp::kMax, 1.0, 1.0,
+                           {}, process_set);
 }
 
-void Runtime::barrier() { synchronize(enqueue_barrier()); }
+void Runtime::barrier(int32_t process_set) { synchronize(enqueue_barrier(process_set)); }
 
 Handle Runtime::enqueue_join() {
   std::lock_guard lock(mu_);
   const std::string me = "rank " + std::to_string(rank_) + ": join: ";
-  if (!stopped_.empty()) throw RuntimeError(me + "the runtime has stopped: " + stopped_);
-  if (join_requested_) throw RuntimeError(me + "this rank has joined already");
+  if (!stopped_.empty())
+    throw RuntimeError(stopped_kind_, me + "the runtime has stopped: " + stopped_);
+  if (join_requested_)
+    throw RuntimeError(ErrorKind::kInvalidArgument, me + "this rank has joined already");
   join_requested_ = true;
   join_handle_ = handles_.create();
   if (loop_idle_) {
@@ -224,7 +481,8 @@ Handle Runtime::enqueue(Request r) {
   const std::string kind(to_string(m.kind));
   nvtx::Range range("ENQUEUE", 0, 1);
   auto bad = [&](const std::string& why) {
-    return RuntimeError("rank " + std::to_string(rank_) + ": " + kind + " '" + m.name + "': " + why);
+    return RuntimeError(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank_) + ": " + kind +
+                                                         " '" + m.name + "': " + why);
   };
   if (m.name.empty()) throw bad("a collective needs a non-empty name");
   if (!is_valid(m.dtype)) throw bad("invalid dtype " + std::to_string(static_cast<int>(m.dtype)));
@@ -232,8 +490,25 @@ Handle Runtime::enqueue(Request r) {
   for (int64_t d : m.shape) {
     if (d < 0) throw bad("negative dimension in shape " + shape_string(m.shape));
   }
-  if (r.device.id >= 0) throw bad("device tensors (cuda:" + std::to_string(r.device.id) + ") are not served by this runtime yet");
-  if (m.process_set != 0) throw bad("process sets other than 0 (the world) are not supported");
+  if (r.device.id >= 0)
+    throw bad("device tensors (cuda:" + std::to_string(r.device.id) +
+              ") are not served by this runtime yet");
+  // The set's members: they size the split collectives and hold the root.
+  std::vector<int> members;
+  {
+    std::lock_guard lock(mu_);
+    auto it = set_ranks_.find(m.process_set);
+    if (it == set_ranks_.end())
+      throw bad("there is no process set " + std::to_string(m.process_set));
+    members = it->second;
+  }
+  if (!std::binary_search(members.begin(), members.end(), rank_)) {
+    throw bad("rank " + std::to_string(rank_) + " is not a member of process set " +
+              std::to_string(m.process_set) + " (ranks " + set_text(members) + ")");
+  }
+  const int set_size = static_cast<int>(members.size());
+  const std::string in_set =
+      m.process_set == 0 ? "" : " of process set " + std::to_string(m.process_set);
   m.device = r.device.id;
   const int64_t n = m.elements();
   switch (m.kind) {
@@ -241,8 +516,10 @@ Handle Runtime::enqueue(Request r) {
       if (n > 0 && (!r.input || !r.output)) throw bad("null input or output buffer");
       break;
     case CollectiveKind::kBroadcast:
-      if (m.root < 0 || m.root >= size_) {
-        throw bad("root " + std::to_string(m.root) + " is not a rank of " + std::to_string(size_));
+      if (!std::binary_search(members.begin(), members.end(), m.root)) {
+        throw bad("root " + std::to_string(m.root) + " is not a rank" + in_set + " (ranks " +
+                  (m.process_set == 0 ? "0.." + std::to_string(size_ - 1) : set_text(members)) +
+                  ")");
       }
       if (n > 0 && !r.output) throw bad("null buffer");
       break;
@@ -255,14 +532,15 @@ Handle Runtime::enqueue(Request r) {
   }
   if (m.kind == CollectiveKind::kAlltoall) {
     if (m.splits.empty()) {
-      if (m.shape[0] % size_ != 0) {
+      if (m.shape[0] % set_size != 0) {
         throw bad("first dimension " + std::to_string(m.shape[0]) + " does not split evenly over " +
-                  std::to_string(size_) + " ranks; give splits");
+                  std::to_string(set_size) + " ranks" + in_set + "; give splits");
       }
-      m.splits.assign(size_, m.shape[0] / size_);
+      m.splits.assign(set_size, m.shape[0] / set_size);
     }
-    if (static_cast<int>(m.splits.size()) != size_) {
-      throw bad("splits has " + std::to_string(m.splits.size()) + " entries for " + std::to_string(size_) + " ranks");
+    if (static_cast<int>(m.splits.size()) != set_size) {
+      throw bad("splits has " + std::to_string(m.splits.size()) + " entries for " +
+                std::to_string(set_size) + " ranks" + in_set);
     }
     int64_t sum = 0;
     for (int64_t s : m.splits) {
@@ -276,12 +554,17 @@ Handle Runtime::enqueue(Request r) {
   }
 
   std::lock_guard lock(mu_);
-  if (!stopped_.empty()) throw bad("the runtime has stopped: " + stopped_);
-  if (shutdown_requested_) throw bad("the runtime is shutting down");
-  if (join_requested_) throw bad("this rank has joined; it may submit again once every rank has joined");
+  if (!stopped_.empty()) {
+    throw RuntimeError(stopped_kind_, bad("the runtime has stopped: " + stopped_).what());
+  }
+  if (shutdown_requested_)
+    throw RuntimeError(ErrorKind::kShutdown, bad("the runtime is shutting down").what());
+  if (join_requested_)
+    throw bad("this rank has joined; it may submit again once every rank has joined");
   if (!in_flight_.insert(m.name).second) {
-    throw bad("a collective of this name is already in flight on this rank; synchronize it before "
-              "submitting the name again");
+    throw bad(
+        "a collective of this name is already in flight on this rank; synchronize it before "
+        "submitting the name again");
   }
   const Handle h = handles_.create();
   queue_.push_back({std::move(r), h});
@@ -308,6 +591,7 @@ void Runtime::shutdown() {
   work_cv_.notify_one();
   thread_.join();
   stop_timeline();
+  sets_.clear();  // the sets' communicators borrow the world's links
   comm_.reset();
 }
 
@@ -339,7 +623,8 @@ void Runtime::stop_timeline() {
   // destructor writes what is queued and closes the file. Wait for that here
   // (bounded: a cycle that runs a long collective keeps it a while longer).
   const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (old.use_count() > 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (old.use_count() > 1 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   old.reset();
 }
 
@@ -351,6 +636,8 @@ void Runtime::loop() {
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   auto next_cycle = Clock::now();
   try {
+    for (size_t i = 0; i < static_sets_.size(); ++i)
+      open_process_set(static_cast<int32_t>(i + 1), static_sets_[i]);
     while (true) {
       RankMessage mine;
       std::vector<Pending> fresh;
@@ -358,7 +645,9 @@ void Runtime::loop() {
       {
         std::unique_lock lock(mu_);
         loop_idle_ = true;
-        work_cv_.wait_until(lock, next_cycle, [&] { return !queue_.empty() || shutdown_requested_; });
+        work_cv_.wait_until(lock, next_cycle, [&] {
+          return !queue_.empty() || !set_change_queue_.empty() || shutdown_requested_;
+        });
         loop_idle_ = false;
         if (!queue_.empty() && !shutdown_requested_) {
           // Hold back while a burst is still arriving: only then can waiting
@@ -372,6 +661,11 @@ void Runtime::loop() {
           }
         }
         fresh.swap(queue_);
+        for (PendingSetChange& c : set_change_queue_) {
+          mine.set_changes.push_back(c.change);
+          sent_set_changes_.push_back(std::move(c));
+        }
+        set_change_queue_.clear();
         mine.shutdown = shutdown_requested_;
         mine.abort = pending_abort_;
         mine.join = join_requested_ && !join_sent_;
@@ -381,56 +675,32 @@ void Runtime::loop() {
       next_cycle = Clock::now() + cycle_time_;
       if (tl) tl->cycle_start();
 
+      // New requests by set; a set removed since they were submitted fails them.
       for (Pending& p : fresh) {
-        const Metadata& md = p.request.meta;
-        if (cache_.enabled() && cacheable(md) && cache_.find(md)) {
-          cached_pending_.insert(md.name);  // reported by bit below
-        } else {
-          if (auto slot = cache_.slot_of(md.name)) mine.invalidate.push_back(*slot);  // changed since cached
-          mine.ready.push_back(md);
+        const int32_t id = p.request.meta.process_set;
+        if (sets_.count(id)) {
+          unreported_[id].push_back(std::move(p));
+          continue;
         }
-        std::string name = md.name;
-        reported_.emplace(std::move(name), std::move(p));
+        {
+          std::lock_guard lock(mu_);
+          in_flight_.erase(p.request.meta.name);
+        }
+        handles_.fail(p.handle, ErrorKind::kInvalidArgument,
+                      "rank " + std::to_string(rank_) + ": process set " + std::to_string(id) +
+                          " was removed before '" + p.request.meta.name + "' ran");
       }
-      set_cached_bits(mine);
-      std::vector<Response> responses;
+
+      // The world first: it carries shutdown, stall aborts, join and the
+      // process-set changes, which every rank applies at the same cycle.
+      ProcessSet& world = *sets_.at(0);
       std::vector<RankMessage> messages;
-      {
-        std::optional<nvtx::Range> range;
-        if (!reported_.empty()) range.emplace("NEGOTIATE", 0, static_cast<int64_t>(mine.ready.size()));
-        try {
-          messages = exchange(mine);
-        } catch (const std::exception& e) {
-          throw RuntimeError(std::string("negotiation failed: ") + e.what());
-        }
-        for (const RankMessage& m : messages) {
-          if (!m.abort.empty()) {
-            fail_everything(m.abort);
-            final_barrier();
-            return;
-          }
-        }
-        if (tl) {
-          // A span opens when the first rank reports the name; each rank
-          // leaves a mark when it reports.
-          std::unordered_set<std::string> opened;
-          for (int r = 0; r < size_; ++r) {
-            for (const Metadata& m : messages[r].ready) {
-              if (!opened.count(m.name) && negotiator_->reported_by(m.name).empty()) {
-                tl->negotiate_start(m.name, std::string(to_upper_string(m.kind)));
-                opened.insert(m.name);
-              }
-              tl->rank_ready(m.name, r);
-            }
-          }
-        }
-        responses = negotiator_->add_cycle(messages, fusion_threshold_, cached_responses(messages));
-        // Every rank updates its cache from the same responses, in order.
-        for (const Response& resp : responses) {
-          if (!resp.error.empty() || resp.group) continue;
-          for (const Metadata& m : resp.meta) {
-            if (cacheable(m)) cache_.put(m);
-          }
+      const std::vector<Response> responses = negotiate(world, mine, messages, tl.get());
+      for (const RankMessage& m : messages) {
+        if (!m.abort.empty()) {
+          fail_everything(ErrorKind::kStalled, m.abort);
+          final_barrier();
+          return;
         }
       }
       int stopper = -1;
@@ -441,17 +711,8 @@ void Runtime::loop() {
         std::lock_guard lock(mu_);
         ++stats_.cycles;
       }
-      if (tl) {
-        for (const Response& resp : responses) {
-          for (const std::string& name : resp.names) {
-            tl->negotiate_end(name);
-            tl->op_start(name, std::string(to_upper_string(resp.kind)), resp.bytes);
-            tl->activity_start(name, "QUEUE");
-          }
-        }
-      }
-      for (const Response& resp : responses) execute(resp, tl.get());
-      if (auto last = negotiator_->take_join_result()) {
+      run_responses(world, responses, tl.get());
+      if (auto last = world.negotiator->take_join_result()) {
         Handle h;
         {
           std::lock_guard lock(mu_);
@@ -465,37 +726,130 @@ void Runtime::loop() {
         std::memcpy(r.data.data(), &v, sizeof v);
         handles_.complete(h, std::move(r));
       }
-      if (rank_ == 0) inspect_stalls(messages);
-      if (stopper >= 0) {
-        const std::string why = "ringlet was shut down (requested by rank " + std::to_string(stopper) + ")";
-        const auto waiting = negotiator_->waiting();
-        for (const auto& [name, missing] : waiting) {
+      if (rank_ == 0) inspect_stalls(world, messages);
+
+      if (stopper < 0) {
+        apply_set_changes(messages);
+        // Then every other set this rank is in, in the order of their ids
+        // (the same on every member, so their exchanges cannot cross).
+        for (auto& [id, set] : sets_) {
+          if (id == 0) continue;
+          RankMessage set_mine;
+          std::vector<RankMessage> set_messages;
+          const std::vector<Response> set_responses =
+              negotiate(*set, set_mine, set_messages, tl.get());
+          run_responses(*set, set_responses, tl.get());
+          if (set->comm->rank() == 0) inspect_stalls(*set, set_messages);
+        }
+        continue;
+      }
+
+      const std::string why =
+          "ringlet was shut down (requested by rank " + std::to_string(stopper) + ")";
+      for (auto& [id, set] : sets_) {
+        for (const auto& [name, missing] : set->negotiator->waiting()) {
           if (reported_.count(name)) {
-            fail(name, why + " before '" + name + "' was submitted on every rank (missing on " +
-                           ranks_text(missing) + ")");
+            fail(name, ErrorKind::kShutdown,
+                 why + " before '" + name + "' was submitted on every rank (missing on " +
+                     ranks_text(missing) + ")");
           }
         }
-        fail_everything(why);
-        final_barrier();
-        return;
       }
+      fail_everything(ErrorKind::kShutdown, why);
+      final_barrier();
+      return;
     }
   } catch (const std::exception& e) {
-    fail_everything(e.what());
+    fail_everything(kind_of(e), e.what());
   }
+}
+
+// Reports the set's new requests (in full, or as response-cache
+// bits), exchanges with the set's members, and returns what runs now, the
+// same on every member. `messages` receives every member's message.
+std::vector<Response> Runtime::negotiate(ProcessSet& set, RankMessage& mine,
+                                         std::vector<RankMessage>& messages,
+                                         timeline::Timeline* tl) {
+  std::vector<Pending> fresh;
+  if (auto it = unreported_.find(set.id); it != unreported_.end()) {
+    fresh = std::move(it->second);
+    unreported_.erase(it);
+  }
+  for (Pending& p : fresh) {
+    const Metadata& md = p.request.meta;
+    if (set.cache.enabled() && cacheable(md) && set.cache.find(md)) {
+      cached_pending_.insert(md.name);  // reported by bit below
+    } else {
+      if (auto slot = set.cache.slot_of(md.name))
+        mine.invalidate.push_back(*slot);  // changed since cached
+      mine.ready.push_back(md);
+    }
+    std::string name = md.name;
+    reported_.emplace(std::move(name), std::move(p));
+  }
+  set_cached_bits(set, mine);
+  std::optional<nvtx::Range> range;
+  if (!mine.ready.empty() || !mine.cached_bits.empty()) {
+    range.emplace("NEGOTIATE", 0, static_cast<int64_t>(mine.ready.size()));
+  }
+  try {
+    messages = exchange(set, mine);
+  } catch (const std::exception& e) {
+    throw RuntimeError(kind_of(e), std::string("negotiation failed: ") + e.what());
+  }
+  const int n = static_cast<int>(set.ranks.size());
+  if (tl) {
+    // A span opens when the first rank reports the name; each rank leaves a
+    // mark when it reports.
+    std::unordered_set<std::string> opened;
+    for (int r = 0; r < n; ++r) {
+      for (const Metadata& m : messages[r].ready) {
+        if (!opened.count(m.name) && set.negotiator->reported_by(m.name).empty()) {
+          tl->negotiate_start(m.name, std::string(to_upper_string(m.kind)));
+          opened.insert(m.name);
+        }
+        tl->rank_ready(m.name, set.ranks[r]);
+      }
+    }
+  }
+  std::vector<Response> responses =
+      set.negotiator->add_cycle(messages, fusion_threshold_, cached_responses(set, messages));
+  // Every member updates its cache from the same responses, in order.
+  for (const Response& resp : responses) {
+    if (!resp.error.empty() || resp.group) continue;
+    for (const Metadata& m : resp.meta) {
+      if (cacheable(m)) set.cache.put(m);
+    }
+  }
+  return responses;
+}
+
+void Runtime::run_responses(ProcessSet& set, const std::vector<Response>& responses,
+                            timeline::Timeline* tl) {
+  if (tl) {
+    for (const Response& resp : responses) {
+      for (const std::string& name : resp.names) {
+        tl->negotiate_end(name);
+        tl->op_start(name, std::string(to_upper_string(resp.kind)), resp.bytes);
+        tl->activity_start(name, "QUEUE");
+      }
+    }
+  }
+  for (const Response& resp : responses) execute(resp, set, tl);
 }
 
 // Bits for every request this rank reported through the cache and that has
 // not run yet (Horovod resends them each cycle too); a request whose slot was
 // erased or evicted since goes out in full instead.
-void Runtime::set_cached_bits(RankMessage& mine) {
+void Runtime::set_cached_bits(ProcessSet& set, RankMessage& mine) {
   if (cached_pending_.empty()) return;
-  std::vector<uint8_t> bits((cache_.span() + 7) / 8, 0);
+  std::vector<uint8_t> bits((set.cache.span() + 7) / 8, 0);
   bool any = false;
   std::erase_if(cached_pending_, [&](const std::string& name) {
     auto it = reported_.find(name);
     if (it == reported_.end()) return true;  // failed with the runtime
-    const auto slot = cache_.find(it->second.request.meta);
+    if (it->second.request.meta.process_set != set.id) return false;
+    const auto slot = set.cache.find(it->second.request.meta);
     if (!slot) {
       mine.ready.push_back(it->second.request.meta);
       return true;
@@ -509,16 +863,17 @@ void Runtime::set_cached_bits(RankMessage& mine) {
 
 // Applies the cycle's erasures, then answers the slots whose bit every rank
 // set (the bit-vector AND), in slot order.
-std::vector<Response> Runtime::cached_responses(const std::vector<RankMessage>& messages) {
+std::vector<Response> Runtime::cached_responses(ProcessSet& set,
+                                                const std::vector<RankMessage>& messages) {
   std::vector<Response> out;
-  if (!cache_.enabled()) return out;
+  if (!set.cache.enabled()) return out;
   for (const RankMessage& m : messages) {
-    for (uint32_t slot : m.invalidate) cache_.erase(slot);
+    for (uint32_t slot : m.invalidate) set.cache.erase(slot);
   }
   // Joined ranks count as having set every bit.
   std::vector<const RankMessage*> active;
-  for (int r = 0; r < size_; ++r) {
-    if (!negotiator_->joined(r) && !messages[r].join) active.push_back(&messages[r]);
+  for (int r = 0; r < static_cast<int>(messages.size()); ++r) {
+    if (!set.negotiator->joined(r) && !messages[r].join) active.push_back(&messages[r]);
   }
   if (active.empty()) return out;
   size_t len = SIZE_MAX;
@@ -528,7 +883,7 @@ std::vector<Response> Runtime::cached_responses(const std::vector<RankMessage>& 
     for (const RankMessage* m : active) all &= m->cached_bits[i];
     for (int b = 0; b < 8 && all; ++b) {
       if (!(all & (1u << b))) continue;
-      const Metadata* md = cache_.at(static_cast<uint32_t>(i * 8 + b));
+      const Metadata* md = set.cache.at(static_cast<uint32_t>(i * 8 + b));
       if (!md) continue;
       Response r;
       r.kind = md->kind;
@@ -545,16 +900,17 @@ std::vector<Response> Runtime::cached_responses(const std::vector<RankMessage>& 
   return out;
 }
 
-// Rank 0 only: every negotiator holds the same table, so one rank can judge
-// it; the decision to stop travels to the others in rank 0's next message.
-void Runtime::inspect_stalls(const std::vector<RankMessage>& messages) {
+// The set's rank 0 only: every negotiator of the set holds the same table, so
+// one rank can judge it; the decision to stop travels to every rank in this
+// rank's next world message.
+void Runtime::inspect_stalls(ProcessSet& set, const std::vector<RankMessage>& messages) {
   const Config& c = comm_->config();
   if (c.stall_check_seconds <= 0 && c.stall_shutdown_seconds <= 0) return;
   const auto now = Clock::now();
   for (const RankMessage& m : messages) {
-    for (const Metadata& md : m.ready) first_seen_.try_emplace(md.name, now);
+    for (const Metadata& md : m.ready) set.first_seen.try_emplace(md.name, now);
   }
-  auto waiting = negotiator_->waiting();
+  auto waiting = set.negotiator->waiting();
   // Names reported through the response cache wait as bits: set by some
   // ranks, not all (joined ranks count as set).
   size_t longest = 0;
@@ -562,52 +918,59 @@ void Runtime::inspect_stalls(const std::vector<RankMessage>& messages) {
   for (size_t slot = 0; slot < longest * 8; ++slot) {
     std::vector<int> missing;
     bool some = false;
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; r < static_cast<int>(messages.size()); ++r) {
       const auto& bits = messages[r].cached_bits;
-      const bool set = slot / 8 < bits.size() && (bits[slot / 8] >> (slot % 8)) & 1;
-      some |= set;
-      if (!set && !negotiator_->joined(r)) missing.push_back(r);
+      const bool bit = slot / 8 < bits.size() && (bits[slot / 8] >> (slot % 8)) & 1;
+      some |= bit;
+      if (!bit && !set.negotiator->joined(r)) missing.push_back(set.ranks[r]);
     }
-    const Metadata* md = cache_.at(static_cast<uint32_t>(slot));
+    const Metadata* md = set.cache.at(static_cast<uint32_t>(slot));
     if (!some || missing.empty() || !md) continue;
-    first_seen_.try_emplace(md->name, now);
+    set.first_seen.try_emplace(md->name, now);
     waiting[md->name] = std::move(missing);
   }
-  std::erase_if(first_seen_, [&](const auto& kv) { return !waiting.count(kv.first); });
+  std::erase_if(set.first_seen, [&](const auto& kv) { return !waiting.count(kv.first); });
   if (waiting.empty()) return;
   auto stalled_text = [&](std::chrono::seconds older_than, bool& any) {
     // Per missing rank, the names it has not submitted.
     std::map<int, std::vector<std::string>> by_rank;
     for (const auto& [name, missing] : waiting) {
-      auto it = first_seen_.find(name);
-      if (it == first_seen_.end() || now - it->second < older_than) continue;
+      auto it = set.first_seen.find(name);
+      if (it == set.first_seen.end() || now - it->second < older_than) continue;
       for (int r : missing) by_rank[r].push_back(name);
     }
     any = !by_rank.empty();
     std::string text;
-    for (const auto& [r, names] : by_rank) text += "; rank " + std::to_string(r) + " has not submitted " + names_text(names);
+    for (const auto& [r, names] : by_rank)
+      text += "; rank " + std::to_string(r) + " has not submitted " + names_text(names);
     return text;
   };
-  if (c.stall_check_seconds > 0 && now - last_stall_check_ >= std::chrono::seconds(c.stall_check_seconds)) {
-    last_stall_check_ = now;
+  const std::string where = set.id == 0 ? "" : " in process set " + std::to_string(set.id);
+  if (c.stall_check_seconds > 0 &&
+      now - set.last_stall_check >= std::chrono::seconds(c.stall_check_seconds)) {
+    set.last_stall_check = now;
     bool any = false;
-    const std::string text = stalled_text(std::chrono::seconds(c.stall_check_seconds), any);
+    const std::string text = where + stalled_text(std::chrono::seconds(c.stall_check_seconds), any);
     if (any) {
-      std::fprintf(stderr,
-                   "ringlet: stall warning: tensors submitted by some ranks have waited more than %d s for the "
-                   "others (ranks submitting different names, or only some ranks submitting, deadlock "
-                   "training)%s\n",
-                   c.stall_check_seconds, text.c_str());
+      std::fprintf(
+          stderr,
+          "ringlet: stall warning: tensors submitted by some ranks have waited more than %d s for "
+          "the "
+          "others (ranks submitting different names, or only some ranks submitting, deadlock "
+          "training)%s\n",
+          c.stall_check_seconds, text.c_str());
       std::lock_guard lock(mu_);
       ++stats_.stall_warnings;
     }
   }
   if (c.stall_shutdown_seconds > 0 && pending_abort_.empty()) {
     bool any = false;
-    const std::string text = stalled_text(std::chrono::seconds(c.stall_shutdown_seconds), any);
+    const std::string text =
+        where + stalled_text(std::chrono::seconds(c.stall_shutdown_seconds), any);
     if (any) {
       pending_abort_ = "ringlet: stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" +
-                       std::to_string(c.stall_shutdown_seconds) + "): tensors waited longer than that" + text;
+                       std::to_string(c.stall_shutdown_seconds) +
+                       "): tensors waited longer than that" + text;
       work_cv_.notify_one();
     }
   }
@@ -624,30 +987,34 @@ void Runtime::final_barrier() {
   }
 }
 
-std::vector<RankMessage> Runtime::exchange(const RankMessage& mine) {
+std::vector<RankMessage> Runtime::exchange(ProcessSet& set, const RankMessage& mine) {
+  Communicator& comm = *set.comm;
+  const int size = comm.size();
+  std::vector<char>& slots = set.slots;
   const bool empty = mine.ready.empty() && !mine.shutdown && !mine.join && mine.abort.empty() &&
-                     mine.cached_bits.empty() && mine.invalidate.empty();
+                     mine.cached_bits.empty() && mine.invalidate.empty() &&
+                     mine.set_changes.empty();
   const std::string bytes = empty ? std::string() : encode(mine);
-  slots_.assign(kSlotBytes * size_, 0);
-  char* own = slots_.data() + kSlotBytes * rank_;
+  slots.assign(kSlotBytes * size, 0);
+  char* own = slots.data() + kSlotBytes * comm.rank();
   const uint32_t len = static_cast<uint32_t>(bytes.size());
   std::memcpy(own, &len, sizeof len);
   if (len <= kSlotPayload) std::memcpy(own + sizeof len, bytes.data(), len);
-  const std::vector<size_t> slot_counts(size_, kSlotBytes);
-  core::allgather(*comm_, own, slots_.data(), slot_counts, DataType::kUInt8);
+  const std::vector<size_t> slot_counts(size, kSlotBytes);
+  core::allgather(comm, own, slots.data(), slot_counts, DataType::kUInt8);
 
-  std::vector<size_t> lens(size_);
+  std::vector<size_t> lens(size);
   bool overflow = false;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < size; ++r) {
     uint32_t l;
-    std::memcpy(&l, slots_.data() + kSlotBytes * r, sizeof l);
+    std::memcpy(&l, slots.data() + kSlotBytes * r, sizeof l);
     lens[r] = l;
     overflow |= l > kSlotPayload;
   }
-  std::vector<RankMessage> out(size_);
+  std::vector<RankMessage> out(size);
   if (!overflow) {
-    for (int r = 0; r < size_; ++r) {
-      out[r] = decode(std::string_view(slots_.data() + kSlotBytes * r + sizeof(uint32_t), lens[r]));
+    for (int r = 0; r < size; ++r) {
+      out[r] = decode(std::string_view(slots.data() + kSlotBytes * r + sizeof(uint32_t), lens[r]));
     }
     return out;
   }
@@ -656,9 +1023,9 @@ std::vector<RankMessage> Runtime::exchange(const RankMessage& mine) {
     ++stats_.negotiation_overflows;
   }
   std::string all(std::accumulate(lens.begin(), lens.end(), size_t{0}), '\0');
-  core::allgather(*comm_, bytes.data(), all.data(), lens, DataType::kUInt8);
+  core::allgather(comm, bytes.data(), all.data(), lens, DataType::kUInt8);
   size_t at = 0;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < size; ++r) {
     out[r] = decode(std::string_view(all.data() + at, lens[r]));
     at += lens[r];
   }

@@ -14,6 +14,14 @@
 // In steady state (the same names each step) a rank reports a ready tensor as
 // one bit of the response cache instead of its metadata (response_cache.h).
 //
+// Process sets: each set of which this rank is a member has its own
+// negotiation, response cache and communicator (its links are the world's;
+// on one host it has a shared window of its own). A cycle negotiates the
+// world first (it carries shutdown, stall aborts, join and the changes to the
+// sets, which every rank applies at the same cycle), then every other set in
+// the order of their ids: the same order on every member, so no two ranks
+// ever wait on each other across sets.
+//
 // Failures: a mismatch fails that name's handle on every rank; a lost peer or
 // timeout in a collective fails every pending handle on every surviving rank
 // with the collective's error (which names the peer) and stops the runtime.
@@ -24,17 +32,20 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <set>
 #include <unordered_set>
 #include <vector>
 
 #include "core/communicator.h"
 #include "core/runtime/handle_table.h"
+#include "core/runtime/negotiation.h"
 #include "core/runtime/request.h"
 #include "core/runtime/response_cache.h"
 #include "core/runtime/runtime_error.h"
@@ -45,16 +56,12 @@ class Timeline;
 
 namespace ringlet::core::runtime {
 
-class Negotiator;
-struct Response;
-struct RankMessage;
-
 // Counters of the loop, for tests and benchmarks.
 struct Stats {
-  uint64_t cycles = 0;            // negotiation rounds
-  uint64_t collectives = 0;       // collectives run (a fused allreduce counts once)
-  uint64_t tensors = 0;           // tensors completed successfully
-  uint64_t fused_tensors = 0;     // of them, run inside a fused allreduce of >= 2
+  uint64_t cycles = 0;                 // negotiation rounds
+  uint64_t collectives = 0;            // collectives run (a fused allreduce counts once)
+  uint64_t tensors = 0;                // tensors completed successfully
+  uint64_t fused_tensors = 0;          // of them, run inside a fused allreduce of >= 2
   uint64_t negotiation_overflows = 0;  // cycles that needed a second exchange
   uint64_t stall_warnings = 0;         // rank 0: stall warnings printed
   uint64_t cached_tensors = 0;         // tensors agreed through the response cache
@@ -64,7 +71,10 @@ class Runtime {
  public:
   // Takes the communicator and starts the background thread. Config (cycle
   // time, fusion threshold, timeline, NVTX) comes from comm->config().
-  explicit Runtime(std::unique_ptr<Communicator> comm);
+  // `process_sets` are created before the first cycle, with ids 1, 2, ... in
+  // the order given (every rank must pass the same list).
+  explicit Runtime(std::unique_ptr<Communicator> comm,
+                   std::vector<std::vector<int>> process_sets = {});
   // shutdown(), then releases the communicator.
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -74,32 +84,38 @@ class Runtime {
   int size() const { return size_; }
 
   // Shapes are in elements per dimension; an empty shape is a scalar.
+  // `process_set` is the set the collective runs on (0: the world); the
+  // ranks that take part, split counts and sizes are the set's, while a
+  // broadcast's root stays a global rank, as in Horovod.
   // All enqueue_* throw RuntimeError (bad arguments, duplicate name in flight,
   // runtime stopped) and never block on other ranks.
-  Handle enqueue_allreduce(std::string name, const void* input, void* output, std::vector<int64_t> shape,
-                           DataType dtype, ReduceOp op = ReduceOp::kSum, double prescale = 1.0,
-                           double postscale = 1.0, Device device = {});
+  Handle enqueue_allreduce(std::string name, const void* input, void* output,
+                           std::vector<int64_t> shape, DataType dtype, ReduceOp op = ReduceOp::kSum,
+                           double prescale = 1.0, double postscale = 1.0, Device device = {},
+                           int32_t process_set = 0);
   // Ranks may differ in the first dimension; the output (shape [sum of first
   // dims, rest...]) is allocated by the runtime: synchronize() returns it.
-  Handle enqueue_allgather(std::string name, const void* input, std::vector<int64_t> shape, DataType dtype,
-                           Device device = {});
+  Handle enqueue_allgather(std::string name, const void* input, std::vector<int64_t> shape,
+                           DataType dtype, Device device = {}, int32_t process_set = 0);
   // In place on `buffer` (root's data is sent, the others' overwritten).
-  Handle enqueue_broadcast(std::string name, void* buffer, std::vector<int64_t> shape, DataType dtype, int root,
-                           Device device = {});
+  Handle enqueue_broadcast(std::string name, void* buffer, std::vector<int64_t> shape,
+                           DataType dtype, int root, Device device = {}, int32_t process_set = 0);
   // Horovod's split: rank r receives rows [offset_r, offset_r + n_r) of the
   // reduction, n_r = d0/size (+1 for r < d0 % size). Output from synchronize().
-  Handle enqueue_reducescatter(std::string name, const void* input, std::vector<int64_t> shape, DataType dtype,
-                               ReduceOp op = ReduceOp::kSum, double prescale = 1.0, double postscale = 1.0,
-                               Device device = {});
+  Handle enqueue_reducescatter(std::string name, const void* input, std::vector<int64_t> shape,
+                               DataType dtype, ReduceOp op = ReduceOp::kSum, double prescale = 1.0,
+                               double postscale = 1.0, Device device = {}, int32_t process_set = 0);
   // splits[j] rows of dim 0 go to rank j (empty: an even split). Output and
   // the rows received from each rank come from synchronize().
-  Handle enqueue_alltoall(std::string name, const void* input, std::vector<int64_t> shape, DataType dtype,
-                          std::vector<int64_t> splits = {}, Device device = {});
+  Handle enqueue_alltoall(std::string name, const void* input, std::vector<int64_t> shape,
+                          DataType dtype, std::vector<int64_t> splits = {}, Device device = {},
+                          int32_t process_set = 0);
   Handle enqueue(Request request);
   // Allreduces that run together, fused atomically (whatever the fusion
   // threshold) once every member is ready on every rank. Members share dtype,
-  // op and scale factors. Every rank must call it in the same order (the
-  // group's id is its sequence number). One handle per member.
+  // op and scale factors. Every rank of the set must call it in the same
+  // order (the group's id is its sequence number in the set). One handle per
+  // member.
   struct GroupMember {
     std::string name;
     const void* input;
@@ -108,11 +124,13 @@ class Runtime {
   };
   std::vector<Handle> enqueue_grouped_allreduce(std::vector<GroupMember> members, DataType dtype,
                                                 ReduceOp op = ReduceOp::kSum, double prescale = 1.0,
-                                                double postscale = 1.0, Device device = {});
-  // Completes once every rank has submitted its barrier of the same sequence
-  // number (the n-th barrier of each rank meets the n-th of the others).
-  Handle enqueue_barrier();
-  void barrier();
+                                                double postscale = 1.0, Device device = {},
+                                                int32_t process_set = 0);
+  // Completes once every rank of the set has submitted its barrier of the
+  // same sequence number (the n-th barrier of each rank meets the n-th of the
+  // others).
+  Handle enqueue_barrier(int32_t process_set = 0);
+  void barrier(int32_t process_set = 0);
   // Horovod's join(): this rank has run out of data. Until every rank has
   // joined, the others' allreduces run with this rank contributing zeros
   // (Average still divides by the full size); other collectives fail while a
@@ -120,6 +138,22 @@ class Runtime {
   // data holds the last rank to join as an int32; join() returns it.
   Handle enqueue_join();
   int join();
+
+  // Process sets: subsets of the world's ranks that negotiate and run
+  // collectives on their own (Request::meta.process_set names the set; 0 is
+  // the world). Adding and removing are collective over the whole world:
+  // every rank calls them in the same order with the same arguments, and
+  // they return once every rank has. Ranks are global ranks (sorted and
+  // checked); add returns the new set's id. Removing fails what is pending
+  // on the set. Both throw RuntimeError (kInvalidArgument for bad ranks or an
+  // unknown id, kMismatch when the ranks called them with different
+  // arguments).
+  int32_t add_process_set(std::vector<int> ranks);
+  void remove_process_set(int32_t id);
+  // Global ranks of a set, ascending; throws kInvalidArgument for an unknown id.
+  std::vector<int> process_set_ranks(int32_t id) const;
+  // Ids of the sets that exist now, the world (0) first.
+  std::vector<int32_t> process_set_ids() const;
 
   bool poll(Handle h) const { return handles_.poll(h); }
   bool wait(Handle h, std::chrono::nanoseconds timeout) const { return handles_.wait(h, timeout); }
@@ -142,62 +176,103 @@ class Runtime {
   Stats stats() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Pending {
     Request request;
     Handle handle;
   };
+  // The loop's state for one process set of which this rank is a member
+  // (the world is set 0). Each negotiates over its own communicator.
+  struct ProcessSet {
+    int32_t id = 0;
+    std::vector<int> ranks;             // global ranks, ascending
+    std::unique_ptr<Communicator> own;  // a set's communicator; null for the world
+    Communicator* comm = nullptr;       // `own`, or the world's
+    std::unique_ptr<Negotiator> negotiator;
+    ResponseCache cache;
+    std::vector<char> slots;                                        // negotiation exchange
+    std::unordered_map<std::string, Clock::time_point> first_seen;  // the set's rank 0: stalls
+    Clock::time_point last_stall_check = Clock::now();
+    explicit ProcessSet(size_t cache_capacity) : cache(cache_capacity) {}
+  };
+  // A process-set change this rank asked for, and the handle add/remove wait on.
+  struct PendingSetChange {
+    SetChange change;
+    Handle handle;
+  };
 
   void loop();
-  bool wait_for_work();  // false: leave the loop
-  std::vector<RankMessage> exchange(const RankMessage& mine);
+  // Sorted, deduplicated, checked against the world; kInvalidArgument naming `call`.
+  std::vector<int> checked_set_ranks(std::vector<int> ranks, const std::string& call) const;
+  Handle submit_set_change(SetChange change);
+  // Applies the changes every rank has now asked for, in order (loop thread).
+  void apply_set_changes(const std::vector<RankMessage>& world_messages);
+  // Adds a set; returns its id, or throws RuntimeError (the same on every rank).
+  int32_t create_process_set(const std::vector<int>& ranks);
+  // Builds the set's communicator where this rank is a member (collective
+  // over the members).
+  void open_process_set(int32_t id, const std::vector<int>& ranks);
+  void destroy_process_set(int32_t id);
+  std::vector<Response> negotiate(ProcessSet& set, RankMessage& mine,
+                                  std::vector<RankMessage>& messages, timeline::Timeline* tl);
+  std::vector<RankMessage> exchange(ProcessSet& set, const RankMessage& mine);
+  void run_responses(ProcessSet& set, const std::vector<Response>& responses,
+                     timeline::Timeline* tl);
   void final_barrier();
   // `tl`: the timeline of the cycle (null: none), so that a span opened in a
   // cycle is closed in the same file.
-  void execute(const Response& r, timeline::Timeline* tl);
-  void inspect_stalls(const std::vector<RankMessage>& messages);
-  void set_cached_bits(RankMessage& mine);
-  std::vector<Response> cached_responses(const std::vector<RankMessage>& messages);
-  void run_allreduce(const Response& r, std::vector<Pending*>& items, timeline::Timeline* tl);
-  Result run_single(const Response& r, Pending& p, timeline::Timeline* tl);
+  void execute(const Response& r, ProcessSet& set, timeline::Timeline* tl);
+  void inspect_stalls(ProcessSet& set, const std::vector<RankMessage>& messages);
+  void set_cached_bits(ProcessSet& set, RankMessage& mine);
+  std::vector<Response> cached_responses(ProcessSet& set, const std::vector<RankMessage>& messages);
+  // Run on `comm`: the world's communicator or a process set's.
+  void run_allreduce(Communicator& comm, const Response& r, std::vector<Pending*>& items,
+                     timeline::Timeline* tl);
+  Result run_single(Communicator& comm, const Response& r, Pending& p, timeline::Timeline* tl);
   void count_run(const Response& r);
   void finish(const std::string& name, Result result);
-  void fail(const std::string& name, const std::string& error);
-  void fail_everything(const std::string& error);
+  void fail(const std::string& name, ErrorKind kind, const std::string& error);
+  void fail_everything(ErrorKind kind, const std::string& error);
 
   std::unique_ptr<Communicator> comm_;
   const int rank_;
   const int size_;
   const int64_t fusion_threshold_;
   const std::chrono::nanoseconds cycle_time_;
+  const size_t cache_capacity_;
 
   HandleTable handles_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  std::vector<Pending> queue_;                   // submitted, not yet reported
-  std::unordered_set<std::string> in_flight_;    // names submitted and not completed
-  std::chrono::steady_clock::time_point last_enqueue_{};
+  std::vector<Pending> queue_;                      // submitted, not yet reported
+  std::vector<PendingSetChange> set_change_queue_;  // asked for, not yet sent
+  std::unordered_set<std::string> in_flight_;       // names submitted and not completed
+  std::map<int32_t, std::vector<int>> set_ranks_;   // every set that exists, members or not
+  Clock::time_point last_enqueue_{};
   bool shutdown_requested_ = false;
   bool loop_idle_ = false;
-  bool join_requested_ = false;                  // join() until every rank joined
-  Handle join_handle_ = 0;                       // the loop waits for work (wake it)
-  uint64_t barrier_sequence_ = 0;
-  uint64_t group_sequence_ = 0;
-  std::string stopped_;                          // why the loop ended
+  bool join_requested_ = false;                   // join() until every rank joined
+  Handle join_handle_ = 0;                        // the loop waits for work (wake it)
+  std::map<int32_t, uint64_t> barrier_sequence_;  // per set
+  std::map<int32_t, uint64_t> group_sequence_;    // per set
+  std::string stopped_;                           // why the loop ended
+  ErrorKind stopped_kind_ = ErrorKind::kShutdown;
   std::shared_ptr<timeline::Timeline> timeline_;
   Stats stats_;
 
   // Loop thread only.
-  std::unique_ptr<Negotiator> negotiator_;
-  ResponseCache cache_;
-  std::set<std::string> cached_pending_;               // reported by cache bit, not yet run
-  bool join_sent_ = false;                             // this rank's join flag went out
-  std::unordered_map<std::string, Pending> reported_;  // reported, awaiting a response
-  std::vector<std::byte> fusion_buffer_;
-  std::vector<char> slots_;                            // negotiation exchange
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> first_seen_;  // rank 0: stalls
-  std::chrono::steady_clock::time_point last_stall_check_ = std::chrono::steady_clock::now();
-  std::string pending_abort_;                          // rank 0: stall shutdown to announce
+  std::vector<std::vector<int>> static_sets_;            // created before the first cycle
+  std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;  // the sets this rank belongs to
+  int32_t next_set_id_ = 1;
+  std::deque<PendingSetChange> sent_set_changes_;        // this rank's, sent, not yet applied
+  std::vector<std::deque<SetChange>> set_change_inbox_;  // per rank: received, not yet applied
+  std::map<int32_t, std::vector<Pending>> unreported_;   // per set: picked up, not yet reported
+  std::set<std::string> cached_pending_;                 // reported by cache bit, not yet run
+  bool join_sent_ = false;                               // this rank's join flag went out
+  std::unordered_map<std::string, Pending> reported_;    // reported, awaiting a response
+  std::vector<std::byte> prescale_buffer_;               // reducescatter: the prescaled input
+  std::string pending_abort_;  // stall shutdown to announce (world message)
 
   std::thread thread_;
 };

@@ -1,8 +1,11 @@
 // Horovod's timeline: a Chrome-trace JSON file (chrome://tracing, Perfetto)
 // with one "process" per tensor. Per tensor: a NEGOTIATE_<OP> span with an
 // instant mark per rank as it reports the tensor ready, then the op span
-// (<OP>) with nested activities (QUEUE, MEMCPY_IN_FUSION_BUFFER, the
-// algorithm, MEMCPY_OUT_FUSION_BUFFER). Optional CYCLE marks.
+// (<OP>) with nested activities: QUEUE, then the phases the algorithm reports
+// (an allreduce on the ring: MEMCPY_IN_FUSION_BUFFER, RING_REDUCESCATTER,
+// RING_ALLGATHER, MEMCPY_OUT_FUSION_BUFFER; on one host DIRECT_REDUCESCATTER,
+// DIRECT_ALLGATHER or ONESTEP_ALLREDUCE: see collectives::PhaseObserver; other
+// collectives: the algorithm, e.g. DIRECT_ALLGATHER). Optional CYCLE marks.
 //
 // The file is valid JSON at every moment between writes: it starts as "[\n]",
 // and each batch of events is written over the closing bracket, which is then

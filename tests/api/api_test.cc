@@ -22,12 +22,26 @@ std::string last_error() { return ringlet_last_error(); }
 class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_LOCAL_RANK", "RINGLET_LOCAL_SIZE",
-                             "RINGLET_CROSS_RANK", "RINGLET_CROSS_SIZE", "RINGLET_RENDEZVOUS",
-                             "RINGLET_SECRET", "RINGLET_JOB_ID", "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                             "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-                             "SLURM_NTASKS", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_FUSION_THRESHOLD"}) {
+    for (const char* name : {"RINGLET_RANK",
+                             "RINGLET_SIZE",
+                             "RINGLET_LOCAL_RANK",
+                             "RINGLET_LOCAL_SIZE",
+                             "RINGLET_CROSS_RANK",
+                             "RINGLET_CROSS_SIZE",
+                             "RINGLET_RENDEZVOUS",
+                             "RINGLET_SECRET",
+                             "RINGLET_JOB_ID",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             "PMI_RANK",
+                             "PMI_SIZE",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "HOROVOD_RANK",
+                             "HOROVOD_SIZE",
+                             "HOROVOD_FUSION_THRESHOLD"}) {
       unsetenv(name);
     }
   }
@@ -37,13 +51,15 @@ class ApiTest : public ::testing::Test {
 TEST_F(ApiTest, CallsBeforeInitSayNotInitialized) {
   ASSERT_EQ(ringlet_is_initialized(), 0);
   float x = 1;
-  EXPECT_EQ(ringlet_allreduce(&x, &x, 1, RINGLET_FLOAT32, RINGLET_SUM), RINGLET_ERR_NOT_INITIALIZED);
+  EXPECT_EQ(ringlet_allreduce(&x, &x, 1, RINGLET_FLOAT32, RINGLET_SUM),
+            RINGLET_ERR_NOT_INITIALIZED);
   EXPECT_NE(last_error().find("allreduce called before init()"), std::string::npos) << last_error();
 
   size_t counts[1] = {1};
   EXPECT_EQ(ringlet_allgather(&x, &x, counts, RINGLET_FLOAT32), RINGLET_ERR_NOT_INITIALIZED);
   EXPECT_NE(last_error().find("allgather called before init()"), std::string::npos) << last_error();
-  EXPECT_EQ(ringlet_alltoall(&x, nullptr, &x, nullptr, RINGLET_FLOAT32), RINGLET_ERR_NOT_INITIALIZED);
+  EXPECT_EQ(ringlet_alltoall(&x, nullptr, &x, nullptr, RINGLET_FLOAT32),
+            RINGLET_ERR_NOT_INITIALIZED);
   EXPECT_NE(last_error().find("alltoall called before init()"), std::string::npos) << last_error();
   EXPECT_EQ(ringlet_broadcast(&x, 1, RINGLET_FLOAT32, 0), RINGLET_ERR_NOT_INITIALIZED);
   EXPECT_EQ(ringlet_barrier(), RINGLET_ERR_NOT_INITIALIZED);
@@ -63,7 +79,8 @@ TEST_F(ApiTest, CppApiThrowsRingletErrorBeforeInit) {
     ringlet::allreduce(&x, &x, 1, ringlet::DataType::kFloat32);
     FAIL() << "allreduce before init did not throw";
   } catch (const ringlet::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("allreduce called before init()"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("allreduce called before init()"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(ringlet::rank(), ringlet::Error);
   EXPECT_FALSE(ringlet::is_initialized());
@@ -112,7 +129,8 @@ TEST_F(ApiTest, SingleProcessLifeCycle) {
       << last_error();
   EXPECT_EQ(got, ints);
   size_t counts[1] = {3};
-  ASSERT_EQ(ringlet_allgather(ints.data(), got.data(), counts, RINGLET_INT32), RINGLET_OK) << last_error();
+  ASSERT_EQ(ringlet_allgather(ints.data(), got.data(), counts, RINGLET_INT32), RINGLET_OK)
+      << last_error();
   EXPECT_EQ(got, ints);
   EXPECT_EQ(ringlet_barrier(), RINGLET_OK) << last_error();
 }
@@ -132,7 +150,8 @@ TEST_F(ApiTest, InvalidArgumentsAreRefusedWithTheirName) {
             RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown reduce op 9"), std::string::npos) << last_error();
 
-  EXPECT_EQ(ringlet_allreduce(nullptr, x, 2, RINGLET_FLOAT32, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_allreduce(nullptr, x, 2, RINGLET_FLOAT32, RINGLET_SUM),
+            RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("send is null"), std::string::npos) << last_error();
   EXPECT_EQ(ringlet_allreduce(nullptr, nullptr, 0, RINGLET_FLOAT32, RINGLET_SUM), RINGLET_OK)
       << "count 0 needs no buffers: " << last_error();
@@ -143,7 +162,8 @@ TEST_F(ApiTest, InvalidArgumentsAreRefusedWithTheirName) {
 
   EXPECT_EQ(ringlet_allgather(x, x, nullptr, RINGLET_FLOAT32), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("recv_counts is null"), std::string::npos) << last_error();
-  EXPECT_EQ(ringlet_reducescatter(x, x, nullptr, RINGLET_FLOAT32, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_reducescatter(x, x, nullptr, RINGLET_FLOAT32, RINGLET_SUM),
+            RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ringlet_alltoall(x, nullptr, x, counts, RINGLET_FLOAT32), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("send_counts is null"), std::string::npos) << last_error();
   EXPECT_EQ(ringlet_allgather(x, nullptr, counts, RINGLET_FLOAT32), RINGLET_ERR_INVALID_ARGUMENT);
@@ -171,7 +191,8 @@ TEST_F(ApiTest, AsyncCallsBeforeInitSayNotInitialized) {
   int64_t h = 7;
   EXPECT_EQ(ringlet_allreduce_async("a", &x, &x, 1, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
             RINGLET_ERR_NOT_INITIALIZED);
-  EXPECT_NE(last_error().find("allreduce_async called before init()"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("allreduce_async called before init()"), std::string::npos)
+      << last_error();
   EXPECT_EQ(h, 0);
   int done = 0;
   EXPECT_EQ(ringlet_poll(1, &done), RINGLET_ERR_NOT_INITIALIZED);
@@ -180,14 +201,16 @@ TEST_F(ApiTest, AsyncCallsBeforeInitSayNotInitialized) {
   EXPECT_EQ(ringlet_join(nullptr), RINGLET_ERR_NOT_INITIALIZED);
   EXPECT_EQ(ringlet_start_timeline("t.json", 0), RINGLET_ERR_NOT_INITIALIZED);
   EXPECT_EQ(ringlet_stop_timeline(), RINGLET_ERR_NOT_INITIALIZED);
-  EXPECT_THROW(ringlet::allgather_async("g", {&x, ringlet::DataType::kFloat32, {1}}), ringlet::Error);
+  EXPECT_THROW(ringlet::allgather_async("g", {&x, ringlet::DataType::kFloat32, {1}}),
+               ringlet::Error);
 }
 
 TEST_F(ApiTest, AsyncAllreduceSingleRank) {
   ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
   std::vector<float> in{1, 2, 3, 4}, out(4, 0);
   int64_t h = 0;
-  ASSERT_EQ(ringlet_allreduce_async("t", in.data(), out.data(), 4, RINGLET_FLOAT32, RINGLET_SUM, 2.0, 0.5, &h),
+  ASSERT_EQ(ringlet_allreduce_async("t", in.data(), out.data(), 4, RINGLET_FLOAT32, RINGLET_SUM,
+                                    2.0, 0.5, &h),
             RINGLET_OK)
       << last_error();
   EXPECT_GT(h, 0);
@@ -214,14 +237,15 @@ TEST_F(ApiTest, AsyncAllreduceSingleRank) {
   std::memcpy(b.data(), g.data.data(), g.data.size());
   EXPECT_EQ(b, a);
   ringlet::synchronize(ringlet::broadcast_async("bcast", t, 0));
-  ringlet::Result rs = ringlet::synchronize(ringlet::reducescatter_async("rs", t, ringlet::ReduceOp::kSum));
+  ringlet::Result rs =
+      ringlet::synchronize(ringlet::reducescatter_async("rs", t, ringlet::ReduceOp::kSum));
   EXPECT_EQ(rs.shape, (std::vector<int64_t>{2}));
   ringlet::Result aa = ringlet::synchronize(ringlet::alltoall_async("a2a", t));
   EXPECT_EQ(aa.received_splits, (std::vector<int64_t>{2}));
   std::vector<float> c(2, 0), d(3, 0), e{1, 1, 1};
-  auto hs = ringlet::grouped_allreduce_async({"g1", "g2"}, {t, {e.data(), ringlet::DataType::kFloat32, {3}}},
-                                             {{c.data(), ringlet::DataType::kFloat32, {2}},
-                                              {d.data(), ringlet::DataType::kFloat32, {3}}});
+  auto hs = ringlet::grouped_allreduce_async(
+      {"g1", "g2"}, {t, {e.data(), ringlet::DataType::kFloat32, {3}}},
+      {{c.data(), ringlet::DataType::kFloat32, {2}}, {d.data(), ringlet::DataType::kFloat32, {3}}});
   ASSERT_EQ(hs.size(), 2u);
   for (int64_t x : hs) ringlet::synchronize(x);
   EXPECT_EQ(c, a);
@@ -239,15 +263,19 @@ TEST_F(ApiTest, AsyncInvalidArgumentsAreRefused) {
   EXPECT_EQ(ringlet_allreduce_async("x", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, nullptr),
             RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("handle is null"), std::string::npos) << last_error();
-  EXPECT_EQ(ringlet_allreduce_async("x", x, x, 2, static_cast<ringlet_dtype>(42), RINGLET_SUM, 1, 1, &h),
-            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      ringlet_allreduce_async("x", x, x, 2, static_cast<ringlet_dtype>(42), RINGLET_SUM, 1, 1, &h),
+      RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown dtype 42"), std::string::npos) << last_error();
-  EXPECT_EQ(ringlet_allreduce_async("x", x, x, 2, RINGLET_FLOAT32, static_cast<ringlet_op>(9), 1, 1, &h),
-            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      ringlet_allreduce_async("x", x, x, 2, RINGLET_FLOAT32, static_cast<ringlet_op>(9), 1, 1, &h),
+      RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown reduce op 9"), std::string::npos) << last_error();
-  EXPECT_NE(ringlet_allreduce_async("", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h), RINGLET_OK);
+  EXPECT_NE(ringlet_allreduce_async("", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK);
   EXPECT_NE(last_error().find("non-empty name"), std::string::npos) << last_error();
-  EXPECT_NE(ringlet_allreduce_async("x", nullptr, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h), RINGLET_OK);
+  EXPECT_NE(ringlet_allreduce_async("x", nullptr, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK);
   EXPECT_NE(last_error().find("null"), std::string::npos) << last_error();
   int done = 0;
   EXPECT_EQ(ringlet_poll(12345, &done), RINGLET_ERR_INVALID_ARGUMENT);
@@ -265,9 +293,11 @@ TEST_F(ApiTest, AsyncInvalidArgumentsAreRefused) {
   EXPECT_THROW(ringlet::allreduce_async("m", {x, ringlet::DataType::kFloat32, {2}},
                                         {y, ringlet::DataType::kInt32, {2}}),
                ringlet::Error);
-  EXPECT_THROW(ringlet::grouped_allreduce_async({"a", "b"}, {{x, ringlet::DataType::kFloat32, {2}}}, {}),
+  EXPECT_THROW(
+      ringlet::grouped_allreduce_async({"a", "b"}, {{x, ringlet::DataType::kFloat32, {2}}}, {}),
+      ringlet::Error);
+  EXPECT_THROW(ringlet::broadcast_async("b", {x, ringlet::DataType::kFloat32, {2}}, 3),
                ringlet::Error);
-  EXPECT_THROW(ringlet::broadcast_async("b", {x, ringlet::DataType::kFloat32, {2}}, 3), ringlet::Error);
   // A refused call leaves the runtime usable.
   EXPECT_EQ(ringlet_allreduce(x, x, 2, RINGLET_FLOAT32, RINGLET_SUM), RINGLET_OK) << last_error();
 }
@@ -278,9 +308,10 @@ TEST_F(ApiTest, AsyncGroupNamingATensorTwiceIsRefused) {
   // c_abi_async.c.)
   float x[2] = {1, 2};
   try {
-    ringlet::grouped_allreduce_async({"dup", "dup"}, {{x, ringlet::DataType::kFloat32, {2}},
-                                                      {x, ringlet::DataType::kFloat32, {2}}},
-                                     {{x, ringlet::DataType::kFloat32, {2}}, {x, ringlet::DataType::kFloat32, {2}}});
+    ringlet::grouped_allreduce_async(
+        {"dup", "dup"},
+        {{x, ringlet::DataType::kFloat32, {2}}, {x, ringlet::DataType::kFloat32, {2}}},
+        {{x, ringlet::DataType::kFloat32, {2}}, {x, ringlet::DataType::kFloat32, {2}}});
     FAIL() << "a group naming one tensor twice was accepted";
   } catch (const ringlet::Error& e) {
     EXPECT_NE(std::string(e.what()).find("'dup'"), std::string::npos) << e.what();
@@ -305,13 +336,279 @@ TEST_F(ApiTest, TimelineStartsAndStopsAtRunTime) {
   ASSERT_EQ(ringlet_start_timeline(file.c_str(), 1), RINGLET_OK) << last_error();
   float x[2] = {1, 2};
   int64_t h = 0;
-  ASSERT_EQ(ringlet_allreduce_async("traced", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h), RINGLET_OK);
+  ASSERT_EQ(ringlet_allreduce_async("traced", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK);
   ASSERT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
   ASSERT_EQ(ringlet_stop_timeline(), RINGLET_OK) << last_error();
   std::ifstream in(file);
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_NE(text.str().find("traced"), std::string::npos) << text.str();
+}
+
+TEST_F(ApiTest, StatusStringsNameEveryCode) {
+  std::vector<std::string> seen;
+  for (int code = RINGLET_OK; code <= RINGLET_ERR_ABORTED; ++code) {
+    const char* text = ringlet_status_string(static_cast<ringlet_status>(code));
+    ASSERT_NE(text, nullptr);
+    EXPECT_STRNE(text, "unknown status") << code;
+    for (const std::string& other : seen) EXPECT_NE(other, text) << code;
+    seen.emplace_back(text);
+    if (code != RINGLET_OK)
+      EXPECT_STREQ(text, ringlet::to_string(static_cast<ringlet::ErrorCode>(code)));
+  }
+  EXPECT_STREQ(ringlet_status_string(static_cast<ringlet_status>(99)), "unknown status");
+  EXPECT_STREQ(ringlet_status_string(RINGLET_ERR_MISMATCH), "mismatch across ranks");
+}
+
+// The C++ code and the C status of one failure are the same number.
+TEST_F(ApiTest, CppErrorCarriesTheCode) {
+  float x[2] = {1, 2};
+  try {
+    ringlet::allreduce(x, x, 2, ringlet::DataType::kFloat32);
+    FAIL() << "allreduce before init did not throw";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kNotInitialized) << e.what();
+  }
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  try {
+    ringlet::broadcast_async("b", {x, ringlet::DataType::kFloat32, {2}}, 3);
+    FAIL() << "a root out of range was accepted";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("root 3"), std::string::npos) << e.what();
+  }
+  try {
+    ringlet::wait(424242, std::chrono::milliseconds(1));
+    FAIL() << "an unknown handle was accepted";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+  }
+  try {
+    ringlet::init();
+    FAIL() << "init twice was accepted";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(static_cast<int>(e.code()), RINGLET_ERR_INVALID_ARGUMENT) << e.what();
+  }
+}
+
+// One rank: every asynchronous collective of the C ABI, and the results.
+TEST_F(ApiTest, AsyncCollectivesThroughTheCAbiSingleRank) {
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  std::vector<int32_t> in{1, 2, 3, 4, 5, 6}, out(6, 0);
+  const int64_t shape[2] = {2, 3};
+  int64_t h = 0;
+  ASSERT_EQ(ringlet_allreduce_async_ex("ex", in.data(), out.data(), shape, 2, RINGLET_INT32,
+                                       RINGLET_SUM, 1, 1, 0, &h),
+            RINGLET_OK)
+      << last_error();
+  ringlet_result* r = nullptr;
+  ASSERT_EQ(ringlet_synchronize_result(h, &r), RINGLET_OK) << last_error();
+  EXPECT_EQ(ringlet_result_bytes(r), 0u);
+  EXPECT_EQ(ringlet_result_data(r), nullptr);
+  ringlet_result_free(r);
+  EXPECT_EQ(out, in);
+
+  ASSERT_EQ(ringlet_allgather_async("ag", in.data(), shape, 2, RINGLET_INT32, 0, &h), RINGLET_OK)
+      << last_error();
+  ASSERT_EQ(ringlet_synchronize_result(h, &r), RINGLET_OK) << last_error();
+  ASSERT_EQ(ringlet_result_bytes(r), in.size() * sizeof(int32_t));
+  ASSERT_EQ(ringlet_result_ndim(r), 2);
+  EXPECT_EQ(ringlet_result_shape(r)[0], 2);
+  EXPECT_EQ(ringlet_result_shape(r)[1], 3);
+  EXPECT_EQ(std::memcmp(ringlet_result_data(r), in.data(), ringlet_result_bytes(r)), 0);
+  int n = -1;
+  EXPECT_EQ(ringlet_result_received_splits(r, &n), nullptr);
+  EXPECT_EQ(n, 0);
+  ringlet_result_free(r);
+
+  ASSERT_EQ(ringlet_reducescatter_async("rs", in.data(), shape, 2, RINGLET_INT32, RINGLET_SUM, 1, 1,
+                                        0, &h),
+            RINGLET_OK)
+      << last_error();
+  ASSERT_EQ(ringlet_synchronize_result(h, &r), RINGLET_OK) << last_error();
+  ASSERT_EQ(ringlet_result_bytes(r), in.size() * sizeof(int32_t));
+  EXPECT_EQ(std::memcmp(ringlet_result_data(r), in.data(), ringlet_result_bytes(r)), 0);
+  ringlet_result_free(r);
+
+  const int64_t splits[1] = {2};
+  ASSERT_EQ(ringlet_alltoall_async("a2a", in.data(), shape, 2, RINGLET_INT32, splits, 1, 0, &h),
+            RINGLET_OK)
+      << last_error();
+  ASSERT_EQ(ringlet_synchronize_result(h, &r), RINGLET_OK) << last_error();
+  const int64_t* received = ringlet_result_received_splits(r, &n);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(received[0], 2);
+  EXPECT_EQ(std::memcmp(ringlet_result_data(r), in.data(), ringlet_result_bytes(r)), 0);
+  ringlet_result_free(r);
+
+  ASSERT_EQ(ringlet_broadcast_async("bc", out.data(), shape, 2, RINGLET_INT32, 0, 0, &h),
+            RINGLET_OK)
+      << last_error();
+  EXPECT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  EXPECT_EQ(out, in);
+
+  // A scalar: ndim 0, no shape.
+  float scalar = 2.5f, scalar_out = 0;
+  ASSERT_EQ(ringlet_allreduce_async_ex("scalar", &scalar, &scalar_out, nullptr, 0, RINGLET_FLOAT32,
+                                       RINGLET_SUM, 1, 1, 0, &h),
+            RINGLET_OK)
+      << last_error();
+  EXPECT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  EXPECT_EQ(scalar_out, 2.5f);
+
+  std::vector<float> a{1, 2}, b{3, 4, 5}, ao(2), bo(3);
+  const char* names[2] = {"ga", "gb"};
+  const void* sends[2] = {a.data(), b.data()};
+  void* recvs[2] = {ao.data(), bo.data()};
+  const int64_t sa[1] = {2}, sb[1] = {3};
+  const int64_t* shapes[2] = {sa, sb};
+  const int ndims[2] = {1, 1};
+  int64_t hs[2] = {0, 0};
+  ASSERT_EQ(ringlet_grouped_allreduce_async(2, names, sends, recvs, shapes, ndims, RINGLET_FLOAT32,
+                                            RINGLET_AVG, 1, 1, 0, hs),
+            RINGLET_OK)
+      << last_error();
+  EXPECT_EQ(ringlet_synchronize(hs[0]), RINGLET_OK) << last_error();
+  EXPECT_EQ(ringlet_synchronize(hs[1]), RINGLET_OK) << last_error();
+  EXPECT_EQ(ao, a);
+  EXPECT_EQ(bo, b);
+
+  // Accessors read a null result as empty; freeing null is allowed.
+  EXPECT_EQ(ringlet_result_data(nullptr), nullptr);
+  EXPECT_EQ(ringlet_result_bytes(nullptr), 0u);
+  EXPECT_EQ(ringlet_result_ndim(nullptr), 0);
+  EXPECT_EQ(ringlet_result_shape(nullptr), nullptr);
+  EXPECT_EQ(ringlet_result_received_splits(nullptr, &n), nullptr);
+  EXPECT_EQ(n, 0);
+  ringlet_result_free(nullptr);
+}
+
+TEST_F(ApiTest, AsyncCAbiArgumentsAreCheckedBeforeAnythingIsSubmitted) {
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  int32_t x[4] = {1, 2, 3, 4};
+  const int64_t shape[1] = {4};
+  int64_t h = 7;
+  EXPECT_EQ(ringlet_allgather_async("g", x, shape, 1, RINGLET_INT32, 0, nullptr),
+            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("handle is null"), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_allgather_async(nullptr, x, shape, 1, RINGLET_INT32, 0, &h),
+            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("name is null"), std::string::npos) << last_error();
+  EXPECT_EQ(h, 0);
+  EXPECT_EQ(ringlet_broadcast_async("b", x, shape, -1, RINGLET_INT32, 0, 0, &h),
+            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("ndim is -1"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("on rank 0"), std::string::npos) << last_error();
+  EXPECT_EQ(
+      ringlet_reducescatter_async("r", x, nullptr, 1, RINGLET_INT32, RINGLET_SUM, 1, 1, 0, &h),
+      RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("shape is null"), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_alltoall_async("a", x, shape, 1, RINGLET_INT32, nullptr, 1, 0, &h),
+            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("splits is null"), std::string::npos) << last_error();
+  const int64_t two_splits[2] = {2, 2};
+  EXPECT_EQ(ringlet_alltoall_async("a", x, shape, 1, RINGLET_INT32, two_splits, 2, 0, &h),
+            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("splits"), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_allreduce_async_ex("m", x, x, shape, 1, static_cast<ringlet_dtype>(42),
+                                       RINGLET_SUM, 1, 1, 0, &h),
+            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("unknown dtype 42"), std::string::npos) << last_error();
+
+  int64_t hs[2] = {5, 5};
+  const char* names[2] = {"ga", nullptr};
+  const void* sends[2] = {x, x};
+  void* recvs[2] = {x, x};
+  const int64_t* shapes[2] = {shape, shape};
+  const int ndims[2] = {1, 1};
+  EXPECT_EQ(ringlet_grouped_allreduce_async(2, names, sends, recvs, shapes, ndims, RINGLET_INT32,
+                                            RINGLET_SUM, 1, 1, 0, hs),
+            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("names[1] is null"), std::string::npos) << last_error();
+  EXPECT_EQ(hs[0], 0);
+  EXPECT_EQ(hs[1], 0);
+  EXPECT_EQ(ringlet_grouped_allreduce_async(0, names, sends, recvs, shapes, ndims, RINGLET_INT32,
+                                            RINGLET_SUM, 1, 1, 0, hs),
+            RINGLET_ERR_INVALID_ARGUMENT);
+
+  // synchronize_result without a place for the result keeps the handle.
+  ASSERT_EQ(ringlet_allgather_async("kept", x, shape, 1, RINGLET_INT32, 0, &h), RINGLET_OK)
+      << last_error();
+  EXPECT_EQ(ringlet_synchronize_result(h, nullptr), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("out is null"), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  // A failed synchronize_result leaves *out null.
+  ringlet_result* r = reinterpret_cast<ringlet_result*>(&h);
+  EXPECT_EQ(ringlet_synchronize_result(h, &r), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(r, nullptr);
+
+  // A name twice in one group is kInvalidArgument. (A name in flight twice
+  // needs another rank to hold the first back: c_abi_async.c checks it.)
+  const ringlet::Tensor t{x, ringlet::DataType::kInt32, {4}};
+  try {
+    ringlet::grouped_allreduce_async({"twice", "twice"}, {t, t}, {t, t});
+    FAIL() << "a group naming one tensor twice was accepted";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+  }
+}
+
+// Before any set is added only the world exists; queries never start the
+// runtime, and an unknown id is refused whether or not the runtime runs.
+TEST_F(ApiTest, ProcessSetQueriesOnTheWorld) {
+  int value = 0;
+  EXPECT_EQ(ringlet_process_set_size(0, &value), RINGLET_ERR_NOT_INITIALIZED);
+  EXPECT_THROW(ringlet::process_set_ranks(0), ringlet::Error);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(ringlet::process_set_ranks(0), std::vector<int>{0});
+    EXPECT_EQ(ringlet::process_set_size(0), 1);
+    EXPECT_EQ(ringlet::process_set_rank(0), 0);
+    int ranks[2] = {-1, -1}, n = 0;
+    ASSERT_EQ(ringlet_process_set_ranks(0, ranks, 2, &n), RINGLET_OK) << last_error();
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(ranks[0], 0);
+    ASSERT_EQ(ringlet_process_set_rank(0, &value), RINGLET_OK) << last_error();
+    EXPECT_EQ(value, 0);
+    EXPECT_EQ(ringlet_process_set_size(5, &value), RINGLET_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("5"), std::string::npos) << last_error();
+    try {
+      ringlet::process_set_rank(5);
+      FAIL() << "an unknown set was accepted";
+    } catch (const ringlet::Error& e) {
+      EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+    }
+    float x = 1;
+    EXPECT_THROW(ringlet::allreduce_async("on.set.5", {&x, ringlet::DataType::kFloat32, {}},
+                                          {&x, ringlet::DataType::kFloat32, {}},
+                                          ringlet::ReduceOp::kSum, 1.0, 1.0, 5),
+                 ringlet::Error);
+    int64_t h = 0;
+    EXPECT_EQ(ringlet_allreduce_async_ex("on.set.-1", &x, &x, nullptr, 0, RINGLET_FLOAT32,
+                                         RINGLET_SUM, 1, 1, -1, &h),
+              RINGLET_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("-1"), std::string::npos) << last_error();
+    // The second round runs with the runtime started.
+    ringlet::synchronize(ringlet::allreduce_async("start", {&x, ringlet::DataType::kFloat32, {}},
+                                                  {&x, ringlet::DataType::kFloat32, {}}));
+  }
+  EXPECT_EQ(ringlet_process_set_ranks(0, nullptr, 1, &value), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_process_set_ranks(0, nullptr, 0, nullptr), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_add_process_set(nullptr, 1, &value), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_add_process_set(nullptr, 0, nullptr), RINGLET_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(ApiTest, InitWithProcessSetsChecksItsArguments) {
+  const int sizes[1] = {1};
+  EXPECT_EQ(ringlet_init_with_process_sets(nullptr, sizes, -1), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_init_with_process_sets(nullptr, nullptr, 1), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_init_with_process_sets(nullptr, sizes, 1), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("ranks is null"), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_is_initialized(), 0);
+  // No sets: a plain init.
+  ASSERT_EQ(ringlet_init_with_process_sets(nullptr, nullptr, 0), RINGLET_OK) << last_error();
+  EXPECT_EQ(ringlet_size(), 1);
 }
 
 TEST(BuildInfo, ListsEveryFeature) {

@@ -15,10 +15,12 @@ class CheckerTest : public ::testing::TestWithParam<DataType> {};
 TEST_P(CheckerTest, SimulatedTwoRankAllreduceIsRightAndOneFlipIsCaught) {
   const DataType t = GetParam();
   const int n = 2;
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg}) {
     Layout l = layout_for(Collective::kAllreduce, 256 * dtype_size(t), t, n);
     ASSERT_EQ(l.count, 256u);
-    std::vector<std::vector<char>> send(n, std::vector<char>(l.bytes)), recv(n, std::vector<char>(l.bytes));
+    std::vector<std::vector<char>> send(n, std::vector<char>(l.bytes)),
+        recv(n, std::vector<char>(l.bytes));
     for (int r = 0; r < n; ++r) {
       Case c{Collective::kAllreduce, t, op, 0, r, n, l, false};
       prepare(c, send[r].data(), recv[r].data());
@@ -28,11 +30,21 @@ TEST_P(CheckerTest, SimulatedTwoRankAllreduceIsRightAndOneFlipIsCaught) {
     for (size_t i = 0; i < l.count; ++i) {
       double a = load(t, send[0].data(), i), b = load(t, send[1].data(), i), v = 0;
       switch (op) {
-        case ReduceOp::kSum: v = a + b; break;
-        case ReduceOp::kAvg: v = is_floating(t) ? (a + b) / 2 : static_cast<double>(static_cast<int64_t>(a + b) / 2); break;
-        case ReduceOp::kProd: v = a * b; break;
-        case ReduceOp::kMin: v = std::min(a, b); break;
-        case ReduceOp::kMax: v = std::max(a, b); break;
+        case ReduceOp::kSum:
+          v = a + b;
+          break;
+        case ReduceOp::kAvg:
+          v = is_floating(t) ? (a + b) / 2 : static_cast<double>(static_cast<int64_t>(a + b) / 2);
+          break;
+        case ReduceOp::kProd:
+          v = a * b;
+          break;
+        case ReduceOp::kMin:
+          v = std::min(a, b);
+          break;
+        case ReduceOp::kMax:
+          v = std::max(a, b);
+          break;
       }
       store(t, recv[0].data(), i, v);
     }
@@ -52,13 +64,14 @@ TEST_P(CheckerTest, InPlaceAllgatherNeedsEveryBlock) {
   prepare(c, send.data(), recv.data());
   OpBuffers b = op_buffers(c, send.data(), recv.data());
   EXPECT_EQ(b.send, recv.data() + 64 * dtype_size(t)) << "in place, this rank's block is the input";
-  EXPECT_EQ(count_wrong(c, recv.data()), 2 * 64u) << "only this rank's block is right before the op";
+  EXPECT_EQ(count_wrong(c, recv.data()), 2 * 64u)
+      << "only this rank's block is right before the op";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, CheckerTest,
-                         ::testing::Values(DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                                           DataType::kBFloat16, DataType::kInt8, DataType::kUInt8,
-                                           DataType::kInt32, DataType::kInt64),
+                         ::testing::Values(DataType::kFloat32, DataType::kFloat64,
+                                           DataType::kFloat16, DataType::kBFloat16, DataType::kInt8,
+                                           DataType::kUInt8, DataType::kInt32, DataType::kInt64),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Codec, HalfAndBfloat16RoundTripSmallIntegersExactly) {

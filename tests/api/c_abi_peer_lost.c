@@ -18,7 +18,8 @@ int main(void) {
   ringlet_status s = ringlet_allreduce(x, x, sizeof x / sizeof x[0], RINGLET_FLOAT32, RINGLET_SUM);
   const char* why = ringlet_last_error();
   if (s != RINGLET_ERR_PEER_LOST || strstr(why, "rank 1") == NULL) {
-    fprintf(stderr, "c_abi_peer_lost rank %d: expected PEER_LOST naming rank 1, got %d: %s\n", rank, (int)s, why);
+    fprintf(stderr, "c_abi_peer_lost rank %d: expected PEER_LOST naming rank 1, got %d: %s\n", rank,
+            (int)s, why);
     return 1;
   }
   printf("c_abi_peer_lost rank %d: PEER_LOST as expected: %s\n", rank, why);

@@ -10,14 +10,16 @@ static int g_rank = -1;
 
 static void check(ringlet_status s, const char* what) {
   if (s != RINGLET_OK) {
-    fprintf(stderr, "c_abi_smoke rank %d: %s failed (%d): %s\n", g_rank, what, (int)s, ringlet_last_error());
+    fprintf(stderr, "c_abi_smoke rank %d: %s failed (%d): %s\n", g_rank, what, (int)s,
+            ringlet_last_error());
     exit(1);
   }
 }
 
 static void expect(int ok, const char* what, size_t i, double got, double want) {
   if (!ok) {
-    fprintf(stderr, "c_abi_smoke rank %d: %s: element %zu is %g, expected %g\n", g_rank, what, i, got, want);
+    fprintf(stderr, "c_abi_smoke rank %d: %s: element %zu is %g, expected %g\n", g_rank, what, i,
+            got, want);
     exit(1);
   }
 }
@@ -48,7 +50,8 @@ int main(void) {
     int32_t want = (n - 1) * 10 + i % 7;
     expect(irecv[i] == want, "allreduce max int32", (size_t)i, irecv[i], want);
   }
-  check(ringlet_allreduce(fsend, fsend, kCount, RINGLET_FLOAT32, RINGLET_SUM), "allreduce in place float");
+  check(ringlet_allreduce(fsend, fsend, kCount, RINGLET_FLOAT32, RINGLET_SUM),
+        "allreduce in place float");
   for (int i = 0; i < kCount; ++i) {
     float want = (float)(n * (n - 1) / 2 + n * (i % 5));
     expect(fsend[i] == want, "allreduce in place float", (size_t)i, fsend[i], want);
@@ -61,14 +64,16 @@ int main(void) {
   for (int r = 0; r < n; ++r) {
     for (int i = 0; i < kCount; ++i) {
       int32_t want = r * 100 + i % 3;
-      expect(gathered[r * kCount + i] == want, "allgather", (size_t)(r * kCount + i), gathered[r * kCount + i], want);
+      expect(gathered[r * kCount + i] == want, "allgather", (size_t)(r * kCount + i),
+             gathered[r * kCount + i], want);
     }
   }
 
   /* broadcast from the last rank */
   for (int i = 0; i < kCount; ++i) irecv[i] = g_rank == n - 1 ? 7 * i : -1;
   check(ringlet_broadcast(irecv, kCount, RINGLET_INT32, n - 1), "broadcast");
-  for (int i = 0; i < kCount; ++i) expect(irecv[i] == 7 * i, "broadcast", (size_t)i, irecv[i], 7 * i);
+  for (int i = 0; i < kCount; ++i)
+    expect(irecv[i] == 7 * i, "broadcast", (size_t)i, irecv[i], 7 * i);
 
   /* reducescatter: element j of every rank's input is j + rank; rank r gets block r summed */
   static int32_t rs_in[kMaxRanks * kCount];
@@ -89,7 +94,8 @@ int main(void) {
   for (int b = 0; b < n; ++b) {
     for (int i = 0; i < kCount; ++i) {
       int32_t want = b * 1000 + g_rank * 10 + i % 10;
-      expect(a2a_out[b * kCount + i] == want, "alltoall", (size_t)(b * kCount + i), a2a_out[b * kCount + i], want);
+      expect(a2a_out[b * kCount + i] == want, "alltoall", (size_t)(b * kCount + i),
+             a2a_out[b * kCount + i], want);
     }
   }
 

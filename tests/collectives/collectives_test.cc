@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <stdexcept>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -16,7 +18,9 @@
 #include <vector>
 
 #include "core/bootstrap/launch_info.h"
+#include "core/collectives/algorithm_table.h"
 #include "core/collectives/collectives.h"
+#include "core/collectives/workspace.h"
 #include "core/communicator.h"
 #include "test_values.h"
 
@@ -89,6 +93,203 @@ TEST(Allreduce, LargeSizes) {
 TEST(Allreduce, ManySmallInARow) {
   // Round counters and flags must agree across thousands of calls.
   for (int i = 0; i < 300; ++i) check_allreduce(DataType::kFloat32, ReduceOp::kSum, 1 + i % 37, i % 2);
+}
+
+// allreduce_segments: tensor i of `counts` holds elements [start_i, start_i +
+// counts[i]) of the message, whose element x rank r fills with value(r, x);
+// the result is postscale * op(prescale * value), with the kernels' rounding
+// for integers (average toward zero, scaling to nearest even).
+double segments_expected(DataType t, ReduceOp op, int n, size_t x, double pre, double post) {
+  auto scaled = [&](double v) { return is_floating(t) ? v : std::nearbyint(v); };
+  double acc = 0;
+  for (int r = 0; r < n; ++r) {
+    const double v = scaled(pre * value(t, op, r, x));
+    if (r == 0) {
+      acc = v;
+      continue;
+    }
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+    }
+  }
+  if (op == ReduceOp::kAvg) acc = is_floating(t) ? acc / n : std::trunc(acc / n);
+  return scaled(acc * post);
+}
+
+// Every tensor in place when in_place is 1, none when 0, every other one when 2.
+void check_segments(DataType t, ReduceOp op, const std::vector<size_t>& counts, int in_place,
+                    double pre, double post) {
+  const int n = comm().size();
+  const int me = comm().rank();
+  Periodic mine, want;
+  for (size_t i = 0; i < kPeriod; ++i) {
+    mine.v[i] = value(t, op, me, i);
+    want.v[i] = segments_expected(t, op, n, i, pre, post);
+  }
+  std::vector<Buffer> send, recv;
+  send.reserve(counts.size());
+  recv.reserve(counts.size());
+  std::vector<kernels::cpu::ConstSegment> in;
+  std::vector<kernels::cpu::Segment> out;
+  size_t x = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    send.emplace_back(t, counts[i]);
+    recv.emplace_back(t, counts[i]);
+    for (size_t j = 0; j < counts[i]; ++j) send[i].set(j, mine(x + j));
+    x += counts[i];
+    const bool here = in_place == 1 || (in_place == 2 && i % 2 == 0);
+    in.push_back({send[i].data(), counts[i]});
+    out.push_back({here ? send[i].data() : recv[i].data(), counts[i]});
+  }
+  core::allreduce_segments(comm(), in, out, t, op, pre, post);
+  const std::string what = std::string(to_string(t)) + "/" + std::string(to_string(op)) + " x" +
+                           std::to_string(counts.size()) + " total " + std::to_string(x) + " pre " +
+                           std::to_string(pre) + " post " + std::to_string(post) + " in_place " +
+                           std::to_string(in_place);
+  x = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const bool here = in_place == 1 || (in_place == 2 && i % 2 == 0);
+    const Buffer& got = here ? send[i] : recv[i];
+    size_t wrong = 0, first = 0;
+    for (size_t j = 0; j < counts[i]; ++j) {
+      if (!close_enough(t, op, got[j], want(x + j)) && wrong++ == 0) first = j;
+    }
+    ASSERT_EQ(wrong, 0u) << what << ": tensor " << i << " element " << first << ": got "
+                         << got[first] << ", want " << want(x + first);
+    EXPECT_TRUE(send[i].guard_intact() && recv[i].guard_intact()) << what << ": tensor " << i;
+    if (!here) {  // the input is left alone
+      for (size_t j = 0; j < counts[i]; ++j)
+        ASSERT_EQ(send[i][j], mine(x + j)) << what << ": tensor " << i;
+    }
+    x += counts[i];
+  }
+}
+
+// Scale pairs that keep every result exact in every type: (2, 1/2) for sums,
+// averages and extremes; for products (-1, 2) on signed types (|product| <= 32).
+std::vector<std::pair<double, double>> scale_pairs(DataType t, ReduceOp op) {
+  if (op != ReduceOp::kProd) return {{1.0, 1.0}, {2.0, 0.5}};
+  return {{1.0, 1.0}, {is_unsigned(t) ? 1.0 : -1.0, 2.0}};
+}
+
+const std::vector<std::vector<size_t>>& segment_lists() {
+  static const std::vector<std::vector<size_t>> lists = [] {
+    std::vector<std::vector<size_t>> l = {{}, {0}, {5}, {0, 0, 7}, {1, 0, 3, 0, 0, 17, 1000, 5}};
+    std::vector<size_t> many;  // zero-length ones among odd sizes
+    for (size_t i = 0; i < 60; ++i) many.push_back(i % 7 == 3 ? 0 : (i * 37) % 1013);
+    l.push_back(many);
+    return l;
+  }();
+  return lists;
+}
+
+TEST(Allreduce, SegmentsEveryTypeOpAndScale) {
+  for (DataType t : kAllTypes)
+    for (ReduceOp op : kAllOps)
+      for (auto [pre, post] : scale_pairs(t, op))
+        for (const auto& counts : segment_lists())
+          for (int in_place : {0, 1, 2}) check_segments(t, op, counts, in_place, pre, post);
+}
+
+// Larger than a window round and a fusion piece, with tensors straddling the
+// rounds; with the default tuning, then with rounds, slices and fusion pieces
+// far smaller than a tensor, then with streamed output.
+TEST(Allreduce, SegmentsLarge) {
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < 40; ++i) counts.push_back(i % 9 == 4 ? 0 : 65536 + i * 331);
+  core::collectives::Tuning& tune = comm().workspace().tuning;
+  const core::collectives::Tuning saved = tune;
+  for (int mode = 0; mode < 3; ++mode) {
+    tune = saved;
+    if (mode == 1) {
+      tune.direct_round_bytes = 48 << 10;
+      tune.direct_slice_bytes = 5 << 10;
+      tune.fusion_piece_bytes = 40 << 10;
+    }
+    if (mode == 2) tune.stream_min_bytes = 0;
+    check_segments(DataType::kFloat32, ReduceOp::kSum, counts, mode % 3, 1.0, 1.0);
+    check_segments(DataType::kFloat32, ReduceOp::kAvg, counts, 2, 2.0, 0.5);
+    check_segments(DataType::kBFloat16, ReduceOp::kMax, counts, 1, 2.0, 0.5);
+    check_segments(DataType::kInt32, ReduceOp::kAvg, counts, 0, 2.0, 0.5);
+    check_segments(DataType::kInt8, ReduceOp::kProd, counts, 2, -1.0, 2.0);
+  }
+  tune = saved;
+}
+
+// The phases an observer is told: flat, in order, one set per algorithm.
+TEST(Allreduce, SegmentsReportPhases) {
+  struct Recorder final : core::collectives::PhaseObserver {
+    std::vector<std::string> seen;
+    int open = 0;
+    void begin(const char* phase, size_t first, size_t end) override {
+      EXPECT_EQ(open++, 0) << "nested phase " << phase;
+      EXPECT_LE(first, end);
+      seen.push_back(phase);
+    }
+    void end() override { EXPECT_EQ(--open, 0); }
+  } rec;
+  for (size_t count : {size_t{100}, size_t{3} << 20}) {
+    std::vector<float> a(count, 1.0f), b(count, 2.0f);
+    const std::vector<kernels::cpu::ConstSegment> in = {{a.data(), count}, {b.data(), count}};
+    const std::vector<kernels::cpu::Segment> out = {{a.data(), count}, {b.data(), count}};
+    rec.seen.clear();
+    comm().workspace().phases = &rec;
+    core::allreduce_segments(comm(), in, out, DataType::kFloat32, ReduceOp::kSum);
+    comm().workspace().phases = nullptr;
+    EXPECT_EQ(rec.open, 0);
+    ASSERT_EQ(a[count - 1], comm().size());
+    if (comm().size() == 1) {
+      EXPECT_EQ(rec.seen, std::vector<std::string>{"LOCAL_COPY"});
+      continue;
+    }
+    const auto algo = core::collectives::choose_algorithm(
+        comm(), core::collectives::Collective::kAllreduce, 2 * count * sizeof(float));
+    ASSERT_FALSE(rec.seen.empty());
+    switch (algo) {
+      case core::collectives::Algorithm::kOneStep:
+        EXPECT_EQ(rec.seen, std::vector<std::string>{"ONESTEP_ALLREDUCE"});
+        break;
+      case core::collectives::Algorithm::kRing:
+        // Per fusion piece: in, reduce-scatter, allgather, out.
+        ASSERT_EQ(rec.seen.size() % 4, 0u);
+        for (size_t i = 0; i < rec.seen.size(); i += 4) {
+          EXPECT_EQ(std::vector<std::string>(rec.seen.begin() + i, rec.seen.begin() + i + 4),
+                    (std::vector<std::string>{"MEMCPY_IN_FUSION_BUFFER", "RING_REDUCESCATTER",
+                                              "RING_ALLGATHER", "MEMCPY_OUT_FUSION_BUFFER"}));
+        }
+        break;
+      case core::collectives::Algorithm::kDirect:
+        // Per round: reduce-scatter, then allgather.
+        ASSERT_EQ(rec.seen.size() % 2, 0u);
+        for (size_t i = 0; i < rec.seen.size(); i += 2) {
+          EXPECT_EQ(rec.seen[i], "DIRECT_REDUCESCATTER");
+          EXPECT_EQ(rec.seen[i + 1], "DIRECT_ALLGATHER");
+        }
+        break;
+    }
+  }
+}
+
+TEST(Allreduce, SegmentsRejectMismatchedCounts) {
+  float a[4] = {}, b[4] = {};
+  const std::vector<kernels::cpu::ConstSegment> in = {{a, 4}};
+  const std::vector<kernels::cpu::Segment> out = {{b, 3}};
+  EXPECT_THROW(core::allreduce_segments(comm(), in, out, DataType::kFloat32, ReduceOp::kSum),
+               std::invalid_argument);
+  EXPECT_THROW(core::allreduce_segments(comm(), in, {}, DataType::kFloat32, ReduceOp::kSum),
+               std::invalid_argument);
 }
 
 // Per-rank counts for allgather and reducescatter.

@@ -3,6 +3,9 @@
 // SIGKILL after submitting. The survivors' handles must fail with an error
 // naming rank 2: each prints "FAULT <rank> <failed handles> <message>" and
 // exits 3 (4 if the loop ended, which it must not).
+// With --process-set, ranks 0 and 2 form a process set and submit 8 more
+// allreduces on it each step: rank 0 loses its peer inside the set, rank 1
+// (not a member) learns of it from the world.
 #include <signal.h>
 
 #include <cstdio>
@@ -14,15 +17,25 @@
 #include "core/config.h"
 #include "core/runtime/runtime.h"
 
-int main() {
+int main(int argc, char** argv) {
   using namespace ringlet;
-  core::runtime::Runtime rt(core::Communicator::create(core::load_config(), core::detect_launch()));
+  const bool with_set = argc > 1 && std::string(argv[1]) == "--process-set";
+  std::vector<std::vector<int>> sets;
+  if (with_set) sets.push_back({0, 2});
+  core::runtime::Runtime rt(core::Communicator::create(core::load_config(), core::detect_launch()),
+                            sets);
   std::vector<std::vector<float>> bufs(16, std::vector<float>(4096, 1.0f));
+  std::vector<std::vector<float>> set_bufs(8, std::vector<float>(4096, 1.0f));
   for (int step = 0; step < 100000; ++step) {
     std::vector<core::runtime::Handle> h;
     for (size_t i = 0; i < bufs.size(); ++i) {
-      h.push_back(rt.enqueue_allreduce("t" + std::to_string(i), bufs[i].data(), bufs[i].data(), {4096},
-                                       DataType::kFloat32, ReduceOp::kMax));
+      h.push_back(rt.enqueue_allreduce("t" + std::to_string(i), bufs[i].data(), bufs[i].data(),
+                                       {4096}, DataType::kFloat32, ReduceOp::kMax));
+    }
+    for (size_t i = 0; with_set && rt.rank() != 1 && i < set_bufs.size(); ++i) {
+      h.push_back(rt.enqueue_allreduce("s" + std::to_string(i), set_bufs[i].data(),
+                                       set_bufs[i].data(), {4096}, DataType::kFloat32,
+                                       ReduceOp::kMax, 1.0, 1.0, {}, 1));
     }
     if (rt.rank() == 2 && step == 20) ::raise(SIGKILL);
     int failed = 0;

@@ -157,8 +157,14 @@ TEST(HandleTable, CompleteFailAndRelease) {
   th.join();
   EXPECT_EQ(t.take(a).shape, std::vector<int64_t>{3});
   EXPECT_THROW(t.poll(a), std::invalid_argument);
-  t.fail(b, "boom");
-  EXPECT_THROW(t.take(b), RuntimeError);
+  t.fail(b, ErrorKind::kPeerLost, "boom");
+  try {
+    t.take(b);
+    ADD_FAILURE() << "take() of a failed handle returned";
+  } catch (const RuntimeError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPeerLost);
+    EXPECT_STREQ(e.what(), "boom");
+  }
   EXPECT_EQ(t.size(), 0u);
 }
 

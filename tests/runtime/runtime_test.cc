@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -443,6 +444,97 @@ bool fused_step(const std::string& prefix, int attempt) {
   return fused == 1;
 }
 
+// The activities directly inside each allreduce op span of a timeline, per
+// span, in order (QUEUE first).
+std::vector<std::vector<std::string>> allreduce_activities(const nlohmann::json& events) {
+  std::vector<std::vector<std::string>> spans;
+  std::map<int, std::vector<std::string>> open;  // per pid: the names of the open spans
+  std::map<int, size_t> current;                 // per pid: its allreduce span in `spans`
+  for (const auto& e : events) {
+    const std::string ph = e.value("ph", "");
+    if (ph != "B" && ph != "E") continue;
+    const int pid = e["pid"].get<int>();
+    auto& stack = open[pid];
+    if (ph == "B") {
+      const std::string name = e.value("name", "");
+      if (stack.empty() && name == "ALLREDUCE") {
+        current[pid] = spans.size();
+        spans.emplace_back();
+      } else if (stack.size() == 1 && stack[0] == "ALLREDUCE") {
+        spans[current[pid]].push_back(name);
+      }
+      stack.push_back(name);
+    } else if (!stack.empty()) {
+      stack.pop_back();
+    }
+  }
+  return spans;
+}
+
+// An allreduce's phases, as the algorithms report them (see
+// collectives::PhaseObserver): the ring per fusion piece, the direct
+// algorithm per round, one-step once.
+bool is_allreduce_phase_sequence(const std::vector<std::string>& a) {
+  auto at = [&](size_t i) { return i < a.size() ? a[i] : std::string(); };
+  if (a.empty()) return false;
+  if (a == std::vector<std::string>{"ONESTEP_ALLREDUCE"} ||
+      a == std::vector<std::string>{"LOCAL_COPY"})
+    return true;
+  size_t i = 0;
+  bool any = false;
+  while (i < a.size()) {
+    if (at(i) == "DIRECT_REDUCESCATTER" && at(i + 1) == "DIRECT_ALLGATHER") {
+      i += 2;
+    } else if (at(i) == "MEMCPY_IN_FUSION_BUFFER" && at(i + 1) == "RING_REDUCESCATTER" &&
+               at(i + 2) == "RING_ALLGATHER" && at(i + 3) == "MEMCPY_OUT_FUSION_BUFFER") {
+      i += 4;
+    } else {
+      size_t j = i + (at(i) == "PRESCALE" ? 1 : 0);  // one tensor on the ring
+      if (at(j) != "RING_REDUCESCATTER" || at(j + 1) != "RING_ALLGATHER") return false;
+      i = j + 2 + (at(j + 2) == "POSTSCALE" ? 1 : 0);
+    }
+    any = true;
+  }
+  return any;
+}
+
+// Every allreduce op span: QUEUE, then a valid phase sequence.
+void expect_allreduce_phases(const nlohmann::json& events) {
+  const auto spans = allreduce_activities(events);
+  EXPECT_FALSE(spans.empty());
+  for (const auto& s : spans) {
+    std::string text;
+    for (const auto& n : s) text += n + " ";
+    ASSERT_FALSE(s.empty());
+    EXPECT_EQ(s[0], "QUEUE") << text;
+    EXPECT_TRUE(is_allreduce_phase_sequence(std::vector<std::string>(s.begin() + 1, s.end())))
+        << text;
+  }
+}
+
+// Reads a timeline that the runtime has finished with (rank 0).
+nlohmann::json read_timeline(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json events;
+  EXPECT_NO_THROW(events = nlohmann::json::parse(text.str())) << text.str().substr(0, 2000);
+  return events;
+}
+
+// A runtime created with RINGLET_ALGORITHM forced (the config is read at creation).
+void recreate_runtime_with_algorithm(const char* algorithm) {
+  g_rt.reset();
+  const char* before = std::getenv("RINGLET_ALGORITHM");
+  const std::string saved = before ? before : "";
+  ::setenv("RINGLET_ALGORITHM", algorithm, 1);
+  g_rt = make_runtime();
+  if (before)
+    ::setenv("RINGLET_ALGORITHM", saved.c_str(), 1);
+  else
+    ::unsetenv("RINGLET_ALGORITHM");
+}
+
 TEST(Runtime, TimelineIsValidJsonWithExpectedEvents) {
   const std::string path = "/tmp/ringlet_timeline_" + std::to_string(::getppid()) + ".json";
   rt().start_timeline(path, true);
@@ -463,18 +555,20 @@ TEST(Runtime, TimelineIsValidJsonWithExpectedEvents) {
     ASSERT_NO_THROW(events = nlohmann::json::parse(text.str())) << text.str().substr(0, 2000);
     names.clear();
     for (const auto& e : events) names.push_back(e.value("name", ""));
-    const bool has_out = std::find(names.begin(), names.end(), "MEMCPY_OUT_FUSION_BUFFER") != names.end();
-    if ((has_out && events.back().value("ph", "") == "E") || std::chrono::steady_clock::now() > deadline) break;
+    // Complete once every span has closed (the fused op's among them).
+    int open = 0;
+    for (const auto& e : events) open += e.value("ph", "") == "B" ? 1 : e.value("ph", "") == "E" ? -1 : 0;
+    const bool has_op = std::find(names.begin(), names.end(), "ALLREDUCE") != names.end();
+    if ((has_op && open == 0) || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(events.is_array());
-  for (const char* want : {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
-                           "MEMCPY_OUT_FUSION_BUFFER", "CYCLE_START", "process_name"}) {
+  for (const char* want : {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "QUEUE", "CYCLE_START", "process_name"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
-  bool algo = false;
-  for (const auto& n : names) algo |= n.size() > 10 && n.substr(n.size() - 10) == "_ALLREDUCE" && n != "NEGOTIATE_ALLREDUCE";
-  EXPECT_TRUE(algo) << "no algorithm span (e.g. RING_ALLREDUCE)";
+  // Inside each op span: QUEUE, then the algorithm's phases (for the table's
+  // choice here: ONESTEP_ALLREDUCE, or DIRECT_REDUCESCATTER, DIRECT_ALLGATHER).
+  expect_allreduce_phases(events);
   // Each rank leaves an instant mark named after it in the negotiation span.
   for (int r = 0; r < rt().size(); ++r) {
     EXPECT_NE(std::find(names.begin(), names.end(), std::to_string(r)), names.end()) << "rank mark " << r;
@@ -489,6 +583,43 @@ TEST(Runtime, TimelineIsValidJsonWithExpectedEvents) {
     }
   }
   for (auto [pid, d] : depth) EXPECT_EQ(d, 0) << "pid " << pid;
+  std::remove(path.c_str());
+}
+
+// With the ring forced, a fused op runs per fusion piece MEMCPY_IN_FUSION_BUFFER,
+// RING_REDUCESCATTER, RING_ALLGATHER, MEMCPY_OUT_FUSION_BUFFER (Horovod's
+// names); every allreduce op span reduce-scatters before it allgathers.
+TEST(Runtime, TimelineRingPhasesInOrder) {
+  recreate_runtime_with_algorithm("ring");
+  const std::string path = "/tmp/ringlet_timeline_ring_" + std::to_string(::getppid()) + ".json";
+  rt().start_timeline(path, false);
+  bool fused = false;
+  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("tlring.", attempt);
+  EXPECT_TRUE(fused);
+  rt().stop_timeline();
+  const bool writer = rt().rank() == 0;
+  g_rt.reset();  // the later tests run with the table's choice again
+  if (!writer) return;
+  const nlohmann::json events = read_timeline(path);
+  const auto spans = allreduce_activities(events);
+  ASSERT_FALSE(spans.empty());
+  bool saw_fused = false;
+  for (const auto& s : spans) {
+    std::string text;
+    for (const auto& n : s) text += n + " ";
+    const auto rs = std::find(s.begin(), s.end(), "RING_REDUCESCATTER");
+    const auto ag = std::find(s.begin(), s.end(), "RING_ALLGATHER");
+    ASSERT_NE(rs, s.end()) << text;
+    ASSERT_NE(ag, s.end()) << text;
+    EXPECT_LT(rs - s.begin(), ag - s.begin()) << text;
+    EXPECT_EQ(s[0], "QUEUE") << text;
+    EXPECT_TRUE(is_allreduce_phase_sequence(std::vector<std::string>(s.begin() + 1, s.end())))
+        << text;
+    saw_fused |=
+        s == std::vector<std::string>{"QUEUE", "MEMCPY_IN_FUSION_BUFFER", "RING_REDUCESCATTER",
+                                      "RING_ALLGATHER", "MEMCPY_OUT_FUSION_BUFFER"};
+  }
+  EXPECT_TRUE(saw_fused) << "no fused op with the fusion-buffer phases";
   std::remove(path.c_str());
 }
 
@@ -510,10 +641,10 @@ TEST(Timeline, FromEnvironment) {
   ASSERT_NO_THROW(events = nlohmann::json::parse(text.str()));
   std::set<std::string> names;
   for (const auto& e : events) names.insert(e.value("name", ""));
-  for (const char* want : {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
-                           "MEMCPY_OUT_FUSION_BUFFER", "CYCLE_START"}) {
+  for (const char* want : {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "QUEUE", "CYCLE_START"}) {
     EXPECT_TRUE(names.count(want)) << want;
   }
+  expect_allreduce_phases(events);
   std::remove(path);
 }
 
@@ -521,8 +652,11 @@ TEST(Timeline, FromEnvironment) {
 TEST(Runtime, NvtxRangesInOrder) {
   const char* prefix = std::getenv("RINGLET_NVTX_RECORD");
   if (!prefix || !std::getenv("NVTX_INJECTION64_PATH")) GTEST_SKIP() << "no NVTX injection library loaded";
+  // The ring, forced: its fused ops have every phase of Horovod's names.
+  recreate_runtime_with_algorithm("ring");
   bool fused = false;
   for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("nvtx.", attempt);
+  g_rt.reset();
   ASSERT_TRUE(fused);
   const std::string path = std::string(prefix) + "." + std::to_string(::getpid());
   const char* off = std::getenv("RINGLET_NVTX");
@@ -541,16 +675,20 @@ TEST(Runtime, NvtxRangesInOrder) {
   for (const auto& l : lines) ASSERT_EQ(l.substr(0, 8), "Ringlet\t") << l;
   // In order (a subsequence): the API call, the negotiation, the fused op
   // with its phases.
-  const std::vector<std::string> want = {"ENQUEUE", "NEGOTIATE", "ALLREDUCE float", "MEMCPY_IN_FUSION_BUFFER",
-                                         "_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"};
+  const std::vector<std::string> want = {"ENQUEUE",
+                                         "NEGOTIATE",
+                                         "ALLREDUCE float",
+                                         "MEMCPY_IN_FUSION_BUFFER",
+                                         "RING_REDUCESCATTER",
+                                         "RING_ALLGATHER",
+                                         "MEMCPY_OUT_FUSION_BUFFER"};
   // Search from the last fused op backwards for the phases, forwards for the rest.
   size_t w = 0;
   std::string fused_payload;
   for (const auto& l : lines) {
     if (w == want.size()) break;
     const std::string msg = l.substr(8, l.find('\t', 8) - 8);
-    const bool match = want[w][0] == '_' ? msg.size() > want[w].size() && msg.ends_with(want[w]) : msg == want[w];
-    if (match) {
+    if (msg == want[w]) {
       if (want[w] == "ALLREDUCE float") fused_payload = l;
       ++w;
     } else if (w >= 3 && msg == "ALLREDUCE float") {

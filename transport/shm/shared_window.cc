@@ -39,10 +39,16 @@ class ShmWindow final : public SharedWindow {
   ShmWindow(const Options& options, Deadline deadline)
       : options_(options), segments_(options.local_size) {
     validate();
-    static int windows_in_process = 0;
-    int n = windows_in_process++;
-    std::string suffix = n == 0 ? "" : "." + std::to_string(n);
-    std::string keys = "shmw/" + std::to_string(n) + "/";
+    std::string suffix, keys;
+    if (options_.name.empty()) {
+      static int windows_in_process = 0;
+      const int n = windows_in_process++;
+      suffix = n == 0 ? "" : "." + std::to_string(n);
+      keys = "shmw/" + std::to_string(n) + "/";
+    } else {
+      suffix = "." + options_.name;
+      keys = "shmw/" + options_.name + "/";
+    }
     size_t bytes = kDataOffset + options_.bytes_per_rank;
     int me = options_.local_rank;
     auto name_of = [&](int lr) {

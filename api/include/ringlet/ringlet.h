@@ -1,6 +1,7 @@
 // Ringlet's public C++ API: process-wide init/shutdown, the job's shape, and
 // synchronous collectives on host buffers. Errors are ringlet::Error, whose
-// message names the rank, the peer or tensor, and the cause.
+// message names the rank, the peer or tensor, and the cause, and whose code()
+// says what the caller can do about it.
 #pragma once
 
 #include <chrono>
@@ -15,8 +16,30 @@
 
 namespace ringlet {
 
+// What went wrong, in terms of what the caller can do about it. The values
+// are ringlet_status's (ringlet_c.h), so that bindings pass them through.
+enum class ErrorCode : int32_t {
+  kInvalidArgument = 1,  // this rank's call was wrong: fix the call
+  kNotInitialized = 2,   // called before init() or after shutdown()
+  kConfig = 3,           // a bad environment variable or launch; the message names it
+  kPeerLost = 4,         // a rank died or closed its links: the job cannot go on
+  kTimeout = 5,          // a rank did not answer in time (or wait() ran out)
+  kInternal = 6,         // anything else
+  kMismatch = 7,         // the ranks disagree about a collective (dtype, shape, op, root, ...)
+  kAborted = 8,          // shut down (by a rank, or by the stall check) before the collective ran
+};
+
+// "invalid argument", "mismatch across ranks", ...: the same text as
+// ringlet_status_string(), so that C and C++ logs read alike.
+const char* to_string(ErrorCode code);
+
 class Error : public std::runtime_error {
-  using std::runtime_error::runtime_error;
+ public:
+  Error(ErrorCode code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
 };
 
 // Reads the launcher's variables and the configuration, meets the other
@@ -27,6 +50,11 @@ class Error : public std::runtime_error {
 // since it cannot be initialized twice). shutdown() when not initialized does
 // nothing.
 void init();
+// init() that also creates static process sets (see below) before the first
+// collective, with ids 1, 2, ... in the order given. Every rank passes the
+// same list. Static sets need the runtime from the start, so synchronous
+// calls go through it from the first one.
+void init(const std::vector<std::vector<int>>& process_sets);
 void shutdown();
 bool is_initialized();
 
@@ -56,8 +84,18 @@ void barrier();
 // in any order. Each call returns a handle at once (it never waits for other
 // ranks); poll(), wait() and synchronize() follow it. Errors found across
 // ranks (mismatched dtype or shape, a duplicate name in flight, a lost peer)
-// make synchronize() throw Error with a message naming the tensor and ranks.
-// Buffers must stay valid until the handle completes.
+// make synchronize() throw Error with a message naming the tensor and ranks,
+// and code() kMismatch, kInvalidArgument, kPeerLost, kTimeout or kAborted (the
+// runtime was shut down, by some rank or the stall check, before the
+// collective ran on every rank). Buffers must stay valid until the handle
+// completes.
+//
+// `process_set` runs the collective among the members of a process set (0,
+// the default, is the world); only members may submit on it, and they must
+// all submit it. Within a set, broadcast's root is a global rank (a member),
+// alltoall's splits have one entry per member, reducescatter splits over
+// the members, and allgather concatenates the members in ascending global
+// rank order.
 
 // A view of a tensor: the caller owns the memory.
 struct Tensor {
@@ -79,24 +117,29 @@ struct Result {
 };
 
 // out may be in (in place). Horovod's default op is Average.
-int64_t allreduce_async(const std::string& name, Tensor in, Tensor out, ReduceOp op = ReduceOp::kAvg,
-                        double prescale = 1.0, double postscale = 1.0);
+int64_t allreduce_async(const std::string& name, Tensor in, Tensor out,
+                        ReduceOp op = ReduceOp::kAvg, double prescale = 1.0, double postscale = 1.0,
+                        int process_set = 0);
 // Ranks may differ in the first dimension; the output is in Result.
-int64_t allgather_async(const std::string& name, Tensor in);
-// In place: root's data is sent, the others' overwritten.
-int64_t broadcast_async(const std::string& name, Tensor inout, int root);
-// Rank r receives rows [offset_r, offset_r + n_r) of the reduction, with
-// n_r = d0/size (+1 for r < d0 % size); the output is in Result.
+int64_t allgather_async(const std::string& name, Tensor in, int process_set = 0);
+// In place: root's data is sent, the others' overwritten. root is a global
+// rank, a member of the set.
+int64_t broadcast_async(const std::string& name, Tensor inout, int root, int process_set = 0);
+// The i-th member receives rows [offset_i, offset_i + n_i) of the reduction,
+// with n_i = d0/members (+1 for i < d0 % members); the output is in Result.
 int64_t reducescatter_async(const std::string& name, Tensor in, ReduceOp op = ReduceOp::kAvg,
-                            double prescale = 1.0, double postscale = 1.0);
-// splits[j] rows of dim 0 go to rank j (empty: an even split); the output is
-// in Result.
-int64_t alltoall_async(const std::string& name, Tensor in, std::vector<int64_t> splits = {});
+                            double prescale = 1.0, double postscale = 1.0, int process_set = 0);
+// splits[i] rows of dim 0 go to the i-th member (empty: an even split); the
+// output is in Result.
+int64_t alltoall_async(const std::string& name, Tensor in, std::vector<int64_t> splits = {},
+                       int process_set = 0);
 // Allreduces that run together, fused atomically; one handle per member.
 // Members share dtype and op; every rank calls it in the same order.
-std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& names, const std::vector<Tensor>& ins,
-                                             const std::vector<Tensor>& outs, ReduceOp op = ReduceOp::kAvg,
-                                             double prescale = 1.0, double postscale = 1.0);
+std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& names,
+                                             const std::vector<Tensor>& ins,
+                                             const std::vector<Tensor>& outs,
+                                             ReduceOp op = ReduceOp::kAvg, double prescale = 1.0,
+                                             double postscale = 1.0, int process_set = 0);
 // True once the handle completed (done or failed). Unknown handle: Error.
 bool poll(int64_t handle);
 // Waits up to `timeout` for the handle to complete; throws Error on timeout
@@ -110,6 +153,24 @@ int join();
 // Rank 0 writes a Chrome-trace timeline to `file`; other ranks ignore it.
 void start_timeline(const std::string& file, bool mark_cycles = false);
 void stop_timeline();
+
+// ---------------------------------------------------------------------------
+// Process sets, as in Horovod: subsets of the world's ranks that run
+// collectives among themselves, concurrently with other sets. Ranks are
+// global ranks; set 0 is the world. Adding and removing are collective over
+// the whole world (every rank calls them in the same order with the same
+// arguments, members or not) and return once every rank has; ranks that
+// disagree get kMismatch. Removing a set fails what is pending on it.
+int add_process_set(const std::vector<int>& ranks);
+// Returns once every member of the set has reached it; only members call it.
+void barrier(int process_set);
+void remove_process_set(int id);
+// The set's global ranks, ascending. An unknown id is kInvalidArgument.
+std::vector<int> process_set_ranks(int id);
+// This rank's index among the set's members (-1 when not a member), and the
+// number of members.
+int process_set_rank(int id);
+int process_set_size(int id);
 
 // What this build contains, one "name: yes|no" line per feature.
 std::string build_info();

@@ -45,6 +45,11 @@ class SharedWindow {
     std::vector<int> global_ranks;  // global rank of each local rank
     size_t bytes_per_rank = 0;      // usable bytes in each rank's segment
     std::string job_id;
+    // Names this window within the job, the same on every member; needed
+    // where members differ in how many windows they created before (process
+    // sets). Empty: windows are told apart by their order of creation in the
+    // process, which every rank of the job shares.
+    std::string name;
     KeyValue* store = nullptr;
     WaitPolicy wait;
   };
