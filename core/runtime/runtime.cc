@@ -208,7 +208,12 @@ void Runtime::destroy_process_set(int32_t id) {
   if (it != sets_.end()) {
     // What was submitted on the set and has not run fails; then the members
     // meet once more, so that none closes its window while another still
-    // reads it for the set's last collective.
+    // reads it for the set's last collective. Requests picked up this cycle
+    // were not reported yet: they fail alike.
+    if (auto fresh = unreported_.find(id); fresh != unreported_.end()) {
+      for (Pending& p : fresh->second) reported_.emplace(p.request.meta.name, std::move(p));
+      unreported_.erase(fresh);
+    }
     std::vector<std::string> names;
     for (const auto& [name, p] : reported_) {
       if (p.request.meta.process_set == id) names.push_back(name);

@@ -356,6 +356,20 @@ TEST(ProcessSets, RemovingFailsPendingWork) {
     EXPECT_NE(f.what.find("process set " + std::to_string(id) + " was removed"), std::string::npos)
         << f.what;
   }
+  // Again with the removal right behind the submission: the runtime may pick
+  // both up in the same cycle, before the name was ever reported.
+  const int32_t id2 = rt().add_process_set(first);
+  if (me == 0) {
+    h = rt().enqueue_allreduce("never.ready.2", &x, &x, {1}, DataType::kFloat32, ReduceOp::kSum, 1.0,
+                               1.0, {}, id2);
+  }
+  rt().remove_process_set(id2);
+  if (me == 0) {
+    const Failure f = failure_of(h);
+    EXPECT_EQ(f.kind, ErrorKind::kShutdown) << f.what;
+    EXPECT_NE(f.what.find("process set " + std::to_string(id2) + " was removed"), std::string::npos)
+        << f.what;
+  }
 }
 
 // Run alone with HOROVOD_STALL_SHUTDOWN_TIME_SECONDS set (see CMakeLists.txt):
