@@ -156,9 +156,9 @@ class Runtime {
   std::vector<int32_t> process_set_ids() const;
 
   bool poll(Handle h) const { return handles_.poll(h); }
-  bool wait(Handle h, std::chrono::nanoseconds timeout) const { return handles_.wait(h, timeout); }
+  bool wait(Handle h, std::chrono::nanoseconds timeout) const;
   // Waits, releases the handle, and returns its result or throws RuntimeError.
-  Result synchronize(Handle h) { return handles_.take(h); }
+  Result synchronize(Handle h);
   void release(Handle h) { handles_.release(h); }
 
   // Stops the loop on every rank (see above), fails what is left, and

@@ -697,6 +697,10 @@ TEST(Runtime, NvtxRangesInOrder) {
     }
   }
   EXPECT_EQ(w, want.size()) << "missing '" << (w < want.size() ? want[w] : "") << "' in order";
+  // The caller's side: its time blocked on the others.
+  bool synchronize = false;
+  for (const auto& l : lines) synchronize |= l.substr(8, l.find('\t', 8) - 8) == "SYNCHRONIZE";
+  EXPECT_TRUE(synchronize) << "no SYNCHRONIZE range";
   std::remove(path.c_str());
 }
 
