@@ -37,6 +37,19 @@ std::string set_text(const std::vector<int>& ranks) {
   return shape_string(std::vector<int64_t>(ranks.begin(), ranks.end()));
 }
 
+// What every request sets; each enqueue_* adds what its collective needs.
+Request make_request(std::string name, CollectiveKind kind, DataType dtype,
+                     std::vector<int64_t> shape, Device device, int32_t process_set) {
+  Request r;
+  r.meta.name = std::move(name);
+  r.meta.kind = kind;
+  r.meta.dtype = dtype;
+  r.meta.shape = std::move(shape);
+  r.meta.process_set = process_set;
+  r.device = device;
+  return r;
+}
+
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -307,16 +320,11 @@ Handle Runtime::enqueue_allreduce(std::string name, const void* input, void* out
                                   std::vector<int64_t> shape, DataType dtype, ReduceOp op,
                                   double prescale, double postscale, Device device,
                                   int32_t process_set) {
-  Request r;
-  r.meta.name = std::move(name);
-  r.meta.kind = CollectiveKind::kAllreduce;
-  r.meta.dtype = dtype;
+  Request r = make_request(std::move(name), CollectiveKind::kAllreduce, dtype, std::move(shape),
+                           device, process_set);
   r.meta.op = op;
   r.meta.prescale = prescale;
   r.meta.postscale = postscale;
-  r.meta.shape = std::move(shape);
-  r.device = device;
-  r.meta.process_set = process_set;
   r.input = input;
   r.output = output;
   return enqueue(std::move(r));
@@ -324,27 +332,17 @@ Handle Runtime::enqueue_allreduce(std::string name, const void* input, void* out
 
 Handle Runtime::enqueue_allgather(std::string name, const void* input, std::vector<int64_t> shape,
                                   DataType dtype, Device device, int32_t process_set) {
-  Request r;
-  r.meta.name = std::move(name);
-  r.meta.kind = CollectiveKind::kAllgather;
-  r.meta.dtype = dtype;
-  r.meta.shape = std::move(shape);
-  r.device = device;
-  r.meta.process_set = process_set;
+  Request r = make_request(std::move(name), CollectiveKind::kAllgather, dtype, std::move(shape),
+                           device, process_set);
   r.input = input;
   return enqueue(std::move(r));
 }
 
 Handle Runtime::enqueue_broadcast(std::string name, void* buffer, std::vector<int64_t> shape,
                                   DataType dtype, int root, Device device, int32_t process_set) {
-  Request r;
-  r.meta.name = std::move(name);
-  r.meta.kind = CollectiveKind::kBroadcast;
-  r.meta.dtype = dtype;
+  Request r = make_request(std::move(name), CollectiveKind::kBroadcast, dtype, std::move(shape),
+                           device, process_set);
   r.meta.root = root;
-  r.meta.shape = std::move(shape);
-  r.device = device;
-  r.meta.process_set = process_set;
   r.input = buffer;
   r.output = buffer;
   return enqueue(std::move(r));
@@ -354,16 +352,11 @@ Handle Runtime::enqueue_reducescatter(std::string name, const void* input,
                                       std::vector<int64_t> shape, DataType dtype, ReduceOp op,
                                       double prescale, double postscale, Device device,
                                       int32_t process_set) {
-  Request r;
-  r.meta.name = std::move(name);
-  r.meta.kind = CollectiveKind::kReducescatter;
-  r.meta.dtype = dtype;
+  Request r = make_request(std::move(name), CollectiveKind::kReducescatter, dtype, std::move(shape),
+                           device, process_set);
   r.meta.op = op;
   r.meta.prescale = prescale;
   r.meta.postscale = postscale;
-  r.meta.shape = std::move(shape);
-  r.device = device;
-  r.meta.process_set = process_set;
   r.input = input;
   return enqueue(std::move(r));
 }
@@ -371,14 +364,9 @@ Handle Runtime::enqueue_reducescatter(std::string name, const void* input,
 Handle Runtime::enqueue_alltoall(std::string name, const void* input, std::vector<int64_t> shape,
                                  DataType dtype, std::vector<int64_t> splits, Device device,
                                  int32_t process_set) {
-  Request r;
-  r.meta.name = std::move(name);
-  r.meta.kind = CollectiveKind::kAlltoall;
-  r.meta.dtype = dtype;
-  r.meta.shape = std::move(shape);
+  Request r = make_request(std::move(name), CollectiveKind::kAlltoall, dtype, std::move(shape),
+                           device, process_set);
   r.meta.splits = std::move(splits);
-  r.device = device;
-  r.meta.process_set = process_set;
   r.input = input;
   return enqueue(std::move(r));
 }
@@ -422,18 +410,13 @@ std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> 
     }
   }
   for (GroupMember& m : members) {
-    Request r;
-    r.meta.name = std::move(m.name);
-    r.meta.kind = CollectiveKind::kAllreduce;
-    r.meta.dtype = dtype;
+    Request r = make_request(std::move(m.name), CollectiveKind::kAllreduce, dtype,
+                             std::move(m.shape), device, process_set);
     r.meta.op = op;
     r.meta.prescale = prescale;
     r.meta.postscale = postscale;
-    r.meta.shape = std::move(m.shape);
     r.meta.group = group;
     r.meta.group_size = static_cast<int32_t>(members.size());
-    r.device = device;
-    r.meta.process_set = process_set;
     r.input = m.input;
     r.output = m.output;
     handles.push_back(enqueue(std::move(r)));
