@@ -110,7 +110,15 @@ void SharedWindow::wait_until(Ready&& ready, int waiting_for, Deadline deadline)
   for (;;) {
     uint32_t seen = doorbell_rings();
     if (ready()) return;
-    check_peers();
+    try {
+      check_peers();
+    } catch (const PeerLost&) {
+      // A peer may publish what we wait for and close its window between
+      // the two checks (the last step of a barrier before it leaves): its
+      // segment stays mapped here, so look once more before calling it lost.
+      if (ready()) return;
+      throw;
+    }
     if (Clock::now() >= deadline) {
       throw Timeout(waiting_for, "timed out waiting for rank " + std::to_string(waiting_for));
     }
