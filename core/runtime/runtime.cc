@@ -496,20 +496,27 @@ Handle Runtime::enqueue(Request r) {
   if (r.device.id >= 0)
     throw bad("device tensors (cuda:" + std::to_string(r.device.id) +
               ") are not served by this runtime yet");
-  // The set's members: they size the split collectives and hold the root.
+  // A set's members size the split collectives and hold the root. The world
+  // (most calls) needs no lookup: no lock and no copy per submission.
   std::vector<int> members;
-  {
-    std::lock_guard lock(mu_);
-    auto it = set_ranks_.find(m.process_set);
-    if (it == set_ranks_.end())
-      throw bad("there is no process set " + std::to_string(m.process_set));
-    members = it->second;
+  if (m.process_set != 0) {
+    {
+      std::lock_guard lock(mu_);
+      auto it = set_ranks_.find(m.process_set);
+      if (it == set_ranks_.end())
+        throw bad("there is no process set " + std::to_string(m.process_set));
+      members = it->second;
+    }
+    if (!std::binary_search(members.begin(), members.end(), rank_)) {
+      throw bad("rank " + std::to_string(rank_) + " is not a member of process set " +
+                std::to_string(m.process_set) + " (ranks " + set_text(members) + ")");
+    }
   }
-  if (!std::binary_search(members.begin(), members.end(), rank_)) {
-    throw bad("rank " + std::to_string(rank_) + " is not a member of process set " +
-              std::to_string(m.process_set) + " (ranks " + set_text(members) + ")");
-  }
-  const int set_size = static_cast<int>(members.size());
+  auto is_member = [&](int r) {
+    return m.process_set == 0 ? r >= 0 && r < size_
+                              : std::binary_search(members.begin(), members.end(), r);
+  };
+  const int set_size = m.process_set == 0 ? size_ : static_cast<int>(members.size());
   const std::string in_set =
       m.process_set == 0 ? "" : " of process set " + std::to_string(m.process_set);
   m.device = r.device.id;
@@ -519,7 +526,7 @@ Handle Runtime::enqueue(Request r) {
       if (n > 0 && (!r.input || !r.output)) throw bad("null input or output buffer");
       break;
     case CollectiveKind::kBroadcast:
-      if (!std::binary_search(members.begin(), members.end(), m.root)) {
+      if (!is_member(m.root)) {
         throw bad("root " + std::to_string(m.root) + " is not a rank" + in_set + " (ranks " +
                   (m.process_set == 0 ? "0.." + std::to_string(size_ - 1) : set_text(members)) +
                   ")");
