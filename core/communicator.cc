@@ -71,6 +71,7 @@ size_t llc_bytes() {
 Communicator::Communicator() : workspace_(std::make_unique<collectives::Workspace>()) {}
 
 Communicator::~Communicator() {
+  if (parent_ != nullptr) std::erase(parent_->subsets_, this);
   // After a failure rank 0 keeps the store up a moment, so that peers still
   // failing can read who failed first (peer_abort_reason).
   if (failed() && store_server_ != nullptr)
@@ -209,6 +210,7 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   c->config_ = parent.config_;
   c->workspace_->tuning = parent.workspace_->tuning;
   c->parent_ = &parent;
+  parent.subsets_.push_back(c.get());
   c->members_ = members;
   std::vector<std::string> hostnames;
   for (int r : members) hostnames.push_back(parent.world_.hostnames.at(r));
@@ -389,9 +391,14 @@ void Communicator::abort(const std::string& why) {
           }
         });
   }
-  if (window_ != nullptr) {
+  // A peer may be waiting in a process set's window rather than on a link
+  // or the world's window: tell it there too.
+  std::vector<transport::SharedWindow*> windows = {window_.get()};
+  for (Communicator* set : subsets_) windows.push_back(set->window_.get());
+  for (transport::SharedWindow* w : windows) {
+    if (w == nullptr) continue;
     try {
-      window_->abort(failure_);
+      w->abort(failure_);
     } catch (...) {
     }
   }

@@ -94,7 +94,8 @@ class Communicator {
 
   Config config_;
   World world_;
-  Communicator* parent_ = nullptr;  // a process set's: the world's communicator
+  Communicator* parent_ = nullptr;      // a process set's: the world's communicator
+  std::vector<Communicator*> subsets_;  // the world's: its live process sets' (to abort)
   std::vector<int> members_;  // a process set's: global rank of each rank; empty for the world
   std::unique_ptr<collectives::Workspace> workspace_;  // outlives the pairs
   std::unique_ptr<StoreServer> store_server_;          // rank 0 only
