@@ -1,12 +1,16 @@
-// The algorithm table.
+// The algorithm table (default_rows() below is this, as data).
 //
 //   placement                       collective      size                       algorithm
 //   one host, window (shm allowed)  allreduce       <= 8 KiB (128 KiB when     one-step
 //                                                   ranks outnumber cores)
 //                                   allreduce       larger                     direct
 //                                   all others      any                        direct
-//   several hosts, or tcp forced    all             any                        ring (pairwise for
-//   alltoall)
+//   several hosts, or tcp forced    all             any                        ring (pairwise
+//                                                                              for alltoall)
+//
+// RINGLET_ALGORITHM forces an algorithm at every size: ring runs anywhere;
+// direct and onestep need the window (and say so otherwise); onestep on a
+// collective other than allreduce runs that collective's direct algorithm.
 //
 // Why: within a host a flag in shared memory costs far less than a message,
 // and the direct algorithms touch each byte fewer times than a ring (no
@@ -20,8 +24,6 @@
 // ring keeps every link busy. The choice depends only on facts every rank
 // shares (size, local_size, the host's core count), so all ranks agree.
 #include "core/collectives/algorithm_table.h"
-
-#include "core/collectives/workspace.h"
 
 namespace ringlet::core::collectives {
 
@@ -55,33 +57,148 @@ std::string_view to_string(Algorithm a) {
   return "algorithm";
 }
 
-Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
-  const AlgorithmChoice forced = comm.config().algorithm;
-  const bool window = comm.window() != nullptr;
-  if (forced == AlgorithmChoice::kRing) return Algorithm::kRing;
-  if (!window) {
-    if (forced == AlgorithmChoice::kAuto) return Algorithm::kRing;
-    const char* name = forced == AlgorithmChoice::kDirect ? "direct" : "onestep";
-    std::string why = !comm.world().single_host()
-                          ? "the job spans " + std::to_string(comm.world().cross_size) + " hosts"
-                          : "shared memory is off (RINGLET_TRANSPORT=tcp)";
-    throw ConfigError(std::string("RINGLET_ALGORITHM=") + name +
-                      " needs every rank on one host with a shared-memory window, but " + why +
-                      " (accepted here: auto|ring)");
+namespace {
+
+bool holds(Need need, bool fact) {
+  return need == Need::kAny || (need == Need::kYes) == fact;
+}
+
+// The run on a collective that lacks the forced algorithm: one-step is the
+// window's single-synchronisation allreduce; elsewhere the window's direct
+// algorithm is its nearest kin. nullopt: no stand-in.
+std::optional<Algorithm> stand_in(Algorithm a) {
+  if (a == Algorithm::kOneStep) return Algorithm::kDirect;
+  return std::nullopt;
+}
+
+// "needs <what the row asks>, but <what this job lacks>".
+std::string shortfall(const Placement& need, const PlacementFacts& f) {
+  if (need.window == Need::kYes && !f.window) {
+    return "needs every rank on one host with a shared-memory window, but " +
+           (!f.one_host() ? "the job spans " + std::to_string(f.hosts) + " hosts"
+                          : std::string("shared memory is off (RINGLET_TRANSPORT=tcp)"));
   }
-  const Tuning& t = comm.workspace().tuning;
-  switch (forced) {
+  if (need.one_host != Need::kAny && !holds(need.one_host, f.one_host())) {
+    return need.one_host == Need::kYes
+               ? "needs every rank on one host, but the job spans " + std::to_string(f.hosts) +
+                     " hosts"
+               : std::string("needs ranks on several hosts, but the job has one");
+  }
+  if (need.oversubscribed != Need::kAny && !holds(need.oversubscribed, f.oversubscribed)) {
+    return need.oversubscribed == Need::kYes ? "needs more ranks than cores, but each has one"
+                                             : "needs a core per rank, but ranks outnumber cores";
+  }
+  return "cannot run here";
+}
+
+// "auto|ring": what RINGLET_ALGORITHM may force for `c` on these facts.
+std::string accepted_here(std::span<const Row> rows, const PlacementFacts& f, Collective c) {
+  std::string out = "auto";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (r.collective != c || !r.placement.matches(f)) continue;
+    bool seen = false;
+    for (size_t j = 0; j < i; ++j) {
+      seen = seen || (rows[j].collective == c && rows[j].algorithm == r.algorithm &&
+                      rows[j].placement.matches(f));
+    }
+    if (!seen) out += "|" + std::string(to_string(r.algorithm));
+  }
+  return out;
+}
+
+const Row* first_row(std::span<const Row> rows, Collective c, Algorithm a) {
+  for (const Row& r : rows) {
+    if (r.collective == c && r.algorithm == a) return &r;
+  }
+  return nullptr;
+}
+
+Algorithm select_forced(std::span<const Row> rows, const PlacementFacts& f, Algorithm forced,
+                        Collective c) {
+  const std::string var = "RINGLET_ALGORITHM=" + std::string(to_string(forced));
+  std::optional<Algorithm> a = forced;
+  while (a && first_row(rows, c, *a) == nullptr) a = stand_in(*a);
+  if (!a) {
+    throw ConfigError(var + " has no " + std::string(to_string(c)) + " algorithm (accepted here: " +
+                      accepted_here(rows, f, c) + ")");
+  }
+  for (const Row& r : rows) {
+    if (r.collective == c && r.algorithm == *a && r.placement.matches(f)) return *a;
+  }
+  throw ConfigError(var + " " + shortfall(first_row(rows, c, *a)->placement, f) +
+                    " (accepted here: " + accepted_here(rows, f, c) + ")");
+}
+
+}  // namespace
+
+bool Placement::matches(const PlacementFacts& f) const {
+  return holds(one_host, f.one_host()) && holds(window, f.window) &&
+         holds(oversubscribed, f.oversubscribed);
+}
+
+std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
+  using enum Collective;
+  constexpr Need kYes = Need::kYes, kNo = Need::kNo;
+  const Placement window{.window = kYes};
+  const Placement window_own_cores{.window = kYes, .oversubscribed = kNo};
+  const Placement window_oversubscribed{.window = kYes, .oversubscribed = kYes};
+  const Placement anywhere{};
+  return {{
+      {kAllreduce, window_own_cores, 0, t.onestep_max_bytes, Algorithm::kOneStep},
+      {kAllreduce, window_oversubscribed, 0, t.onestep_max_oversubscribed_bytes,
+       Algorithm::kOneStep},
+      {kAllreduce, window, 0, kAnyBytes, Algorithm::kDirect},
+      {kAllgather, window, 0, kAnyBytes, Algorithm::kDirect},
+      {kBroadcast, window, 0, kAnyBytes, Algorithm::kDirect},
+      {kReducescatter, window, 0, kAnyBytes, Algorithm::kDirect},
+      {kAlltoall, window, 0, kAnyBytes, Algorithm::kDirect},
+      {kBarrier, window, 0, kAnyBytes, Algorithm::kDirect},
+      {kAllreduce, anywhere, 0, kAnyBytes, Algorithm::kRing},
+      {kAllgather, anywhere, 0, kAnyBytes, Algorithm::kRing},
+      {kBroadcast, anywhere, 0, kAnyBytes, Algorithm::kRing},
+      {kReducescatter, anywhere, 0, kAnyBytes, Algorithm::kRing},
+      {kAlltoall, anywhere, 0, kAnyBytes, Algorithm::kRing},
+      {kBarrier, anywhere, 0, kAnyBytes, Algorithm::kRing},
+  }};
+}
+
+Algorithm select(std::span<const Row> rows, const PlacementFacts& facts,
+                 std::optional<Algorithm> forced, Collective c, size_t bytes) {
+  if (forced) return select_forced(rows, facts, *forced, c);
+  for (const Row& r : rows) {
+    if (r.collective == c && r.placement.matches(facts) && r.min_bytes <= bytes &&
+        bytes <= r.max_bytes) {
+      return r.algorithm;
+    }
+  }
+  throw ConfigError("RINGLET_ALGORITHM=auto: no " + std::string(to_string(c)) +
+                    " algorithm runs on this placement at " + std::to_string(bytes) + " bytes");
+}
+
+std::optional<Algorithm> forced_algorithm(AlgorithmChoice choice) {
+  switch (choice) {
+    case AlgorithmChoice::kRing:
+      return Algorithm::kRing;
     case AlgorithmChoice::kDirect:
       return Algorithm::kDirect;
     case AlgorithmChoice::kOneStep:
-      return c == Collective::kAllreduce ? Algorithm::kOneStep : Algorithm::kDirect;
-    default:
+      return Algorithm::kOneStep;
+    case AlgorithmChoice::kAuto:
       break;
   }
-  const size_t onestep_max =
-      t.oversubscribed ? t.onestep_max_oversubscribed_bytes : t.onestep_max_bytes;
-  if (c == Collective::kAllreduce && bytes <= onestep_max) return Algorithm::kOneStep;
-  return Algorithm::kDirect;
+  return std::nullopt;
+}
+
+PlacementFacts facts_of(Communicator& comm) {
+  return PlacementFacts{.hosts = comm.world().cross_size,
+                        .window = comm.window() != nullptr,
+                        .oversubscribed = comm.workspace().tuning.oversubscribed};
+}
+
+Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
+  const auto rows = default_rows(comm.workspace().tuning);
+  return select(rows, facts_of(comm), forced_algorithm(comm.config().algorithm), c, bytes);
 }
 
 }  // namespace ringlet::core::collectives

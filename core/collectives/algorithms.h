@@ -1,11 +1,14 @@
-// The algorithms behind the collectives, one per file. Callers (collectives.cc)
-// have already handled size 1, count 0 and the choice of algorithm; these
-// functions assume size > 1 and that every rank calls with the same arguments.
+// The algorithms behind the collectives, one per file, and one dispatch table
+// per collective (algorithm -> function). Callers (collectives.cc) have
+// already handled size 1, count 0 and the choice of algorithm; these functions
+// assume size > 1 and that every rank calls with the same arguments.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <span>
 
+#include "core/collectives/algorithm_table.h"
 #include "core/collectives/segments.h"
 #include "core/collectives/workspace.h"
 #include "core/communicator.h"
@@ -49,5 +52,79 @@ void direct_broadcast(Communicator& comm, void* buffer, size_t count, DataType d
 void direct_alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts,
                      void* recv, std::span<const size_t> recv_counts, DataType dtype);
 void window_barrier(Communicator& comm);
+
+// The dispatch tables: every algorithm that a row of the algorithm table can
+// pick for a collective has its entry here (the algorithm table's unit test
+// checks this).
+template <class Fn>
+struct Implementation {
+  Algorithm algorithm;
+  Fn run;
+};
+
+using AllreduceFn = void (*)(Communicator&, const Segments&, ReduceOp, double prescale,
+                             double postscale);
+using AllgatherFn = void (*)(Communicator&, const void* send, void* recv,
+                             std::span<const size_t> counts, DataType);
+using BroadcastFn = void (*)(Communicator&, void* buffer, size_t count, DataType, int root);
+using ReducescatterFn = void (*)(Communicator&, const void* send, void* recv,
+                                 std::span<const size_t> counts, DataType, ReduceOp);
+using AlltoallFn = void (*)(Communicator&, const void* send, std::span<const size_t> send_counts,
+                            void* recv, std::span<const size_t> recv_counts, DataType);
+using BarrierFn = void (*)(Communicator&);
+
+inline constexpr std::array<Implementation<AllreduceFn>, 3> kAllreduceImpls = {{
+    {Algorithm::kRing, &ring_allreduce_segments},
+    {Algorithm::kDirect, &direct_allreduce},
+    {Algorithm::kOneStep, &onestep_allreduce},
+}};
+inline constexpr std::array<Implementation<AllgatherFn>, 2> kAllgatherImpls = {{
+    {Algorithm::kRing, &ring_allgather},
+    {Algorithm::kDirect, &direct_allgather},
+}};
+inline constexpr std::array<Implementation<BroadcastFn>, 2> kBroadcastImpls = {{
+    {Algorithm::kRing, &ring_broadcast},
+    {Algorithm::kDirect, &direct_broadcast},
+}};
+inline constexpr std::array<Implementation<ReducescatterFn>, 2> kReducescatterImpls = {{
+    {Algorithm::kRing, &ring_reducescatter},
+    {Algorithm::kDirect, &direct_reducescatter},
+}};
+inline constexpr std::array<Implementation<AlltoallFn>, 2> kAlltoallImpls = {{
+    {Algorithm::kRing, &pairwise_alltoall},
+    {Algorithm::kDirect, &direct_alltoall},
+}};
+inline constexpr std::array<Implementation<BarrierFn>, 2> kBarrierImpls = {{
+    {Algorithm::kRing, &ring_barrier},
+    {Algorithm::kDirect, &window_barrier},
+}};
+
+// The function behind `a`; null when the collective has no such algorithm.
+template <class Fn, size_t N>
+constexpr Fn implementation(const std::array<Implementation<Fn>, N>& table, Algorithm a) {
+  for (const Implementation<Fn>& i : table) {
+    if (i.algorithm == a) return i.run;
+  }
+  return nullptr;
+}
+
+// Whether `c` has an implementation of `a` (for tests of the table).
+constexpr bool implemented(Collective c, Algorithm a) {
+  switch (c) {
+    case Collective::kAllreduce:
+      return implementation(kAllreduceImpls, a) != nullptr;
+    case Collective::kAllgather:
+      return implementation(kAllgatherImpls, a) != nullptr;
+    case Collective::kBroadcast:
+      return implementation(kBroadcastImpls, a) != nullptr;
+    case Collective::kReducescatter:
+      return implementation(kReducescatterImpls, a) != nullptr;
+    case Collective::kAlltoall:
+      return implementation(kAlltoallImpls, a) != nullptr;
+    case Collective::kBarrier:
+      return implementation(kBarrierImpls, a) != nullptr;
+  }
+  return false;
+}
 
 }  // namespace ringlet::core::collectives

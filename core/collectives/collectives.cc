@@ -5,12 +5,15 @@
 // "rank <r>: ", names the peer, and ends with the collective's name.
 #include "core/collectives/collectives.h"
 
+#include <array>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/collectives/algorithm_table.h"
 #include "core/collectives/algorithms.h"
+#include "ringlet/common/duration_text.h"
 #include "ringlet/kernels/cpu.h"
 
 namespace ringlet::core {
@@ -20,11 +23,7 @@ namespace {
 using collectives::Algorithm;
 using collectives::Collective;
 
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
+using common::seconds_text;
 
 // "rank 3" appears in `text` as a whole word.
 bool names_rank(const std::string& text, int peer) {
@@ -108,19 +107,27 @@ void copy_if_apart(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes > 0) kernels::cpu::copy(dst, src, bytes);
 }
 
+// Runs the algorithm that the table picks for a `bytes` message of `c` (the
+// same on every rank), from the collective's dispatch table.
+template <class Fn, size_t N, class... Args>
+void dispatch(const std::array<collectives::Implementation<Fn>, N>& impls, Communicator& comm,
+              Collective c, size_t bytes, Args&&... args) {
+  guarded(comm, c, [&] {
+    const Algorithm a = collectives::choose_algorithm(comm, c, bytes);
+    const Fn run = collectives::implementation(impls, a);
+    if (run == nullptr) {
+      throw std::logic_error("the algorithm table picks " + std::string(collectives::to_string(a)) +
+                             ", which has no implementation");
+    }
+    run(comm, std::forward<Args>(args)...);
+  });
+}
+
 // The window algorithms take their message as Segments; one tensor is one.
 void run_allreduce(Communicator& comm, const collectives::Segments& s, ReduceOp op, double prescale,
                    double postscale) {
-  guarded(comm, Collective::kAllreduce, [&] {
-    switch (collectives::choose_algorithm(comm, Collective::kAllreduce, s.total * s.es)) {
-      case Algorithm::kRing:
-        return collectives::ring_allreduce_segments(comm, s, op, prescale, postscale);
-      case Algorithm::kDirect:
-        return collectives::direct_allreduce(comm, s, op, prescale, postscale);
-      case Algorithm::kOneStep:
-        return collectives::onestep_allreduce(comm, s, op, prescale, postscale);
-    }
-  });
+  dispatch(collectives::kAllreduceImpls, comm, Collective::kAllreduce, s.total * s.es, s, op,
+           prescale, postscale);
 }
 
 }  // namespace
@@ -197,14 +204,8 @@ void allgather(Communicator& comm, const void* send, void* recv,
     copy_if_apart(recv, send, total * es);
     return;
   }
-  guarded(comm, Collective::kAllgather, [&] {
-    if (collectives::choose_algorithm(comm, Collective::kAllgather, total * es) ==
-        Algorithm::kRing) {
-      collectives::ring_allgather(comm, send, recv, recv_counts, dtype);
-    } else {
-      collectives::direct_allgather(comm, send, recv, recv_counts, dtype);
-    }
-  });
+  dispatch(collectives::kAllgatherImpls, comm, Collective::kAllgather, total * es, send, recv,
+           recv_counts, dtype);
 }
 
 void broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root) {
@@ -214,14 +215,8 @@ void broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, i
                                 std::to_string(comm.size()));
   }
   if (count == 0 || comm.size() == 1) return;
-  guarded(comm, Collective::kBroadcast, [&] {
-    const size_t bytes = count * dtype_size(dtype);
-    if (collectives::choose_algorithm(comm, Collective::kBroadcast, bytes) == Algorithm::kRing) {
-      collectives::ring_broadcast(comm, buffer, count, dtype, root);
-    } else {
-      collectives::direct_broadcast(comm, buffer, count, dtype, root);
-    }
-  });
+  dispatch(collectives::kBroadcastImpls, comm, Collective::kBroadcast, count * dtype_size(dtype),
+           buffer, count, dtype, root);
 }
 
 void reducescatter(Communicator& comm, const void* send, void* recv,
@@ -236,14 +231,8 @@ void reducescatter(Communicator& comm, const void* send, void* recv,
     copy_if_apart(recv, send, total * es);
     return;
   }
-  guarded(comm, Collective::kReducescatter, [&] {
-    if (collectives::choose_algorithm(comm, Collective::kReducescatter, total * es) ==
-        Algorithm::kRing) {
-      collectives::ring_reducescatter(comm, send, recv, recv_counts, dtype, op);
-    } else {
-      collectives::direct_reducescatter(comm, send, recv, recv_counts, dtype, op);
-    }
-  });
+  dispatch(collectives::kReducescatterImpls, comm, Collective::kReducescatter, total * es, send,
+           recv, recv_counts, dtype, op);
 }
 
 void alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts, void* recv,
@@ -260,25 +249,14 @@ void alltoall(Communicator& comm, const void* send, std::span<const size_t> send
     copy_if_apart(recv, send, send_counts[0] * dtype_size(dtype));
     return;
   }
-  guarded(comm, Collective::kAlltoall, [&] {
-    // Local totals differ between ranks: the choice must not depend on them.
-    if (collectives::choose_algorithm(comm, Collective::kAlltoall, 0) == Algorithm::kRing) {
-      collectives::pairwise_alltoall(comm, send, send_counts, recv, recv_counts, dtype);
-    } else {
-      collectives::direct_alltoall(comm, send, send_counts, recv, recv_counts, dtype);
-    }
-  });
+  // Local totals differ between ranks: the choice must not depend on them.
+  dispatch(collectives::kAlltoallImpls, comm, Collective::kAlltoall, 0, send, send_counts, recv,
+           recv_counts, dtype);
 }
 
 void barrier(Communicator& comm) {
   if (comm.size() == 1) return;
-  guarded(comm, Collective::kBarrier, [&] {
-    if (collectives::choose_algorithm(comm, Collective::kBarrier, 0) == Algorithm::kRing) {
-      collectives::ring_barrier(comm);
-    } else {
-      collectives::window_barrier(comm);
-    }
-  });
+  dispatch(collectives::kBarrierImpls, comm, Collective::kBarrier, 0);
 }
 
 }  // namespace ringlet::core

@@ -1,0 +1,274 @@
+// The algorithm table's choices, one case per row: placement facts, the forced
+// algorithm (RINGLET_ALGORITHM), the message size, and the algorithm or the
+// exact error expected. No communicator: select() is a pure function. A second
+// test walks every combination of facts, forcing and sizes around the limits
+// and compares with the rules the table replaced, written out as they were.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/collectives/algorithm_table.h"
+#include "core/collectives/algorithms.h"
+#include "core/config.h"
+
+namespace ringlet::core::collectives {
+namespace {
+
+constexpr size_t KiB = 1024;
+
+struct Case {
+  const char* what;
+  Collective collective;
+  PlacementFacts facts;
+  AlgorithmChoice forced;
+  size_t bytes;
+  std::optional<Algorithm> expected;  // nullopt: ConfigError `error`
+  const char* error = "";
+};
+
+constexpr PlacementFacts kWindow{.hosts = 1, .window = true, .oversubscribed = false};
+constexpr PlacementFacts kWindowOversubscribed{.hosts = 1, .window = true, .oversubscribed = true};
+constexpr PlacementFacts kTcpOneHost{.hosts = 1, .window = false, .oversubscribed = false};
+constexpr PlacementFacts kTwoHosts{.hosts = 2, .window = false, .oversubscribed = false};
+constexpr PlacementFacts kThreeHostsOversubscribed{
+    .hosts = 3, .window = false, .oversubscribed = true};
+
+using enum Collective;
+using A = Algorithm;
+using F = AlgorithmChoice;
+
+const char* const kDirectTwoHosts =
+    "RINGLET_ALGORITHM=direct needs every rank on one host with a shared-memory window, but the "
+    "job spans 2 hosts (accepted here: auto|ring)";
+const char* const kOneStepTwoHosts =
+    "RINGLET_ALGORITHM=onestep needs every rank on one host with a shared-memory window, but the "
+    "job spans 2 hosts (accepted here: auto|ring)";
+const char* const kDirectTcp =
+    "RINGLET_ALGORITHM=direct needs every rank on one host with a shared-memory window, but "
+    "shared memory is off (RINGLET_TRANSPORT=tcp) (accepted here: auto|ring)";
+const char* const kOneStepTcp =
+    "RINGLET_ALGORITHM=onestep needs every rank on one host with a shared-memory window, but "
+    "shared memory is off (RINGLET_TRANSPORT=tcp) (accepted here: auto|ring)";
+
+const Case kCases[] = {
+    // auto, one host with a window: one-step allreduce up to 8 KiB, direct above.
+    {"small allreduce", kAllreduce, kWindow, F::kAuto, 0, A::kOneStep},
+    {"4 KiB allreduce", kAllreduce, kWindow, F::kAuto, 4 * KiB, A::kOneStep},
+    {"8 KiB allreduce", kAllreduce, kWindow, F::kAuto, 8 * KiB, A::kOneStep},
+    {"8 KiB + 1 allreduce", kAllreduce, kWindow, F::kAuto, 8 * KiB + 1, A::kDirect},
+    {"64 KiB allreduce", kAllreduce, kWindow, F::kAuto, 64 * KiB, A::kDirect},
+    {"1 GiB allreduce", kAllreduce, kWindow, F::kAuto, size_t{1} << 30, A::kDirect},
+    // auto, ranks outnumber cores: one-step through 128 KiB.
+    {"oversubscribed 64 KiB", kAllreduce, kWindowOversubscribed, F::kAuto, 64 * KiB, A::kOneStep},
+    {"oversubscribed 128 KiB", kAllreduce, kWindowOversubscribed, F::kAuto, 128 * KiB,
+     A::kOneStep},
+    {"oversubscribed 128 KiB + 1", kAllreduce, kWindowOversubscribed, F::kAuto, 128 * KiB + 1,
+     A::kDirect},
+    // auto, the other collectives on a window: direct at any size.
+    {"small allgather", kAllgather, kWindow, F::kAuto, 4, A::kDirect},
+    {"large allgather", kAllgather, kWindow, F::kAuto, size_t{1} << 30, A::kDirect},
+    {"broadcast", kBroadcast, kWindow, F::kAuto, 4 * KiB, A::kDirect},
+    {"reducescatter", kReducescatter, kWindowOversubscribed, F::kAuto, 4 * KiB, A::kDirect},
+    {"alltoall", kAlltoall, kWindow, F::kAuto, 0, A::kDirect},
+    {"barrier", kBarrier, kWindow, F::kAuto, 0, A::kDirect},
+    // auto without a window (several hosts, or tcp): the ring.
+    {"two hosts allreduce", kAllreduce, kTwoHosts, F::kAuto, 4 * KiB, A::kRing},
+    {"two hosts allreduce large", kAllreduce, kTwoHosts, F::kAuto, size_t{1} << 30, A::kRing},
+    {"tcp allreduce", kAllreduce, kTcpOneHost, F::kAuto, 0, A::kRing},
+    {"three hosts oversubscribed", kAllreduce, kThreeHostsOversubscribed, F::kAuto, 4, A::kRing},
+    {"two hosts allgather", kAllgather, kTwoHosts, F::kAuto, 4 * KiB, A::kRing},
+    {"tcp broadcast", kBroadcast, kTcpOneHost, F::kAuto, 4 * KiB, A::kRing},
+    {"two hosts reducescatter", kReducescatter, kTwoHosts, F::kAuto, 4 * KiB, A::kRing},
+    {"tcp alltoall", kAlltoall, kTcpOneHost, F::kAuto, 0, A::kRing},
+    {"two hosts barrier", kBarrier, kTwoHosts, F::kAuto, 0, A::kRing},
+    // RINGLET_ALGORITHM=ring: anywhere, at any size.
+    {"ring forced on a window", kAllreduce, kWindow, F::kRing, 4, A::kRing},
+    {"ring forced, oversubscribed", kAllreduce, kWindowOversubscribed, F::kRing, 4, A::kRing},
+    {"ring forced, barrier", kBarrier, kWindow, F::kRing, 0, A::kRing},
+    {"ring forced, two hosts", kAlltoall, kTwoHosts, F::kRing, 0, A::kRing},
+    {"ring forced, tcp", kBroadcast, kTcpOneHost, F::kRing, 4, A::kRing},
+    // RINGLET_ALGORITHM=direct: on a window at any size, refused without one.
+    {"direct forced, small allreduce", kAllreduce, kWindow, F::kDirect, 4, A::kDirect},
+    {"direct forced, oversubscribed", kAllreduce, kWindowOversubscribed, F::kDirect, 4,
+     A::kDirect},
+    {"direct forced, alltoall", kAlltoall, kWindow, F::kDirect, 0, A::kDirect},
+    {"direct forced, two hosts", kAllreduce, kTwoHosts, F::kDirect, 4, std::nullopt,
+     kDirectTwoHosts},
+    {"direct forced, two hosts barrier", kBarrier, kTwoHosts, F::kDirect, 0, std::nullopt,
+     kDirectTwoHosts},
+    {"direct forced, tcp", kAllgather, kTcpOneHost, F::kDirect, 4, std::nullopt, kDirectTcp},
+    // RINGLET_ALGORITHM=onestep: allreduce at any size; the others run direct.
+    {"onestep forced, large allreduce", kAllreduce, kWindow, F::kOneStep, size_t{1} << 30,
+     A::kOneStep},
+    {"onestep forced, oversubscribed", kAllreduce, kWindowOversubscribed, F::kOneStep, 1 << 20,
+     A::kOneStep},
+    {"onestep forced, allgather", kAllgather, kWindow, F::kOneStep, 4, A::kDirect},
+    {"onestep forced, broadcast", kBroadcast, kWindow, F::kOneStep, 4, A::kDirect},
+    {"onestep forced, reducescatter", kReducescatter, kWindow, F::kOneStep, 4, A::kDirect},
+    {"onestep forced, alltoall", kAlltoall, kWindow, F::kOneStep, 0, A::kDirect},
+    {"onestep forced, barrier", kBarrier, kWindow, F::kOneStep, 0, A::kDirect},
+    {"onestep forced, two hosts", kAllreduce, kTwoHosts, F::kOneStep, 4, std::nullopt,
+     kOneStepTwoHosts},
+    {"onestep forced, two hosts allgather", kAllgather, kTwoHosts, F::kOneStep, 4, std::nullopt,
+     kOneStepTwoHosts},
+    {"onestep forced, tcp", kAllreduce, kTcpOneHost, F::kOneStep, 4, std::nullopt, kOneStepTcp},
+    {"onestep forced, tcp barrier", kBarrier, kTcpOneHost, F::kOneStep, 0, std::nullopt,
+     kOneStepTcp},
+    {"onestep forced, three hosts", kAllreduce, kThreeHostsOversubscribed, F::kOneStep, 4,
+     std::nullopt,
+     "RINGLET_ALGORITHM=onestep needs every rank on one host with a shared-memory window, but "
+     "the job spans 3 hosts (accepted here: auto|ring)"},
+};
+
+TEST(AlgorithmTable, ChoosesAsEachCaseSays) {
+  const auto rows = default_rows(Tuning{});
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.what);
+    if (c.expected) {
+      EXPECT_EQ(select(rows, c.facts, forced_algorithm(c.forced), c.collective, c.bytes),
+                *c.expected);
+      continue;
+    }
+    try {
+      select(rows, c.facts, forced_algorithm(c.forced), c.collective, c.bytes);
+      ADD_FAILURE() << "expected ConfigError: " << c.error;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), c.error);
+    }
+  }
+}
+
+TEST(AlgorithmTable, OneStepLimitsFollowTheTuning) {
+  Tuning t;
+  t.onestep_max_bytes = 0;
+  t.onestep_max_oversubscribed_bytes = 1 << 20;
+  const auto rows = default_rows(t);
+  EXPECT_EQ(select(rows, kWindow, std::nullopt, kAllreduce, 0), A::kOneStep);
+  EXPECT_EQ(select(rows, kWindow, std::nullopt, kAllreduce, 1), A::kDirect);
+  EXPECT_EQ(select(rows, kWindowOversubscribed, std::nullopt, kAllreduce, 1 << 20), A::kOneStep);
+  EXPECT_EQ(select(rows, kWindowOversubscribed, std::nullopt, kAllreduce, (1 << 20) + 1),
+            A::kDirect);
+}
+
+// The rules that the table replaced, as they were written against a live
+// communicator, with its facts passed in.
+Algorithm previous_rules(const PlacementFacts& f, AlgorithmChoice forced, const Tuning& t,
+                         Collective c, size_t bytes) {
+  if (forced == AlgorithmChoice::kRing) return Algorithm::kRing;
+  if (!f.window) {
+    if (forced == AlgorithmChoice::kAuto) return Algorithm::kRing;
+    const char* name = forced == AlgorithmChoice::kDirect ? "direct" : "onestep";
+    std::string why = !f.one_host() ? "the job spans " + std::to_string(f.hosts) + " hosts"
+                                    : "shared memory is off (RINGLET_TRANSPORT=tcp)";
+    throw ConfigError(std::string("RINGLET_ALGORITHM=") + name +
+                      " needs every rank on one host with a shared-memory window, but " + why +
+                      " (accepted here: auto|ring)");
+  }
+  switch (forced) {
+    case AlgorithmChoice::kDirect:
+      return Algorithm::kDirect;
+    case AlgorithmChoice::kOneStep:
+      return c == Collective::kAllreduce ? Algorithm::kOneStep : Algorithm::kDirect;
+    default:
+      break;
+  }
+  const size_t onestep_max =
+      f.oversubscribed ? t.onestep_max_oversubscribed_bytes : t.onestep_max_bytes;
+  if (c == Collective::kAllreduce && bytes <= onestep_max) return Algorithm::kOneStep;
+  return Algorithm::kDirect;
+}
+
+// Either the algorithm or the error's text, so that both compare alike.
+std::string outcome(auto&& choose) {
+  try {
+    return std::string(to_string(choose()));
+  } catch (const ConfigError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+TEST(AlgorithmTable, AgreesWithThePreviousRulesEverywhere) {
+  std::vector<Tuning> tunings(3);
+  tunings[1].onestep_max_bytes = 0;
+  tunings[1].onestep_max_oversubscribed_bytes = 0;
+  tunings[2].onestep_max_bytes = 1 << 20;
+  tunings[2].onestep_max_oversubscribed_bytes = 4 * KiB;
+  int compared = 0;
+  for (const Tuning& t : tunings) {
+    const auto rows = default_rows(t);
+    std::vector<size_t> sizes = {0, 1, 4 * KiB, size_t{1} << 30, kAnyBytes};
+    for (size_t limit : {t.onestep_max_bytes, t.onestep_max_oversubscribed_bytes}) {
+      sizes.push_back(limit);
+      sizes.push_back(limit + 1);
+      if (limit > 0) sizes.push_back(limit - 1);
+    }
+    for (Collective c : {kAllreduce, kAllgather, kBroadcast, kReducescatter, kAlltoall, kBarrier}) {
+      for (int hosts : {1, 2, 5}) {
+        for (bool window : {false, true}) {
+          for (bool oversubscribed : {false, true}) {
+            const PlacementFacts f{hosts, window, oversubscribed};
+            for (F forced : {F::kAuto, F::kRing, F::kDirect, F::kOneStep}) {
+              for (size_t bytes : sizes) {
+                SCOPED_TRACE(std::string(to_string(c)) + " hosts=" + std::to_string(hosts) +
+                             " window=" + std::to_string(window) +
+                             " oversubscribed=" + std::to_string(oversubscribed) +
+                             " forced=" + std::to_string(static_cast<int>(forced)) +
+                             " bytes=" + std::to_string(bytes));
+                EXPECT_EQ(outcome([&] {
+                            return select(rows, f, forced_algorithm(forced), c, bytes);
+                          }),
+                          outcome([&] { return previous_rules(f, forced, t, c, bytes); }));
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 3000);
+}
+
+TEST(AlgorithmTable, EveryRowHasAnImplementation) {
+  for (const Row& r : default_rows(Tuning{})) {
+    EXPECT_TRUE(implemented(r.collective, r.algorithm))
+        << to_string(r.collective) << " has no " << to_string(r.algorithm) << " in its dispatch "
+        << "table";
+  }
+}
+
+// A new algorithm is one row: a row placed above the others wins where its
+// placement and sizes match, and forcing finds it, without touching select().
+TEST(AlgorithmTable, ARowAboveTheOthersTakesOverItsRange) {
+  const auto defaults = default_rows(Tuning{});
+  std::vector<Row> rows = {{kAllgather, Placement{.one_host = Need::kNo}, 1 * KiB, 64 * KiB,
+                            Algorithm::kDirect}};
+  rows.insert(rows.end(), defaults.begin(), defaults.end());
+  EXPECT_EQ(select(rows, kTwoHosts, std::nullopt, kAllgather, 512), A::kRing);
+  EXPECT_EQ(select(rows, kTwoHosts, std::nullopt, kAllgather, 4 * KiB), A::kDirect);
+  EXPECT_EQ(select(rows, kTwoHosts, std::nullopt, kAllgather, 64 * KiB + 1), A::kRing);
+  EXPECT_EQ(select(rows, kTwoHosts, A::kDirect, kAllgather, 0), A::kDirect);
+  EXPECT_EQ(select(rows, kWindow, std::nullopt, kAllgather, 4 * KiB), A::kDirect);
+}
+
+TEST(AlgorithmTable, NoRowIsAnErrorNamingTheCollective) {
+  const std::vector<Row> rows = {{kAllreduce, Placement{}, 0, kAnyBytes, Algorithm::kRing}};
+  try {
+    select(rows, kWindow, std::nullopt, kBarrier, 0);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("barrier"), std::string::npos) << e.what();
+  }
+  try {
+    select(rows, kWindow, A::kDirect, kAllreduce, 0);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "RINGLET_ALGORITHM=direct has no allreduce algorithm (accepted here: auto|ring)");
+  }
+}
+
+}  // namespace
+}  // namespace ringlet::core::collectives
