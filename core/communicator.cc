@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "core/collectives/workspace.h"
+#include "ringlet/common/duration_text.h"
+#include "ringlet/common/logging.h"
 
 namespace ringlet::core {
 
@@ -33,21 +35,7 @@ uint16_t rendezvous_port(const std::string& rendezvous) {
   return static_cast<uint16_t>(*port);
 }
 
-std::string local_hostname() {
-  if (const char* fake = std::getenv("RINGLET_HOSTNAME"); fake != nullptr && *fake != '\0') {
-    return fake;
-  }
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
-
-// Seconds as a person writes them: "30 s", "0.5 s".
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
+using common::seconds_text;
 
 // Where rank r publishes why it failed.
 std::string abort_key(int rank) { return "ringlet/abort/" + std::to_string(rank); }
@@ -88,6 +76,7 @@ Communicator::~Communicator() {
 }
 
 std::unique_ptr<Communicator> Communicator::create(const Config& config, const LaunchInfo& launch) {
+  common::configure_log(log_settings(config, launch.rank));
   std::unique_ptr<Communicator> c(new Communicator());
   c->config_ = config;
   // Output past half the LLC is streamed (see direct_allreduce.cc).
@@ -105,7 +94,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   }
 
   if (launch.size == 1 && launch.rendezvous.empty()) {
-    c->world_ = derive_world(0, {local_hostname()});
+    c->world_ = derive_world(0, {host_name(config)});
     c->world_.job_id = launch.job_id;
     return c;
   }

@@ -11,6 +11,8 @@
 #include <limits>
 #include <sstream>
 
+#include "ringlet/common/host_name.h"
+
 extern char** environ;
 
 namespace ringlet::core {
@@ -207,17 +209,13 @@ std::vector<EnvVar> build_table() {
                   "one of TRACE|DEBUG|INFO|WARNING|ERROR|FATAL (any case)",
                   "least severe message that is printed",
                   [](const std::string& value, Config& config) {
-                    static const char* kLevels[] = {"TRACE",   "DEBUG", "INFO",
-                                                    "WARNING", "ERROR", "FATAL"};
-                    const std::string v = upper(value);
-                    for (const char* level : kLevels) {
-                      if (v == level) {
-                        config.log_level = v;
-                        return true;
-                      }
-                    }
-                    return false;
+                    if (!common::parse_log_level(value)) return false;
+                    config.log_level = upper(value);
+                    return true;
                   }));
+  t.push_back(row("HOROVOD_LOG_TIMESTAMP", "0", "one of 0|1|true|false",
+                  "start every log line with the local date and time (microseconds)",
+                  boolean(&Config::log_timestamp)));
   t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "0", "one of 0|1|true|false",
                   "allreduce within hosts, then across them, then within again",
                   boolean(&Config::hierarchical_allreduce)));
@@ -235,6 +233,13 @@ std::vector<EnvVar> build_table() {
                   }));
   t.push_back(row("RINGLET_NVTX", "1", "one of 0|1|true|false",
                   "emit NVTX ranges where built with CUDA", boolean(&Config::nvtx)));
+  t.push_back(row("RINGLET_HOSTNAME", "", "a host name without a newline",
+                  "host name this rank reports; empty = gethostname() (tests fake hosts with it)",
+                  [](const std::string& value, Config& config) {
+                    if (value.find('\n') != std::string::npos) return false;
+                    config.hostname = value;
+                    return true;
+                  }));
   return t;
 }
 
@@ -269,6 +274,18 @@ Config load_config(const std::map<std::string, std::string>* env) {
     var.parse(it->second, config);
   }
   return config;
+}
+
+common::LogSettings log_settings(const Config& config, int rank) {
+  common::LogSettings s;
+  s.level = common::parse_log_level(config.log_level).value_or(common::LogLevel::kWarning);
+  s.rank = rank;
+  s.timestamp = config.log_timestamp;
+  return s;
+}
+
+std::string host_name(const Config& config) {
+  return config.hostname.empty() ? common::host_name() : config.hostname;
 }
 
 std::string describe_env_table() {

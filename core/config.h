@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ringlet/common/logging.h"
+
 namespace ringlet::core {
 
 class ConfigError : public std::runtime_error {
@@ -41,7 +43,9 @@ struct Config {
   bool timeline_mark_cycles = false;               // HOROVOD_TIMELINE_MARK_CYCLES
   int stall_check_seconds = 60;                    // HOROVOD_STALL_CHECK_TIME_SECONDS
   int stall_shutdown_seconds = 0;                  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
-  std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL
+  std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL (upper case)
+  bool log_timestamp = false;                      // HOROVOD_LOG_TIMESTAMP
+  std::string hostname;                            // RINGLET_HOSTNAME ("": the machine's)
   bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE
   size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
   int spin_iterations = -1;                        // RINGLET_SPIN (-1: auto)
@@ -64,6 +68,13 @@ const std::vector<EnvVar>& env_table();
 
 // Reads the process environment (or `env` when given, for tests).
 Config load_config(const std::map<std::string, std::string>* env = nullptr);
+
+// The logger's settings for `rank` (HOROVOD_LOG_LEVEL, HOROVOD_LOG_TIMESTAMP).
+common::LogSettings log_settings(const Config& config, int rank);
+
+// The host name this rank reports to the others: RINGLET_HOSTNAME where set
+// (tests place ranks of one machine on several "hosts"), else the machine's.
+std::string host_name(const Config& config);
 
 // The table as text, for `ringletrun --help-env`.
 std::string describe_env_table();

@@ -19,7 +19,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <iostream>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -29,6 +28,7 @@
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
 #include "core/config.h"
+#include "ringlet/common/logging.h"
 
 namespace ringlet::core {
 
@@ -169,8 +169,8 @@ void StoreServer::Impl::run(std::stop_token stop) {
     }
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
-      std::cerr << "ringlet store: poll failed, the store stops serving: " << std::strerror(errno)
-                << std::endl;
+      common::log(common::LogLevel::kError, "store: poll failed, the store stops serving: %s",
+                  std::strerror(errno));
       return;
     }
     if (fds[0].revents) break;
@@ -362,7 +362,8 @@ void StoreServer::Impl::flush(uint64_t id) {
 void StoreServer::Impl::refuse(uint64_t id, const std::string& why) {
   Connection& c = conns.at(id);
   ++refused;
-  std::cerr << "ringlet store: refused message from " << c.peer << ": " << why << std::endl;
+  common::log(common::LogLevel::kWarning, "store: refused message from %s: %s", c.peer.c_str(),
+              why.c_str());
   // Tell the client why, best effort: one non-blocking send, then close.
   const auto note = wire::encode_refusal(why);
   [[maybe_unused]] ssize_t n = ::send(c.fd.get(), note.data(), note.size(), MSG_NOSIGNAL);

@@ -2,8 +2,8 @@
 // "world/host/<rank>" and reads everyone's. Hosts are numbered by their lowest
 // rank, so every rank derives the same numbering without another round trip.
 //
-// RINGLET_HOSTNAME overrides gethostname(): tests use it to pretend that ranks
-// of one machine live on several hosts.
+// RINGLET_HOSTNAME (a row of the configuration table) overrides gethostname():
+// tests use it to pretend that ranks of one machine live on several hosts.
 #include "core/bootstrap/world.h"
 
 #include <unistd.h>
@@ -18,14 +18,7 @@
 namespace ringlet::core {
 namespace {
 
-std::string this_host() {
-  if (const char* fake = std::getenv("RINGLET_HOSTNAME"); fake != nullptr && *fake != '\0') {
-    return fake;
-  }
-  char name[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
+std::string this_host() { return host_name(load_config()); }
 
 // The variable names behind a launcher's local hints, for error messages.
 std::pair<std::string, std::string> local_names(const std::string& launcher) {

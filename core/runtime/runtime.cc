@@ -14,6 +14,7 @@
 #include "core/runtime/negotiation.h"
 #include "core/runtime/response_cache.h"
 #include "core/timeline/timeline.h"
+#include "ringlet/common/logging.h"
 #include "ringlet/kernels/cpu.h"
 
 namespace ringlet::core::runtime {
@@ -962,12 +963,11 @@ void Runtime::inspect_stalls(ProcessSet& set, const std::vector<RankMessage>& me
     bool any = false;
     const std::string text = where + stalled_text(std::chrono::seconds(c.stall_check_seconds), any);
     if (any) {
-      std::fprintf(
-          stderr,
-          "ringlet: stall warning: tensors submitted by some ranks have waited more than %d s for "
-          "the "
-          "others (ranks submitting different names, or only some ranks submitting, deadlock "
-          "training)%s\n",
+      common::log(
+          common::LogLevel::kWarning,
+          "stall: tensors submitted by some ranks have waited more than %d s for the others "
+          "(ranks submitting different names, or only some ranks submitting, deadlock "
+          "training)%s",
           c.stall_check_seconds, text.c_str());
       std::lock_guard lock(mu_);
       ++stats_.stall_warnings;
