@@ -52,13 +52,6 @@ HwlocTopology open_topology(const std::string* xml_path) {
   return topo;
 }
 
-std::string local_hostname() {
-  if (const char* fake = std::getenv("RINGLET_HOSTNAME"); fake && *fake) return fake;
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
-
 int numa_of_cpuset(hwloc_topology_t topo, hwloc_const_cpuset_t cpuset) {
   const int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < n; ++i) {
@@ -190,9 +183,9 @@ Topology from_hwloc(hwloc_topology_t topo, std::string hostname) {
 
 }  // namespace
 
-Topology discover() {
+Topology discover(const std::string& host_name) {
   HwlocTopology topo = open_topology(nullptr);
-  return from_hwloc(topo.get(), local_hostname());
+  return from_hwloc(topo.get(), host_name);
 }
 
 Topology load_hwloc_xml(const std::string& path) {

@@ -24,6 +24,7 @@
 #include "core/bootstrap/fd.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
+#include "ringlet/common/duration_text.h"
 
 namespace ringlet::core {
 
@@ -64,11 +65,8 @@ int poll_ms(Deadline deadline) {
   return left.count() > INT_MAX ? INT_MAX : static_cast<int>(left.count());
 }
 
-std::string seconds_text(std::chrono::nanoseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
-  return buf;
-}
+// How long the client has tried: "3.2 s".
+std::string seconds_text(std::chrono::nanoseconds d) { return common::elapsed_text(d); }
 
 // "host:port" or "[v6]:port".
 std::pair<std::string, std::string> split_host_port(const std::string& address) {

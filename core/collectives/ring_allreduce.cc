@@ -10,6 +10,7 @@
 
 #include "core/collectives/algorithms.h"
 #include "core/collectives/workspace.h"
+#include "ringlet/common/even_split.h"
 #include "ringlet/kernels/cpu.h"
 
 namespace ringlet::core::collectives {
@@ -20,7 +21,7 @@ void ring_allreduce(Communicator& comm, const void* send, void* recv, size_t cou
   std::vector<size_t> counts(n);
   size_t offset_me = 0;
   for (int r = 0; r < n; ++r) {
-    counts[r] = count / n + (static_cast<size_t>(r) < count % n ? 1 : 0);
+    counts[r] = common::even_share(count, n, r);
     if (r < comm.rank()) offset_me += counts[r];
   }
   auto* own = static_cast<std::byte*>(recv) + offset_me * dtype_size(dtype);

@@ -15,6 +15,7 @@
 #include "core/runtime/negotiation.h"
 #include "core/runtime/runtime.h"
 #include "core/timeline/timeline.h"
+#include "ringlet/common/even_split.h"
 #include "ringlet/kernels/cpu.h"
 
 namespace ringlet::core::runtime {
@@ -271,7 +272,7 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
       const int64_t d0 = m.shape[0];
       std::vector<size_t> counts(comm.size());
       for (int r = 0; r < comm.size(); ++r) {
-        counts[r] = static_cast<size_t>((d0 / comm.size() + (r < d0 % comm.size() ? 1 : 0)) * row);
+        counts[r] = common::even_share(static_cast<size_t>(d0), comm.size(), r) * static_cast<size_t>(row);
       }
       const size_t total = static_cast<size_t>(m.elements());
       const void* src = req.input;
@@ -285,7 +286,9 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
       result.data.resize(counts[comm.rank()] * es);
       result.shape = with_first(
           static_cast<int64_t>(counts[comm.rank()] / std::max<int64_t>(row, 1)), req.meta.shape);
-      if (row == 0) result.shape[0] = d0 / comm.size() + (comm.rank() < d0 % comm.size() ? 1 : 0);
+      if (row == 0)
+        result.shape[0] =
+            static_cast<int64_t>(common::even_share(static_cast<size_t>(d0), comm.size(), comm.rank()));
       {
         Phase p(tl, resp.names,
                 algorithm_name(comm, collectives::Collective::kReducescatter, total * es),

@@ -1,35 +1,10 @@
-// A file descriptor with exactly one owner: closed when the owner goes away.
+// A file descriptor with exactly one owner (the one type of common/).
 #pragma once
 
-#include <unistd.h>
-
-#include <utility>
+#include "ringlet/common/fd.h"
 
 namespace ringletrun {
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using Fd = ringlet::common::UniqueFd;
 
 }  // namespace ringletrun

@@ -47,11 +47,6 @@ bool wait_fd(int fd, short events, Deadline deadline) {
 
 }  // namespace
 
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
 
 std::string interface_address(const std::string& interface) {

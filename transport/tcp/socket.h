@@ -8,34 +8,13 @@
 #include <string>
 #include <utility>
 
+#include "ringlet/common/fd.h"
 #include "ringlet/transport/transport.h"
 
 namespace ringlet::transport::tcp {
 
 // Owns one file descriptor; closes it exactly once.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset();
-
- private:
-  int fd_ = -1;
-};
+using Fd = common::UniqueFd;
 
 // "strerror(errno)" with the call that failed, for error messages.
 std::string errno_text(const char* call);

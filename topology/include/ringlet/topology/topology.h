@@ -11,6 +11,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ringlet/common/host_name.h"
+
 namespace ringlet::topology {
 
 struct Core {
@@ -66,8 +68,10 @@ struct Topology {
   bool operator==(const Topology&) const = default;
 };
 
-// This machine, one host. Throws std::runtime_error naming the hwloc call that failed.
-Topology discover();
+// This machine, one host, named `host_name` (by default the machine's own; a
+// caller that reads the configuration passes the name it gives). Throws
+// std::runtime_error naming the hwloc call that failed.
+Topology discover(const std::string& host_name = common::host_name());
 // A topology hwloc exported (lstopo FILE.xml, or save_hwloc_xml), as one host.
 Topology load_hwloc_xml(const std::string& path);
 // Exports this machine's topology as hwloc XML (for tests and bug reports).
