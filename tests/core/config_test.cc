@@ -54,7 +54,7 @@ TEST(Config, TableHasEveryVariableOnceAndItsDefaultParses) {
       EXPECT_NO_THROW(var.parse(var.default_value, c)) << var.name;
     }
   }
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), 21u);
   // Parsing every default gives the default Config.
   Env env;
   for (const EnvVar& var : env_table()) env[var.name] = var.default_value;
