@@ -137,6 +137,7 @@ bool Placement::matches(const PlacementFacts& f) const {
          holds(oversubscribed, f.oversubscribed);
 }
 
+// The limits read here must be the ones choose_algorithm() compares.
 std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
   using enum Collective;
   constexpr Need kYes = Need::kYes, kNo = Need::kNo;
@@ -197,7 +198,16 @@ PlacementFacts facts_of(Communicator& comm) {
 }
 
 Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
-  const auto rows = default_rows(comm.workspace().tuning);
+  // Every collective asks, so the rows are built again only when a test has
+  // retuned the limits they read.
+  thread_local Tuning built_for;
+  thread_local std::array<Row, kDefaultRows> rows = default_rows(built_for);
+  const Tuning& t = comm.workspace().tuning;
+  if (t.onestep_max_bytes != built_for.onestep_max_bytes ||
+      t.onestep_max_oversubscribed_bytes != built_for.onestep_max_oversubscribed_bytes) {
+    built_for = t;
+    rows = default_rows(t);
+  }
   return select(rows, facts_of(comm), forced_algorithm(comm.config().algorithm), c, bytes);
 }
 
