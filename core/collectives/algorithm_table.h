@@ -11,10 +11,10 @@
 //
 // Adding an algorithm is one row. The later ones will read, for example:
 //   {kAllreduce, {.device_memory = kYes, .nccl = kYes}, 0, kAnyBytes, Algorithm::kNccl},
-//   {kAllreduce, {.device_memory = kYes, .window = kYes}, 0, kAnyBytes, Algorithm::kCudaIpc},
+//   {kAllreduce, {.window = kYes, .device_memory = kYes}, 0, kAnyBytes, Algorithm::kCudaIpc},
 //   {kAllreduce, {.one_host = kNo, .hierarchical = kYes}, 0, kAnyBytes,
 //    Algorithm::kHierarchical},
-// placed above the host-memory rows; a new fact is one more field in
+// placed above the host-memory rows; a new fact is one more field at the end of
 // PlacementFacts, one in Placement (kAny by default, so that no existing row
 // changes) and one line in Placement::matches(). The algorithm itself is an
 // enumerator and a name here and an entry in its collective's dispatch table
