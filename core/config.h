@@ -41,6 +41,7 @@ struct Config {
   bool timeline_mark_cycles = false;               // HOROVOD_TIMELINE_MARK_CYCLES
   int stall_check_seconds = 60;                    // HOROVOD_STALL_CHECK_TIME_SECONDS
   int stall_shutdown_seconds = 0;                  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  int stall_timeout_seconds = 1800;                // RINGLET_STALL_TIMEOUT_SECONDS
   std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL
   bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE
   size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
