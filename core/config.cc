@@ -205,6 +205,10 @@ std::vector<EnvVar> build_table() {
   t.push_back(row("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0", "an integer >= 0 (seconds)",
                   "abort the job after a stall this long; 0 = never",
                   integer(&Config::stall_shutdown_seconds, 0)));
+  t.push_back(row("RINGLET_STALL_TIMEOUT_SECONDS", "1800", "an integer >= 0 (seconds)",
+                  "fail a collective that some ranks never submit after this long, on every "
+                  "rank, and go on; 0 = never",
+                  integer(&Config::stall_timeout_seconds, 0)));
   t.push_back(row("HOROVOD_LOG_LEVEL", "WARNING",
                   "one of TRACE|DEBUG|INFO|WARNING|ERROR|FATAL (any case)",
                   "least severe message that is printed",

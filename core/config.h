@@ -43,6 +43,7 @@ struct Config {
   bool timeline_mark_cycles = false;               // HOROVOD_TIMELINE_MARK_CYCLES
   int stall_check_seconds = 60;                    // HOROVOD_STALL_CHECK_TIME_SECONDS
   int stall_shutdown_seconds = 0;                  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  int stall_timeout_seconds = 1800;                // RINGLET_STALL_TIMEOUT_SECONDS
   std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL (upper case)
   bool log_timestamp = false;                      // HOROVOD_LOG_TIMESTAMP
   std::string hostname;                            // RINGLET_HOSTNAME ("": the machine's)

@@ -1,5 +1,6 @@
 #include "core/runtime/handle_table.h"
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "core/runtime/runtime_error.h"
@@ -72,13 +73,23 @@ bool HandleTable::wait(Handle h, std::chrono::nanoseconds timeout) const {
   });
 }
 
-Result HandleTable::take(Handle h) {
+Result HandleTable::take(Handle h, std::chrono::nanoseconds grace) {
   std::unique_lock lock(mu_);
   find(h);
-  cv_.wait(lock, [&] {
+  auto done = [&] {
     auto it = states_.find(h);
     return it == states_.end() || it->second->done;
-  });
+  };
+  cv_.wait(lock, [&] { return closed_ || done(); });
+  if (!done() && !cv_.wait_until(lock, closed_at_ + grace, done)) {
+    const auto seconds = std::chrono::duration_cast<std::chrono::milliseconds>(grace).count() / 1e3;
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", seconds);
+    throw RuntimeError(ErrorKind::kShutdown,
+                       "handle " + std::to_string(h) + " was still pending " + text +
+                           " s after the runtime stopped (" + closed_why_ +
+                           "); nothing will complete it");
+  }
   auto it = states_.find(h);
   if (it == states_.end())
     throw std::invalid_argument("handle " + std::to_string(h) + " released while waited on");
@@ -92,6 +103,17 @@ Result HandleTable::take(Handle h) {
 void HandleTable::release(Handle h) {
   std::lock_guard lock(mu_);
   states_.erase(h);
+}
+
+void HandleTable::close(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    closed_at_ = std::chrono::steady_clock::now();
+    closed_why_ = why.empty() ? "stopped" : why;
+  }
+  cv_.notify_all();
 }
 
 size_t HandleTable::size() const {

@@ -1,6 +1,12 @@
 // Handles: the caller's side of a submitted collective. The runtime completes
 // a handle once (done or failed); the caller polls, waits with a deadline, and
 // finally takes the result, which releases the handle.
+//
+// take() has no deadline of its own while the runtime runs: how long a
+// collective may wait for the other ranks to submit it is the stall rules'
+// business (stall_inspector.h), and every wait on a peer has its own. Once the
+// runtime closes the table (its loop ended), a handle that is still pending
+// would never complete: take() gives it `grace` more, then fails.
 #pragma once
 
 #include <chrono>
@@ -46,11 +52,15 @@ class HandleTable {
   // True when the handle completed within `timeout`.
   bool wait(Handle h, std::chrono::nanoseconds timeout) const;
   // Waits for completion, releases the handle and returns its result, or
-  // throws RuntimeError with the handle's error.
-  Result take(Handle h);
+  // throws RuntimeError with the handle's error. After close(), a handle still
+  // pending `grace` later fails with kShutdown, naming why the runtime ended.
+  Result take(Handle h, std::chrono::nanoseconds grace = std::chrono::seconds(30));
   void release(Handle h);
 
   size_t size() const;
+
+  // Nothing will complete handles any more (`why`: the runtime's reason).
+  void close(const std::string& why);
 
  private:
   struct State {
@@ -65,6 +75,9 @@ class HandleTable {
   mutable std::condition_variable cv_;  // notified on every completion
   std::unordered_map<Handle, std::unique_ptr<State>> states_;
   Handle next_ = 1;
+  bool closed_ = false;
+  std::chrono::steady_clock::time_point closed_at_;
+  std::string closed_why_;
 };
 
 }  // namespace ringlet::core::runtime

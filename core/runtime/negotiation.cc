@@ -32,6 +32,15 @@ std::string encode(const RankMessage& m) {
     out.append(reinterpret_cast<const char*>(&k), sizeof k);
     out.append(reinterpret_cast<const char*>(change.ranks.data()), k * sizeof(int32_t));
   }
+  const uint32_t f = static_cast<uint32_t>(m.stalled.size());
+  out.append(reinterpret_cast<const char*>(&f), sizeof f);
+  for (const StalledName& s : m.stalled) {
+    for (const std::string* text : {&s.name, &s.error}) {
+      const uint32_t k = static_cast<uint32_t>(text->size());
+      out.append(reinterpret_cast<const char*>(&k), sizeof k);
+      out.append(*text);
+    }
+  }
   return out;
 }
 
@@ -82,6 +91,17 @@ RankMessage decode(std::string_view bytes) {
     if (k > 0) std::memcpy(change.ranks.data(), bytes.data() + at, k * sizeof(int32_t));
     at += k * sizeof(int32_t);
     m.set_changes.push_back(std::move(change));
+  }
+  const uint32_t f = read_u32();
+  for (uint32_t i = 0; i < f; ++i) {
+    StalledName s;
+    for (std::string* text : {&s.name, &s.error}) {
+      const uint32_t k = read_u32();
+      if (k > bytes.size() - at) throw std::runtime_error("truncated negotiation message");
+      text->assign(bytes.data() + at, k);
+      at += k;
+    }
+    m.stalled.push_back(std::move(s));
   }
   if (at != bytes.size()) throw std::runtime_error("trailing bytes in negotiation message");
   return m;
@@ -368,6 +388,43 @@ std::map<std::string, std::vector<int>> Negotiator::waiting() const {
     if (!missing.empty()) w[name] = std::move(missing);
   }
   return w;
+}
+
+std::vector<std::string> Negotiator::drop(const std::string& name) {
+  std::vector<std::string> dropped;
+  std::string group;
+  if (auto it = table_.find(name); it != table_.end()) {
+    for (const auto& m : it->second.by_rank) {
+      if (m && !m->group.empty()) group = m->group;
+    }
+    table_.erase(it);
+    dropped.push_back(name);
+  }
+  if (group.empty()) {
+    for (const auto& [g, members] : groups_) {
+      for (const Response& r : members.members) {
+        if (r.names[0] == name) group = g;
+      }
+    }
+  }
+  if (group.empty()) return dropped;
+  // A group runs whole or not at all: its other members go too.
+  std::erase_if(table_, [&](const auto& kv) {
+    for (const auto& m : kv.second.by_rank) {
+      if (m && m->group == group) {
+        dropped.push_back(kv.first);
+        return true;
+      }
+    }
+    return false;
+  });
+  if (auto g = groups_.find(group); g != groups_.end()) {
+    for (const Response& r : g->second.members) {
+      if (r.names[0] != name) dropped.push_back(r.names[0]);
+    }
+    groups_.erase(g);
+  }
+  return dropped;
 }
 
 std::vector<int> Negotiator::reported_by(const std::string& name) const {

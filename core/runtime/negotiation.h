@@ -35,6 +35,14 @@ struct SetChange {
   bool operator==(const SetChange&) const = default;
 };
 
+// A collective that waited past the stall timeout, and the error every rank
+// fails it with (see stall_inspector.h).
+struct StalledName {
+  std::string name;
+  std::string error;
+  bool operator==(const StalledName&) const = default;
+};
+
 struct RankMessage {
   bool shutdown = false;
   bool join = false;  // this rank has run out of data (join())
@@ -47,6 +55,9 @@ struct RankMessage {
   // World only: this rank's add_process_set / remove_process_set calls, in
   // call order; each rank's n-th change meets the others' n-th.
   std::vector<SetChange> set_changes;
+  // Collectives of this set to fail on every member now, as stalled (sent by
+  // the set's rank 0, whose stall inspector decides).
+  std::vector<StalledName> stalled;
 };
 std::string encode(const RankMessage& m);
 RankMessage decode(std::string_view bytes);  // throws std::runtime_error when malformed
@@ -89,6 +100,9 @@ class Negotiator {
   // reported it, as global_ranks names them (for the stall inspector and
   // for shutdown messages).
   std::map<std::string, std::vector<int>> waiting() const;
+  // Forgets `name` and the other members of its group, reported or waiting
+  // (a stalled collective failed on every rank); returns the names forgotten.
+  std::vector<std::string> drop(const std::string& name);
   // The ranks that have reported `name` so far (empty if unknown).
   std::vector<int> reported_by(const std::string& name) const;
 

@@ -22,9 +22,20 @@
 // the order of their ids: the same order on every member, so no two ranks
 // ever wait on each other across sets.
 //
-// Failures: a mismatch fails that name's handle on every rank; a lost peer or
-// timeout in a collective fails every pending handle on every surviving rank
-// with the collective's error (which names the peer) and stops the runtime.
+// The loop's parts live in files of their own, each testable without a
+// communicator: negotiation.h (what runs next), cache_coordinator.h (the
+// response cache's bits), stall_inspector.h (names some ranks never submit),
+// process_set_table.h (the sets and their changes) and request_validation.h
+// (what a submission must satisfy). runtime.cc keeps the loop and the
+// hand-off between the callers' threads and it; runtime_negotiate.cc is one
+// cycle's negotiation over a set, runtime_process_sets.cc the sets' life and
+// runtime_execute.cc the running of what was agreed.
+//
+// Failures: a mismatch fails that name's handle on every rank; a name that
+// some ranks never submit fails on every rank that did after
+// RINGLET_STALL_TIMEOUT_SECONDS (the runtime goes on); a lost peer or timeout
+// in a collective fails every pending handle on every surviving rank with the
+// collective's error (which names the peer) and stops the runtime.
 // shutdown() on any rank stops the runtime on every rank at the same cycle;
 // what was not ready on every rank by then fails with a message saying so.
 #pragma once
@@ -44,11 +55,13 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/runtime/cache_coordinator.h"
 #include "core/runtime/handle_table.h"
 #include "core/runtime/negotiation.h"
+#include "core/runtime/process_set_table.h"
 #include "core/runtime/request.h"
-#include "core/runtime/response_cache.h"
 #include "core/runtime/runtime_error.h"
+#include "core/runtime/stall_inspector.h"
 
 namespace ringlet::core::timeline {
 class Timeline;
@@ -189,11 +202,12 @@ class Runtime {
     std::unique_ptr<Communicator> own;  // a set's communicator; null for the world
     Communicator* comm = nullptr;       // `own`, or the world's
     std::unique_ptr<Negotiator> negotiator;
-    ResponseCache cache;
-    std::vector<char> slots;                                        // negotiation exchange
-    std::unordered_map<std::string, Clock::time_point> first_seen;  // the set's rank 0: stalls
-    Clock::time_point last_stall_check = Clock::now();
-    explicit ProcessSet(size_t cache_capacity) : cache(cache_capacity) {}
+    CacheCoordinator cache;
+    StallInspector stall;                   // consulted on the set's rank 0 only
+    std::vector<StalledName> stalled_out;   // its verdicts, for the next message
+    std::vector<char> slots;                // negotiation exchange
+    ProcessSet(size_t cache_capacity, const StallPolicy& policy, int32_t set_id)
+        : id(set_id), cache(cache_capacity), stall(policy, set_id, Clock::now()) {}
   };
   // A process-set change this rank asked for, and the handle add/remove wait on.
   struct PendingSetChange {
@@ -202,8 +216,6 @@ class Runtime {
   };
 
   void loop();
-  // Sorted, deduplicated, checked against the world; kInvalidArgument naming `call`.
-  std::vector<int> checked_set_ranks(std::vector<int> ranks, const std::string& call) const;
   Handle submit_set_change(SetChange change);
   // Applies the changes every rank has now asked for, in order (loop thread).
   void apply_set_changes(const std::vector<RankMessage>& world_messages);
@@ -223,8 +235,11 @@ class Runtime {
   // cycle is closed in the same file.
   void execute(const Response& r, ProcessSet& set, timeline::Timeline* tl);
   void inspect_stalls(ProcessSet& set, const std::vector<RankMessage>& messages);
-  void set_cached_bits(ProcessSet& set, RankMessage& mine);
-  std::vector<Response> cached_responses(ProcessSet& set, const std::vector<RankMessage>& messages);
+  // Fails on this rank what the set's rank 0 found stalled, and takes it out
+  // of this cycle's messages and of the negotiation (the same on every member).
+  void fail_stalled(ProcessSet& set, std::vector<RankMessage>& messages, timeline::Timeline* tl);
+  // Its bit goes out no more (it ran or failed).
+  void forget_cached(const Pending& p);
   // Run on `comm`: the world's communicator or a process set's.
   void run_allreduce(Communicator& comm, const Response& r, std::vector<Pending*>& items,
                      timeline::Timeline* tl);
@@ -240,6 +255,8 @@ class Runtime {
   const int64_t fusion_threshold_;
   const std::chrono::nanoseconds cycle_time_;
   const size_t cache_capacity_;
+  const StallPolicy stall_policy_;
+  const std::chrono::milliseconds peer_timeout_;  // RINGLET_TIMEOUT_SECONDS
 
   HandleTable handles_;
 
@@ -248,7 +265,7 @@ class Runtime {
   std::vector<Pending> queue_;                      // submitted, not yet reported
   std::vector<PendingSetChange> set_change_queue_;  // asked for, not yet sent
   std::unordered_set<std::string> in_flight_;       // names submitted and not completed
-  std::map<int32_t, std::vector<int>> set_ranks_;   // every set that exists, members or not
+  ProcessSetTable set_table_;                       // every set that exists, members or not
   Clock::time_point last_enqueue_{};
   bool shutdown_requested_ = false;
   bool loop_idle_ = false;
@@ -262,13 +279,10 @@ class Runtime {
   Stats stats_;
 
   // Loop thread only.
-  std::vector<std::vector<int>> static_sets_;            // created before the first cycle
+  int32_t static_sets_ = 0;                              // ids 1..n, opened before the first cycle
   std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;  // the sets this rank belongs to
-  int32_t next_set_id_ = 1;
   std::deque<PendingSetChange> sent_set_changes_;        // this rank's, sent, not yet applied
-  std::vector<std::deque<SetChange>> set_change_inbox_;  // per rank: received, not yet applied
   std::map<int32_t, std::vector<Pending>> unreported_;   // per set: picked up, not yet reported
-  std::set<std::string> cached_pending_;                 // reported by cache bit, not yet run
   bool join_sent_ = false;                               // this rank's join flag went out
   std::unordered_map<std::string, Pending> reported_;    // reported, awaiting a response
   std::vector<std::byte> prescale_buffer_;               // reducescatter: the prescaled input

@@ -17,7 +17,9 @@ enum class ErrorKind : uint8_t {
   kPeerLost,         // a peer died or closed its links
   kTimeout,          // a peer did not answer within RINGLET_TIMEOUT_SECONDS
   kShutdown,         // the runtime was shut down (by this rank or another) first
-  kStalled,          // stall shutdown: tensors waited past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  kStalled,          // tensors waited for ranks that never submitted them: past
+                     // RINGLET_STALL_TIMEOUT_SECONDS (that collective fails) or
+                     // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (the runtime stops)
   kInternal,         // anything else
 };
 

@@ -107,10 +107,10 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
         if (tl) tl->op_end(name);
         auto it = reported_.find(name);
         if (it == reported_.end()) continue;  // this rank joined: nothing to complete
+        forget_cached(it->second);
         done.emplace_back(it->second.handle,
                           Result{{}, std::move(it->second.request.meta.shape), {}});
         reported_.erase(it);
-        cached_pending_.erase(name);
       }
       {
         std::lock_guard lock(mu_);  // names free before the handles complete
@@ -335,8 +335,8 @@ void Runtime::finish(const std::string& name, Result result) {
   auto it = reported_.find(name);
   if (it == reported_.end()) return;
   const Handle h = it->second.handle;
+  forget_cached(it->second);
   reported_.erase(it);
-  cached_pending_.erase(name);
   {
     std::lock_guard lock(mu_);
     in_flight_.erase(name);  // before completing: the caller may resubmit at once
@@ -344,12 +344,17 @@ void Runtime::finish(const std::string& name, Result result) {
   handles_.complete(h, std::move(result));
 }
 
+void Runtime::forget_cached(const Pending& p) {
+  if (auto set = sets_.find(p.request.meta.process_set); set != sets_.end())
+    set->second->cache.forget(p.request.meta.name);
+}
+
 void Runtime::fail(const std::string& name, ErrorKind kind, const std::string& error) {
   auto it = reported_.find(name);
   if (it == reported_.end()) return;
   const Handle h = it->second.handle;
+  forget_cached(it->second);
   reported_.erase(it);
-  cached_pending_.erase(name);
   {
     std::lock_guard lock(mu_);
     in_flight_.erase(name);
@@ -383,7 +388,7 @@ void Runtime::fail_everything(ErrorKind kind, const std::string& error) {
     handles_.fail(p.handle, kind, error + " ('" + name + "' did not run)");
   }
   reported_.clear();
-  cached_pending_.clear();
+  for (auto& [id, set] : sets_) set->cache.forget_all();
   for (auto& [id, pending] : unreported_) {
     for (Pending& p : pending) queued.push_back(std::move(p));
   }

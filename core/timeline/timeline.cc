@@ -1,15 +1,51 @@
 #include "core/timeline/timeline.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace ringlet::core::timeline {
 
-Timeline::Timeline(const std::string& path, bool mark_cycles) : path_(path), mark_cycles_(mark_cycles) {
-  file_ = std::fopen(path.c_str(), "w");
-  if (!file_) throw std::runtime_error("cannot open timeline file '" + path + "' for writing");
-  std::fputs("[\n]", file_);
-  std::fflush(file_);
+namespace {
+
+// Writes all of `text` at `offset`, as one pwrite unless the kernel takes
+// less; returns 0 or the errno.
+int write_at(int fd, std::string_view text, int64_t offset) {
+  while (!text.empty()) {
+    const ssize_t n = ::pwrite(fd, text.data(), text.size(), offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    text.remove_prefix(static_cast<size_t>(n));
+    offset += n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Timeline::Timeline(const std::string& path, bool mark_cycles,
+                   std::chrono::milliseconds writer_timeout, ErrorReport on_error)
+    : path_(path),
+      mark_cycles_(mark_cycles),
+      writer_timeout_(writer_timeout),
+      on_error_(std::move(on_error)) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw std::runtime_error("cannot open timeline file '" + path +
+                             "' for writing: " + std::strerror(errno));
+  }
+  if (const int err = write_at(fd_, "[\n]", 0); err != 0) {
+    ::close(fd_);
+    throw std::runtime_error("cannot write timeline file '" + path + "': " + std::strerror(err));
+  }
+  bracket_at_ = 2;
   thread_ = std::thread([this] { writer(); });
 }
 
@@ -26,7 +62,7 @@ Timeline::~Timeline() {
   }
   cv_.notify_all();
   thread_.join();
-  std::fclose(file_);
+  ::close(fd_);
 }
 
 int64_t Timeline::now_us() const {
@@ -104,7 +140,16 @@ void Timeline::flush() {
   std::unique_lock lock(mu_);
   const uint64_t target = queued_;
   cv_.notify_one();
-  flushed_.wait(lock, [&] { return written_ >= target; });
+  const bool done = flushed_.wait_for(lock, writer_timeout_,
+                                      [&] { return written_ >= target || !error_.empty(); });
+  if (!error_.empty()) throw std::runtime_error(error_);
+  if (!done) {
+    throw std::runtime_error(
+        "timeline '" + path_ + "': the writer thread did not write " +
+        std::to_string(target - written_) + " queued events within " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(writer_timeout_).count()) +
+        " s");
+  }
 }
 
 void Timeline::writer() {
@@ -114,19 +159,27 @@ void Timeline::writer() {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty() && stop_) break;
     batch.swap(queue_);
+    const bool failed = !error_.empty();
     lock.unlock();
-    write_batch(batch);
+    // After a failure nothing more is written: the file stays as the last
+    // good write left it, valid.
+    const bool ok = failed || write_batch(batch);
     const uint64_t n = batch.size();
     batch.clear();
     lock.lock();
     written_ += n;
+    if (!ok && on_error_) {
+      const std::string error = error_;
+      lock.unlock();
+      on_error_(error);
+      lock.lock();
+    }
     flushed_.notify_all();
   }
 }
 
-void Timeline::write_batch(const std::vector<Event>& batch) {
-  // Overwrite the closing bracket, append, close again.
-  std::fseek(file_, -1, SEEK_END);
+bool Timeline::write_batch(const std::vector<Event>& batch) {
+  // Over the closing bracket: the events, then the bracket again.
   std::string text;
   for (const Event& e : batch) {
     nlohmann::json j;
@@ -142,8 +195,17 @@ void Timeline::write_batch(const std::vector<Event>& batch) {
     text += j.dump();
   }
   text += "\n]";
-  std::fwrite(text.data(), 1, text.size(), file_);
-  std::fflush(file_);
+  if (const int err = write_at(fd_, text, bracket_at_); err != 0) {
+    // Part of the batch may have gone: cut it off and close the array again
+    // (best effort; the disk just refused a write).
+    if (::ftruncate(fd_, bracket_at_ + 1) == 0) write_at(fd_, "]", bracket_at_);
+    std::lock_guard lock(mu_);
+    error_ = "timeline '" + path_ + "': writing " + std::to_string(batch.size()) +
+             " events failed: " + std::strerror(err) + "; the timeline stops here";
+    return false;
+  }
+  bracket_at_ += static_cast<int64_t>(text.size()) - 1;
+  return true;
 }
 
 }  // namespace ringlet::core::timeline

@@ -54,7 +54,7 @@ TEST(Config, TableHasEveryVariableOnceAndItsDefaultParses) {
       EXPECT_NO_THROW(var.parse(var.default_value, c)) << var.name;
     }
   }
-  EXPECT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.size(), 22u);
   // Parsing every default gives the default Config.
   Env env;
   for (const EnvVar& var : env_table()) env[var.name] = var.default_value;
@@ -79,6 +79,7 @@ TEST(Config, ValidValues) {
                          {"HOROVOD_TIMELINE_MARK_CYCLES", "true"},
                          {"HOROVOD_STALL_CHECK_TIME_SECONDS", "5"},
                          {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "10"},
+                         {"RINGLET_STALL_TIMEOUT_SECONDS", "0"},
                          {"HOROVOD_LOG_LEVEL", "debug"},
                          {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
                          {"RINGLET_SHM_WINDOW_BYTES", "64K"},
@@ -98,6 +99,7 @@ TEST(Config, ValidValues) {
   EXPECT_TRUE(c.timeline_mark_cycles);
   EXPECT_EQ(c.stall_check_seconds, 5);
   EXPECT_EQ(c.stall_shutdown_seconds, 10);
+  EXPECT_EQ(c.stall_timeout_seconds, 0);
   EXPECT_EQ(c.log_level, "DEBUG");
   EXPECT_TRUE(c.hierarchical_allreduce);
   EXPECT_EQ(c.shm_window_bytes, 64u << 10);
@@ -172,6 +174,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"HOROVOD_STALL_CHECK_TIME_SECONDS", "-1", "integer >= 0"},
         BadValue{"HOROVOD_STALL_CHECK_TIME_SECONDS", "3000000000", "integer >= 0"},
         BadValue{"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "x", "integer >= 0"},
+        BadValue{"RINGLET_STALL_TIMEOUT_SECONDS", "-1", "integer >= 0"},
+        BadValue{"RINGLET_STALL_TIMEOUT_SECONDS", "30m", "integer >= 0"},
         BadValue{"HOROVOD_LOG_LEVEL", "verbose", "TRACE|DEBUG|INFO|WARNING|ERROR|FATAL"},
         BadValue{"HOROVOD_HIERARCHICAL_ALLREDUCE", "2", "0|1|true|false"},
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "0", "K|M|G"},

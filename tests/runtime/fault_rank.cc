@@ -6,9 +6,13 @@
 // With --process-set, ranks 0 and 2 form a process set and submit 8 more
 // allreduces on it each step: rank 0 loses its peer inside the set, rank 1
 // (not a member) learns of it from the world.
+// With --timeline FILE STEP, rank 0 writes a timeline (cycle marks included,
+// so its writer is always busy) and kills itself at step STEP instead: the
+// file it leaves must still parse.
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -20,10 +24,14 @@
 int main(int argc, char** argv) {
   using namespace ringlet;
   const bool with_set = argc > 1 && std::string(argv[1]) == "--process-set";
+  const bool with_timeline = argc > 3 && std::string(argv[1]) == "--timeline";
+  const int victim = with_timeline ? 0 : 2;
+  const int kill_step = with_timeline ? std::atoi(argv[3]) : 20;
   std::vector<std::vector<int>> sets;
   if (with_set) sets.push_back({0, 2});
   core::runtime::Runtime rt(core::Communicator::create(core::load_config(), core::detect_launch()),
                             sets);
+  if (with_timeline) rt.start_timeline(argv[2], true);
   std::vector<std::vector<float>> bufs(16, std::vector<float>(4096, 1.0f));
   std::vector<std::vector<float>> set_bufs(8, std::vector<float>(4096, 1.0f));
   for (int step = 0; step < 100000; ++step) {
@@ -37,7 +45,7 @@ int main(int argc, char** argv) {
                                        set_bufs[i].data(), {4096}, DataType::kFloat32,
                                        ReduceOp::kMax, 1.0, 1.0, {}, 1));
     }
-    if (rt.rank() == 2 && step == 20) ::raise(SIGKILL);
+    if (rt.rank() == victim && step == kill_step) ::raise(SIGKILL);
     int failed = 0;
     std::string first;
     for (auto x : h) {

@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -55,3 +60,46 @@ TEST(RuntimeFault, PeerLostFailsHandlesOnSurvivorsNamingIt) { expect_survivors_f
 // Rank 2 dies inside a process set {0, 2}: rank 0 fails its world and set
 // handles, rank 1 (outside the set) its world handles.
 TEST(RuntimeFault, PeerLostInsideAProcessSet) { expect_survivors_fail("--process-set", 24, 16); }
+
+// Rank 0 writes a timeline and is SIGKILLed mid-run, its writer thread busy:
+// the file it leaves is strict JSON (nlohmann and Python's json module read
+// it) holding whole events, and the survivor fails naming rank 0.
+TEST(RuntimeFault, TimelineOfAKilledRankStillParses) {
+  for (int kill_step : {15, 40, 77}) {
+    const std::string path = "/tmp/ringlet_killed_timeline_" + std::to_string(::getpid()) + "_" +
+                             std::to_string(kill_step) + ".json";
+    const std::string cmd = "RINGLET_TIMEOUT_SECONDS=10 " RINGLETRUN " -np 2 " FAULT_RANK
+                            " --timeline " + path + " " + std::to_string(kill_step) + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string output;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) output += buf;
+    const int status = ::pclose(p);
+    SCOPED_TRACE(output);
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    EXPECT_NE(output.find("FAULT 1 16"), std::string::npos) << "the survivor fails its handles";
+    EXPECT_NE(output.find("rank 0"), std::string::npos);
+
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << path;
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json events;
+    ASSERT_NO_THROW(events = nlohmann::json::parse(text.str()))
+        << "step " << kill_step << ", the file ends: "
+        << text.str().substr(text.str().size() > 300 ? text.str().size() - 300 : 0);
+    ASSERT_TRUE(events.is_array());
+    EXPECT_GT(events.size(), 100u) << "rank 0 ran " << kill_step << " steps of 16 tensors";
+    for (const auto& e : events) {
+      ASSERT_TRUE(e.is_object());
+      EXPECT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("ts")) << e.dump();
+    }
+    if (std::system("python3 -c 'import json' > /dev/null 2>&1") == 0) {
+      const std::string check =
+          "python3 -c 'import json, sys; json.load(open(sys.argv[1]))' " + path;
+      EXPECT_EQ(std::system(check.c_str()), 0) << "python3's json module refused " << path;
+    }
+    std::remove(path.c_str());
+  }
+}

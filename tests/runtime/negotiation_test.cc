@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -46,6 +47,40 @@ TEST(Wire, RoundTrip) {
   std::string bytes = encode(msg);
   bytes.pop_back();
   EXPECT_THROW(decode(bytes), std::runtime_error);
+}
+
+TEST(Wire, StalledNamesRoundTrip) {
+  RankMessage msg;
+  msg.stalled = {{"a", "ringlet: stall timeout ..."}, {"b", ""}};
+  EXPECT_EQ(decode(encode(msg)).stalled, msg.stalled);
+  std::string bytes = encode(msg);
+  bytes.resize(bytes.size() - 3);
+  EXPECT_THROW(decode(bytes), std::runtime_error);
+}
+
+TEST(Negotiator, DropForgetsAStalledNameAndItsGroup) {
+  Negotiator n(2);
+  auto member = [](const std::string& name) {
+    Metadata m = allreduce(name, {4});
+    m.group = "g0";
+    m.group_size = 3;
+    return m;
+  };
+  std::vector<RankMessage> c(2);
+  c[0].ready = {allreduce("lonely", {4}), member("a"), member("b"), member("c")};
+  c[1].ready = {member("a")};  // "a" complete and held for its group; "b", "c" wait
+  EXPECT_TRUE(n.add_cycle(c, 1 << 20).empty());
+  EXPECT_EQ(n.drop("lonely"), std::vector<std::string>{"lonely"});
+  auto dropped = n.drop("b");
+  std::sort(dropped.begin(), dropped.end());
+  EXPECT_EQ(dropped, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(n.waiting().empty());
+  EXPECT_TRUE(n.drop("unknown").empty());
+  // Submitted again later, the name negotiates afresh.
+  std::vector<RankMessage> again(2);
+  again[0].ready = {allreduce("lonely", {4})};
+  again[1].ready = {allreduce("lonely", {4})};
+  EXPECT_EQ(n.add_cycle(again, 1 << 20).size(), 1u);
 }
 
 TEST(Negotiator, RunsWhenReadyEverywhereInRank0Order) {

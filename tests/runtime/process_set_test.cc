@@ -402,6 +402,43 @@ TEST(ProcessSetStall, ShutdownNamesTheSetAndTheMissingRank) {
   }
 }
 
+// Run alone with RINGLET_STALL_TIMEOUT_SECONDS=2 (see CMakeLists.txt): a name
+// one member of a set never submits fails on the member that did, naming the
+// set and the missing member by its global rank; the set and the world go on.
+TEST(ProcessSetStallTimeout, FailsTheCollectiveAndTheSetGoesOn) {
+  const char* timeout = std::getenv("RINGLET_STALL_TIMEOUT_SECONDS");
+  if (timeout == nullptr || std::string(timeout) != "2") {
+    GTEST_SKIP() << "RINGLET_STALL_TIMEOUT_SECONDS=2 not set";
+  }
+  const int me = rt().rank(), n = rt().size();
+  if (n < 3) GTEST_SKIP() << "needs a set of two ranks: at least 3 ranks";
+  const std::vector<int> evens = ranks_where(n, false);
+  float x = 1;
+  if (me == 0) {
+    const Failure f = failure_of(rt().enqueue_allreduce("stuck", &x, &x, {1}, DataType::kFloat32,
+                                                        ReduceOp::kSum, 1.0, 1.0, {}, 1));
+    EXPECT_EQ(f.kind, ErrorKind::kStalled) << f.what;
+    EXPECT_NE(f.what.find("'stuck' in process set 1 waited 2 s for rank " +
+                          std::to_string(evens[1]) + ", which never submitted it"),
+              std::string::npos)
+        << f.what;
+  } else {
+    // About when rank 0 gave up: well within the stall timeout of its
+    // arrival at the next collectives (the set's, then the world's).
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  }
+  EXPECT_EQ(rt().stopped_reason(), "");
+  if (me % 2 == 0) {
+    float y = 1;
+    EXPECT_EQ(failure_of(rt().enqueue_allreduce("after.stuck", &y, &y, {1}, DataType::kFloat32,
+                                                ReduceOp::kSum, 1.0, 1.0, {}, 1))
+                  .what,
+              "");
+    EXPECT_EQ(y, static_cast<float>(evens.size()));
+  }
+  rt().barrier();
+}
+
 }  // namespace
 }  // namespace ringlet::test
 

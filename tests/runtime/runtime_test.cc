@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -702,6 +703,72 @@ TEST(Runtime, NvtxRangesInOrder) {
   for (const auto& l : lines) synchronize |= l.substr(8, l.find('\t', 8) - 8) == "SYNCHRONIZE";
   EXPECT_TRUE(synchronize) << "no SYNCHRONIZE range";
   std::remove(path.c_str());
+}
+
+// An environment variable set for one scope (the runtime reads its
+// configuration when it is created).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* before = std::getenv(name)) saved_ = before;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (saved_)
+      ::setenv(name_, saved_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+// A name that one rank never submits fails on every rank that did, after
+// RINGLET_STALL_TIMEOUT_SECONDS, naming the tensor and the missing rank, and
+// the runtime goes on: once while the name waits in the negotiation table,
+// once while it waits as a response-cache bit (with the cache on).
+TEST(StallTimeout, FailsOnEveryRankThatSubmittedAndTheRuntimeGoesOn) {
+  g_rt.reset();
+  ScopedEnv timeout("RINGLET_STALL_TIMEOUT_SECONDS", "2");
+  ScopedEnv warn("HOROVOD_STALL_CHECK_TIME_SECONDS", "1");
+  g_rt = make_runtime();
+  const int n = rt().size(), me = rt().rank(), missing = n - 1;
+  std::vector<float> a(8, 1.0f);
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("cached.stall", a.data(), a.data(), {8}, DataType::kFloat32)), "");
+  for (const std::string name : {"fresh.stall", "cached.stall"}) {
+    if (me != missing) {
+      const auto start = std::chrono::steady_clock::now();
+      const Handle h = rt().enqueue_allreduce(name, a.data(), a.data(), {8}, DataType::kFloat32);
+      try {
+        rt().synchronize(h);
+        ADD_FAILURE() << name << " completed without rank " << missing;
+      } catch (const RuntimeError& e) {
+        const std::string err = e.what();
+        EXPECT_EQ(e.kind(), core::runtime::ErrorKind::kStalled) << err;
+        EXPECT_NE(err.find("stall timeout (RINGLET_STALL_TIMEOUT_SECONDS=2)"), std::string::npos) << err;
+        EXPECT_NE(err.find("'" + name + "'"), std::string::npos) << err;
+        EXPECT_NE(err.find("for rank " + std::to_string(missing) + ", which never submitted it"),
+                  std::string::npos)
+            << err;
+      }
+      const auto waited = std::chrono::steady_clock::now() - start;
+      EXPECT_GE(waited, std::chrono::milliseconds(1900));
+      EXPECT_LT(waited, std::chrono::seconds(20));
+    } else {
+      // Arrive at the next collective about when the others have given the
+      // name up: well within the stall timeout of their arrival.
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+    }
+    // The runtime goes on: the next collective runs on every rank. (Checked
+    // before it: after the last one, a rank that is done may shut down.)
+    EXPECT_EQ(rt().stopped_reason(), "");
+    std::vector<float> b(8, 1.0f);
+    EXPECT_EQ(error_of(rt().enqueue_allreduce("after." + name, b.data(), b.data(), {8}, DataType::kFloat32)), "");
+    EXPECT_EQ(b[0], static_cast<float>(n));
+  }
+  g_rt.reset();  // the later tests run with the defaults again
 }
 
 // Last: shutdown with work in flight, then init again.

@@ -212,7 +212,14 @@ class ShmCarrier final : public Carrier {
       if (Clock::now() >= deadline) {
         uint32_t filed = ConnectSlot::kRequested;
         if (slot->state.compare_exchange_strong(filed, ConnectSlot::kFree)) timed_out(peer);
-        continue;  // the acceptor is mapping right now: it will finish
+        if (filed == ConnectSlot::kMapped) break;  // finished just now
+        // The acceptor took the request and has not finished mapping it: the
+        // slot is its own until it does, so leave it there. Our channels are
+        // unlinked as `link` goes, and the acceptor's maps of them only wait
+        // in its table for a connect() that this failure ends anyway.
+        throw Timeout(peer, prefix() + "timed out connecting to rank " + std::to_string(peer) +
+                                " over shm: rank " + std::to_string(peer) +
+                                " took the request but did not finish mapping the channels");
       }
       serve_and_sleep(seen, deadline);
     }
