@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -59,7 +60,10 @@ bool shm_path(const char* name, char* out) {
 }
 
 void on_signal(int sig, siginfo_t* info, void* context) {
+  // The interrupted code may be about to read errno: leave it as it was.
+  const int saved_errno = errno;
   unlink_all();
+  errno = saved_errno;
   int which = sig == SIGINT ? 0 : 1;
   const struct sigaction& prev = g_previous[which];
   if (prev.sa_flags & SA_SIGINFO) {
