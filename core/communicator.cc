@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "core/bootstrap/hmac.h"
 #include "core/collectives/workspace.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/logging.h"
@@ -36,6 +37,16 @@ uint16_t rendezvous_port(const std::string& rendezvous) {
 }
 
 using common::seconds_text;
+
+// The host part of host:port ("[v6]:port" loses its brackets).
+std::string rendezvous_host(const std::string& rendezvous) {
+  std::string host = rendezvous.substr(0, rendezvous.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
 
 // Where rank r publishes why it failed.
 std::string abort_key(int rank) { return "ringlet/abort/" + std::to_string(rank); }
@@ -103,8 +114,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
                       " ranks need a rendezvous host:port");
   }
   if (launch.rank == 0) {
-    c->store_server_ =
-        std::make_unique<StoreServer>(rendezvous_port(launch.rendezvous), launch.secret);
+    c->store_server_ = std::make_unique<StoreServer>(
+        rendezvous_host(launch.rendezvous), rendezvous_port(launch.rendezvous), launch.secret);
   }
   c->store_ = std::make_unique<StoreClient>(launch.rendezvous, launch.secret, launch.rank, start);
   c->rendezvous_ = launch.rendezvous;
@@ -141,6 +152,15 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   opts.job_id = w.job_id;
   opts.store = c->store_.get();
   opts.interface = config.network_interface;
+  // Without a named interface, data links listen where this rank reaches the
+  // store from: loopback when the whole job is on one host (nothing outside
+  // it needs to connect), else the source address of the route to rank 0,
+  // which the other hosts can reach as rank 0 reached them.
+  opts.address = w.single_host() ? "127.0.0.1" : c->store_->local_address();
+  {
+    const auto key = bootstrap::secret_key(launch.secret);
+    opts.secret.assign(key.begin(), key.end());
+  }
   transport::Carrier* shm = nullptr;
   transport::Carrier* tcp = nullptr;
   if (want_shm) {

@@ -178,7 +178,7 @@ std::vector<EnvVar> build_table() {
                   "a number of seconds > 0 (fractions allowed)",
                   "how long rendezvous at start-up may take", seconds(&Config::start_timeout)));
   t.push_back(row("RINGLET_NETWORK_INTERFACE", "", "an interface name, e.g. eth0",
-                  "interface TCP listens on; empty = any", text(&Config::network_interface)));
+                  "interface TCP links listen on; empty = loopback on one host, else the address reaching rank 0", text(&Config::network_interface)));
   t.push_back(row("HOROVOD_FUSION_THRESHOLD", "134217728", "an integer >= 0 (bytes)",
                   "largest fusion buffer; 0 disables fusion",
                   integer(&Config::fusion_threshold, 0)));

@@ -14,6 +14,6 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread"
 cmake --build build-tsan --parallel "$(nproc)" --target ringletrun runtime_test process_set_test \
   runtime_fault_test runtime_fault_rank c_abi_async c_abi_process_sets c_abi_collectives_async
-export TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}"
 ctest --test-dir build-tsan --output-on-failure --timeout 600 \
   -R '^(runtime_np3|runtime_process_sets_np4|runtime_process_sets_two_hosts_np4|runtime_fault|api_c_abi_async_np3|api_c_abi_collectives_async_np3|api_process_sets_.*)$' "$@"

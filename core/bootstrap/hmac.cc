@@ -33,7 +33,7 @@ std::vector<uint8_t> secret_key(std::string_view secret) {
 }
 
 Hmac::Hmac(std::vector<uint8_t> key) : key_(std::move(key)) {
-  if (key_.empty()) key_.push_back(0);  // same MAC as the empty key; see the header
+  if (key_.empty()) throw std::invalid_argument("ringlet: HMAC-SHA256 with an empty key");
 }
 
 Digest Hmac::compute(std::initializer_list<std::span<const uint8_t>> parts) const {

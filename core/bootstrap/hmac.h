@@ -20,9 +20,8 @@ std::vector<uint8_t> secret_key(std::string_view secret);
 
 class Hmac {
  public:
-  // An empty key is allowed (HMAC pads every key to the block size with zeros,
-  // so it equals the one-byte key 0x00): jobs started without a secret still
-  // talk, they just are not authenticated. ringletrun always sets a secret.
+  // Throws std::invalid_argument for an empty key: HMAC would accept it (as
+  // the key 0x00), and a MAC everyone can compute authenticates nothing.
   explicit Hmac(std::vector<uint8_t> key);
 
   // The MAC of the concatenation of `parts`.

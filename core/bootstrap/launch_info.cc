@@ -4,13 +4,11 @@
 // SLURM_PROCID set on every rank, so Open MPI's names must win over Slurm's).
 #include "core/bootstrap/launch_info.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 
 #include "core/config.h"
+#include "ringlet/transport/random.h"
 
 namespace ringlet::core {
 namespace {
@@ -89,31 +87,13 @@ std::string sanitize_job_id(const std::string& raw) {
   return id;
 }
 
-std::string random_hex(int digits) {
-  std::random_device rd;
-  std::string out;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < digits; ++i) out.push_back(hex[rd() & 15]);
-  return out;
-}
-
-// What every rank of one job can compute alike, per launcher.
-std::string launcher_job_id(const Env& env, const std::string& launcher) {
-  if (launcher == "mpirun") {
-    for (const char* name : {"OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid",
-                             "PMIX_NAMESPACE"}) {
-      if (auto v = env.get(name)) return "ompi-" + *v;
-    }
-  } else if (launcher == "slurm") {
-    if (auto job = env.get("SLURM_JOB_ID")) {
-      return "slurm-" + *job + "-" + env.get("SLURM_STEP_ID").value_or("0");
-    }
-  } else if (launcher == "single") {
-    return std::to_string(::getpid()) + "-" + random_hex(8);
-  }
-  // No id from the launcher: ranks of one host share their parent (the
-  // launcher's daemon), which is all a host-local name needs.
-  return launcher + "-" + std::to_string(::getppid());
+// A fresh id for a job whose launcher named none: 64 random bits behind the
+// launcher's name. Ids become the names of /dev/shm segments, which another
+// user of the host could squat on were they predictable (a process or job
+// number). Each rank draws its own; build_world() has them all adopt rank 0's.
+std::string fresh_job_id(const std::string& launcher) {
+  const std::string prefix = launcher == "mpirun" ? "ompi" : launcher;
+  return prefix + "-" + transport::random_hex(8);
 }
 
 }  // namespace
@@ -163,9 +143,17 @@ LaunchInfo detect_launch(const std::map<std::string, std::string>* env_map) {
   // Ringlet's own rendezvous variables apply under any launcher (mpirun -x ...).
   info.rendezvous = env.get("RINGLET_RENDEZVOUS").value_or("");
   info.secret = env.get("RINGLET_SECRET").value_or("");
-  std::string job = env.get("RINGLET_JOB_ID").value_or("");
-  if (job.empty()) job = launcher_job_id(env, info.launcher);
-  info.job_id = sanitize_job_id(job);
+  // The secret is what keeps strangers out of the store and off the data
+  // links; without one anyone who can reach the port could join the job.
+  if (!info.rendezvous.empty() && info.secret.empty()) {
+    throw ConfigError(
+        "RINGLET_RENDEZVOUS is set but RINGLET_SECRET is not: every rank of the job needs the "
+        "same secret to authenticate to the rendezvous store and to its peers (ringletrun and "
+        "mpirun set both; by hand, give every rank the same RINGLET_SECRET, e.g. from "
+        "'openssl rand -hex 32')");
+  }
+  const std::string job = env.get("RINGLET_JOB_ID").value_or("");
+  info.job_id = job.empty() ? fresh_job_id(info.launcher) : sanitize_job_id(job);
   return info;
 }
 

@@ -17,11 +17,13 @@ struct LaunchInfo {
   std::optional<int> local_rank;
   std::optional<int> local_size;
   std::string rendezvous;   // host:port of the store, "" when the launcher gives none
-  std::string secret;       // job secret for the store's HMAC (hex), may be ""
-  std::string job_id;       // unique per job: names shm segments
+  std::string secret;       // job secret (hex): required whenever `rendezvous` is set
+  std::string job_id;       // RINGLET_JOB_ID, else random per process until
+                            // build_world() adopts rank 0's: names shm segments
 };
 
-// Throws ConfigError on malformed or inconsistent values (naming the variable).
+// Throws ConfigError on malformed or inconsistent values (naming the variable),
+// and when RINGLET_RENDEZVOUS comes without RINGLET_SECRET.
 LaunchInfo detect_launch(const std::map<std::string, std::string>* env = nullptr);
 
 }  // namespace ringlet::core

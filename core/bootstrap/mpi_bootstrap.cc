@@ -1,11 +1,14 @@
 #include "core/bootstrap/mpi_bootstrap.h"
 
 #include <array>
+#include <memory>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "core/config.h"
+#include "ringlet/transport/random.h"
 
 #ifdef RINGLET_HAVE_MPI
 #include <arpa/inet.h>
@@ -15,7 +18,6 @@
 #include <mpi.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #endif
@@ -46,7 +48,6 @@ namespace {
 struct Answer {
   char rendezvous[272];
   char secret[72];
-  char job_id[48];
 };
 
 std::string mpi_error(int code) {
@@ -77,19 +78,14 @@ MpiOwner& mpi_owner() {
   return owner;
 }
 
+// Rank 0's draws, from the library's one random source.
 std::string random_hex(size_t bytes, int rank) {
-  std::vector<unsigned char> raw(bytes);
-  if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) {
-    throw ConfigError("rank " + std::to_string(rank) +
-                      ": no random bytes for the job secret (OpenSSL RAND_bytes failed)");
+  try {
+    return transport::random_hex(bytes);
+  } catch (const std::system_error& e) {
+    throw ConfigError("rank " + std::to_string(rank) + ": no random bytes for the job secret: " +
+                      e.what());
   }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : raw) {
-    hex += kDigits[c >> 4];
-    hex += kDigits[c & 15];
-  }
-  return hex;
 }
 
 // The IPv4 address other hosts reach this one at: the first non-loopback
@@ -115,17 +111,25 @@ std::string host_address(const std::string& hostname) {
 }
 
 // A port free right now on `address` (bind port 0, read it back, close). The
-// store binds it moments later; the window in between is the usual cost of
-// choosing a port before the process that serves it exists.
+// store binds it moments later, on the same address: it listens only at the
+// rendezvous address (store_server.cc), so the probe must test that address,
+// resolved the same way, and never the wildcard. The window in between is
+// the usual cost of choosing a port before the process that serves it exists.
 uint16_t free_port(const std::string& address, int rank) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(address.c_str(), "0", &hints, &found); rc != 0) {
+    throw ConfigError("rank " + std::to_string(rank) + ": cannot resolve " + address +
+                      " for the rendezvous store: " + gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(found, freeaddrinfo);
+  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw ConfigError("rank " + std::to_string(rank) + ": socket(): " + strerror(errno));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = 0;
-  if (inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  sockaddr_storage sa{};
   socklen_t len = sizeof sa;
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+  bool ok = ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
             ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0;
   int err = errno;
   ::close(fd);
@@ -133,7 +137,8 @@ uint16_t free_port(const std::string& address, int rank) {
     throw ConfigError("rank " + std::to_string(rank) + ": no free TCP port on " + address +
                       " for the rendezvous store: " + strerror(err));
   }
-  return ntohs(sa.sin_port);
+  return ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
 }
 
 void copy_field(char* dst, size_t cap, const std::string& src) {
@@ -194,14 +199,12 @@ void complete_launch_with_mpi(LaunchInfo& launch) {
     uint16_t port = free_port(host, rank);
     copy_field(answer.rendezvous, sizeof answer.rendezvous, host + ":" + std::to_string(port));
     copy_field(answer.secret, sizeof answer.secret, random_hex(32, rank));
-    copy_field(answer.job_id, sizeof answer.job_id, "mpi-" + random_hex(8, rank));
   }
   check_mpi(MPI_Bcast(&answer, sizeof answer, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast(rendezvous)",
             rank);
   launch.rendezvous = answer.rendezvous;
   launch.secret = answer.secret;
-  // The launcher's own job id (Open MPI's jobid, Slurm's) is kept when there is one.
-  if (launch.job_id.empty()) launch.job_id = answer.job_id;
+  // The job id needs no broadcast: build_world() has every rank adopt rank 0's.
 }
 
 #endif

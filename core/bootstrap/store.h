@@ -5,9 +5,8 @@
 // never blocked by a client that stalls. The wire format is in store_wire.h.
 //
 // The secret is RINGLET_SECRET: hex (as ringletrun generates it) is decoded,
-// any other text is used as it is. An empty secret still frames and checks
-// every message, under the empty key: that guards against garbage, not
-// against an attacker, so ringletrun always sets one.
+// any other text is used as it is. It must not be empty: server and client
+// refuse to start without one.
 #pragma once
 
 #include <chrono>
@@ -23,9 +22,13 @@ namespace ringlet::core {
 
 class StoreServer {
  public:
-  // Listens on `port` (0 = any free one) on all interfaces, serving from a
-  // background thread until destroyed. Throws std::runtime_error if it cannot
-  // listen (the message names the port and the cause).
+  // Listens on `port` (0 = any free one) at every address `host` resolves to
+  // (the host of RINGLET_RENDEZVOUS) and nowhere else, serving from a
+  // background thread until destroyed. Throws std::invalid_argument for an
+  // empty secret and std::runtime_error if it cannot listen (the message
+  // names the address and the cause).
+  StoreServer(const std::string& host, uint16_t port, std::string secret);
+  // On 127.0.0.1 only.
   StoreServer(uint16_t port, std::string secret);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
@@ -45,10 +48,15 @@ class StoreClient : public transport::KeyValue {
   // later); `rank` only names this client in errors. Every call but get() has a
   // 30 s deadline. Failures throw transport::Timeout (a deadline passed) or
   // std::runtime_error (the store was lost or refused us), naming the rank,
-  // the key and the store's address. Calls are serialized by a mutex.
+  // the key and the store's address. Calls are serialized by a mutex. An
+  // empty secret throws std::invalid_argument.
   StoreClient(const std::string& host_port, std::string secret, int rank,
               transport::Deadline deadline);
   ~StoreClient() override;
+
+  // The local address (numeric, no port) of this client's first connection
+  // to the store: the address this host reaches rank 0 from.
+  const std::string& local_address() const;
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, transport::Deadline deadline) override;

@@ -148,6 +148,7 @@ struct StoreClient::Impl {
                        const std::string& what);
 
   std::string address, host, port;
+  std::string local_address;      // of the first connection (see local_address())
   std::vector<uint8_t> instance;  // the store's identity, once checked (empty: not tracked)
   bool verified = false;          // this connection's store passed check_identity()
   int rank;
@@ -332,10 +333,25 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
 }
 
 StoreClient::StoreClient(const std::string& host_port, std::string secret, int rank,
-                         Deadline deadline)
-    : impl_(std::make_unique<Impl>(host_port, secret, rank)) {
+                         Deadline deadline) {
+  if (secret.empty()) {
+    throw std::invalid_argument("rank " + std::to_string(rank) +
+                                ": no job secret (RINGLET_SECRET is empty): refusing to talk to "
+                                "the rendezvous store unauthenticated");
+  }
+  impl_ = std::make_unique<Impl>(host_port, secret, rank);
   impl_->connect(deadline);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  char host[NI_MAXHOST] = "";
+  if (::getsockname(impl_->fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+      getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, nullptr, 0,
+                  NI_NUMERICHOST) == 0) {
+    impl_->local_address = host;
+  }
 }
+
+const std::string& StoreClient::local_address() const { return impl_->local_address; }
 
 StoreClient::~StoreClient() {
   if (!impl_ || impl_->instance.empty()) return;

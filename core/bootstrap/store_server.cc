@@ -16,19 +16,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <random>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "core/bootstrap/fd.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
 #include "core/config.h"
 #include "ringlet/common/logging.h"
+#include "ringlet/transport/random.h"
 
 namespace ringlet::core {
 
@@ -47,41 +49,69 @@ std::string peer_name(const sockaddr_storage& addr, socklen_t len) {
   return std::string(host) + ":" + port;
 }
 
-// All interfaces, IPv6 dual-stack where the kernel has IPv6, else IPv4.
-UniqueFd listen_on(uint16_t port) {
-  for (int family : {AF_INET6, AF_INET}) {
-    UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd) continue;
-    int one = 1, zero = 0;
+// The store listens only where the rendezvous address says rank 0 is: every
+// rank dials that address, so no other is needed, and a loopback rendezvous
+// (a job on one host) is then unreachable from the network. A host name is
+// bound at every address it resolves to here; a multi-host job must therefore
+// name rank 0 by an address or name that resolves to a routable address on
+// rank 0 itself (ringletrun and the MPI bootstrap publish numeric addresses).
+std::vector<UniqueFd> listen_on(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string where = "ringlet store: cannot listen on " + host + ":" + std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    throw std::runtime_error(where + ": cannot resolve '" + host + "': " + gai_strerror(rc) +
+                             " (RINGLET_RENDEZVOUS)");
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(found, freeaddrinfo);
+  std::vector<UniqueFd> listeners;
+  std::vector<std::vector<uint8_t>> bound;  // addresses already bound (a resolver may repeat one)
+  std::string why = "no address";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    std::vector<uint8_t> key(reinterpret_cast<uint8_t*>(a->ai_addr),
+                             reinterpret_cast<uint8_t*>(a->ai_addr) + a->ai_addrlen);
+    if (std::find(bound.begin(), bound.end(), key) != bound.end()) continue;
+    UniqueFd fd(::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) {
+      why = errno_text("socket");
+      continue;
+    }
+    int one = 1;
     // Rank 0 of the next job may reuse the port while this one's sockets linger in TIME_WAIT.
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (a->ai_family == AF_INET6) setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     sockaddr_storage addr{};
-    socklen_t len = 0;
-    if (family == AF_INET6) {
-      setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-      auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
-      a->sin6_family = AF_INET6;
-      a->sin6_addr = in6addr_any;
-      a->sin6_port = htons(port);
-      len = sizeof *a;
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in*>(&addr);
-      a->sin_family = AF_INET;
-      a->sin_addr.s_addr = htonl(INADDR_ANY);
-      a->sin_port = htons(port);
-      len = sizeof *a;
+    std::memcpy(&addr, a->ai_addr, a->ai_addrlen);
+    // Port 0 asks for a free port: every further address takes the first one's.
+    if (!listeners.empty() && port == 0) {
+      sockaddr_storage first{};
+      socklen_t len = sizeof first;
+      getsockname(listeners.front().get(), reinterpret_cast<sockaddr*>(&first), &len);
+      const uint16_t chosen = first.ss_family == AF_INET6
+                                  ? reinterpret_cast<sockaddr_in6*>(&first)->sin6_port
+                                  : reinterpret_cast<sockaddr_in*>(&first)->sin_port;
+      if (addr.ss_family == AF_INET6) {
+        reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = chosen;
+      } else {
+        reinterpret_cast<sockaddr_in*>(&addr)->sin_port = chosen;
+      }
     }
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-      if (family == AF_INET6 && errno != EADDRINUSE) continue;
-      throw std::runtime_error("ringlet store: cannot listen on port " + std::to_string(port) +
-                               ": " + errno_text("bind"));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), a->ai_addrlen) != 0) {
+      why = errno_text("bind");
+      continue;
     }
     if (::listen(fd.get(), 1024) != 0) {
-      throw std::runtime_error("ringlet store: " + errno_text("listen"));
+      why = errno_text("listen");
+      continue;
     }
-    return fd;
+    bound.push_back(std::move(key));
+    listeners.push_back(std::move(fd));
   }
-  throw std::runtime_error("ringlet store: " + errno_text("socket"));
+  if (listeners.empty()) throw std::runtime_error(where + ": " + why);
+  return listeners;
 }
 
 struct Connection {
@@ -101,11 +131,11 @@ constexpr char kInstanceKey[] = "ringlet.store/instance";
 }  // namespace
 
 struct StoreServer::Impl {
-  Impl(uint16_t port, const std::string& secret)
-      : hmac(bootstrap::secret_key(secret)), listener(listen_on(port)) {
+  Impl(const std::string& host, uint16_t port, const std::string& secret)
+      : hmac(bootstrap::secret_key(secret)), listeners(listen_on(host, port)) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    getsockname(listeners.front().get(), reinterpret_cast<sockaddr*>(&addr), &len);
     bound_port = ntohs(addr.ss_family == AF_INET6
                            ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                            : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
@@ -117,18 +147,17 @@ struct StoreServer::Impl {
     // 8 random bytes, the pid (4 bytes, little-endian) and the host name, so
     // that a client in this very process knows the store is its own.
     std::vector<uint8_t> instance(12);
-    const uint64_t id = rng();
+    transport::random_bytes(std::span(instance).first(8));
     const auto pid = static_cast<uint32_t>(::getpid());
-    for (size_t i = 0; i < 8; ++i) instance[i] = static_cast<uint8_t>(id >> (8 * i));
     for (size_t i = 0; i < 4; ++i) instance[8 + i] = static_cast<uint8_t>(pid >> (8 * i));
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    instance.insert(instance.end(), host, host + std::strlen(host));
+    char hostname[256] = {};
+    ::gethostname(hostname, sizeof hostname - 1);
+    instance.insert(instance.end(), hostname, hostname + std::strlen(hostname));
     data[kInstanceKey] = std::move(instance);
   }
 
   void run(std::stop_token stop);
-  void accept_all();
+  void accept_all(int listener);
   void on_readable(uint64_t id);
   void handle(uint64_t id, wire::Frame frame);
   void reply(uint64_t id, wire::Op op, std::span<const uint8_t> payload);
@@ -138,11 +167,10 @@ struct StoreServer::Impl {
   void stored(const std::string& key);
 
   Hmac hmac;
-  UniqueFd listener;
+  std::vector<UniqueFd> listeners;  // one per address of the rendezvous host
   UniqueFd wake;  // written by the destructor to end poll()
   uint16_t bound_port = 0;
   std::atomic<uint64_t> refused{0};
-  std::mt19937_64 rng{std::random_device{}()};
 
   // Owned by the server thread alone.
   std::map<std::string, std::vector<uint8_t>> data;
@@ -160,7 +188,7 @@ void StoreServer::Impl::run(std::stop_token stop) {
     fds.clear();
     ids.clear();
     fds.push_back({wake.get(), POLLIN, 0});
-    fds.push_back({listener.get(), POLLIN, 0});
+    for (const UniqueFd& l : listeners) fds.push_back({l.get(), POLLIN, 0});
     for (auto& [id, c] : conns) {
       short events = POLLIN;
       if (c.tx_sent < c.tx.size()) events |= POLLOUT;
@@ -174,9 +202,12 @@ void StoreServer::Impl::run(std::stop_token stop) {
       return;
     }
     if (fds[0].revents) break;
-    if (fds[1].revents & POLLIN) accept_all();
+    const size_t first_conn = 1 + listeners.size();
+    for (size_t l = 0; l < listeners.size(); ++l) {
+      if (fds[1 + l].revents & POLLIN) accept_all(listeners[l].get());
+    }
     for (size_t i = 0; i < ids.size(); ++i) {
-      const short ev = fds[i + 2].revents;
+      const short ev = fds[i + first_conn].revents;
       if (ev == 0 || !conns.contains(ids[i])) continue;
       if (ev & POLLOUT) flush(ids[i]);
       if (conns.contains(ids[i]) && (ev & (POLLIN | POLLHUP | POLLERR))) on_readable(ids[i]);
@@ -184,11 +215,11 @@ void StoreServer::Impl::run(std::stop_token stop) {
   }
 }
 
-void StoreServer::Impl::accept_all() {
+void StoreServer::Impl::accept_all(int listener) {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    int raw = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+    int raw = ::accept4(listener, reinterpret_cast<sockaddr*>(&addr), &len,
                         SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (raw < 0) return;  // EAGAIN, or a connection that died before we took it
     int one = 1;
@@ -197,7 +228,7 @@ void StoreServer::Impl::accept_all() {
     Connection& c = conns[id];
     c.fd = UniqueFd(raw);
     c.peer = peer_name(addr, len);
-    for (auto& b : c.in.nonce) b = static_cast<uint8_t>(rng());
+    transport::random_bytes(c.in.nonce);
     c.in.hmac = c.out.hmac = &hmac;
     c.out.nonce = c.in.nonce;
     c.in.direction = wire::Direction::kToServer;
@@ -371,7 +402,15 @@ void StoreServer::Impl::refuse(uint64_t id, const std::string& why) {
 }
 
 StoreServer::StoreServer(uint16_t port, std::string secret)
-    : impl_(std::make_unique<Impl>(port, secret)) {
+    : StoreServer("127.0.0.1", port, std::move(secret)) {}
+
+StoreServer::StoreServer(const std::string& host, uint16_t port, std::string secret) {
+  if (secret.empty()) {
+    throw std::invalid_argument(
+        "ringlet store: no job secret (RINGLET_SECRET is empty): the store refuses to serve "
+        "unauthenticated");
+  }
+  impl_ = std::make_unique<Impl>(host, port, secret);
   impl_->thread = std::jthread([impl = impl_.get()](std::stop_token stop) { impl->run(stop); });
 }
 

@@ -75,6 +75,8 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
       }
       all += hostnames[r] + '\n';
     }
+    // Before the hosts, so that whoever reads the hosts finds the id at once.
+    store.set("world/job_id", {launch.job_id.begin(), launch.job_id.end()});
     store.set("world/hosts", {all.begin(), all.end()});
     return hostnames;
   }
@@ -117,7 +119,15 @@ World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadl
   }
   const std::vector<std::string> hostnames = exchange_hostnames(launch, host, store, deadline);
   World w = derive_world(launch.rank, hostnames);
-  w.job_id = launch.job_id;
+  // Every rank takes rank 0's job id: a launcher that names no job leaves
+  // each rank with its own random one (launch_info.cc), and the id must be
+  // one per job since it names the job's shared-memory segments.
+  if (launch.rank == 0) {
+    w.job_id = launch.job_id;
+  } else {
+    const auto id = store.get("world/job_id", deadline);
+    w.job_id.assign(id.begin(), id.end());
+  }
 
   // The launcher's local hints must agree with what the hostnames say; if
   // they do not, shared-memory segments and device choices would collide.

@@ -79,19 +79,49 @@ TEST(LaunchInfo, OpenMpiWinsOverSlurm) {
                                {"OMPI_MCA_ess_base_jobid", "123456789"},
                                {"SLURM_PROCID", "0"},
                                {"SLURM_NTASKS", "1"},
-                               {"RINGLET_RENDEZVOUS", "h:1"}});
+                               {"RINGLET_RENDEZVOUS", "h:1"},
+                               {"RINGLET_SECRET", "s3cret"}});
   EXPECT_EQ(i.launcher, "mpirun");
   EXPECT_EQ(i.rank, 5);
   EXPECT_EQ(i.size, 6);
   EXPECT_EQ(i.local_rank, 2);
   EXPECT_EQ(i.local_size, 3);
-  EXPECT_EQ(i.job_id, "ompi-123456789");
   EXPECT_EQ(i.rendezvous, "h:1");
-  EXPECT_EQ(detect({{"OMPI_COMM_WORLD_RANK", "0"},
-                    {"OMPI_COMM_WORLD_SIZE", "1"},
-                    {"OMPI_MCA_orte_ess_jobid", "77"}})
-                .job_id,
-            "ompi-77");
+  EXPECT_EQ(i.secret, "s3cret");
+}
+
+// Job ids name /dev/shm segments: one derived from a launcher's job number
+// (or a process id) could be predicted and squatted on by another user.
+TEST(LaunchInfo, JobIdsWithoutRingletJobIdAreRandom) {
+  const Env ompi = {{"OMPI_COMM_WORLD_RANK", "0"},
+                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"OMPI_MCA_ess_base_jobid", "77"}};
+  const Env slurm = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "991"}};
+  for (const Env& env : {ompi, slurm, Env{}}) {
+    const std::string a = detect(env).job_id;
+    const std::string b = detect(env).job_id;
+    EXPECT_TRUE(valid_job_id(a)) << a;
+    EXPECT_NE(a, b) << "two draws gave the same id";
+    EXPECT_EQ(a.find("77"), std::string::npos) << a;
+    EXPECT_EQ(a.find("991"), std::string::npos) << a;
+    // 64 random bits, as hex, behind the launcher's name.
+    EXPECT_TRUE(std::regex_match(a, std::regex("[a-z]+-[0-9a-f]{16}"))) << a;
+  }
+}
+
+TEST(LaunchInfo, RendezvousWithoutSecretIsRefusedNamingBoth) {
+  const std::string msg = error_of({{"RINGLET_RANK", "0"},
+                                    {"RINGLET_SIZE", "2"},
+                                    {"RINGLET_RENDEZVOUS", "127.0.0.1:29500"}});
+  EXPECT_NE(msg.find("RINGLET_RENDEZVOUS"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("RINGLET_SECRET"), std::string::npos) << msg;
+  // Under any launcher: the variables are Ringlet's own.
+  EXPECT_NE(error_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                      {"OMPI_COMM_WORLD_SIZE", "2"},
+                      {"RINGLET_RENDEZVOUS", "h:1"},
+                      {"RINGLET_SECRET", ""}})
+                .find("RINGLET_SECRET"),
+            std::string::npos);
 }
 
 TEST(LaunchInfo, Slurm) {
@@ -105,7 +135,7 @@ TEST(LaunchInfo, Slurm) {
   EXPECT_EQ(i.size, 16);
   EXPECT_EQ(i.local_rank, 3);
   EXPECT_FALSE(i.local_size);
-  EXPECT_EQ(i.job_id, "slurm-991-2");
+  EXPECT_TRUE(valid_job_id(i.job_id)) << i.job_id;
 }
 
 TEST(LaunchInfo, LongJobIdsStayShortAndDistinct) {

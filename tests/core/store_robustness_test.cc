@@ -96,6 +96,78 @@ TEST(StoreRobustness, WrongSecretIsRefused) {
   EXPECT_THROW(good.get("bad-only", Clock::now() + 100ms), transport::Timeout);
 }
 
+TEST(StoreRobustness, NoSecretIsRefused) {
+  // What a client without the secret can compute: a MAC under the empty key
+  // (HMAC pads it with zeros, the same as the one-byte key 0x00).
+  StoreServer server(0, kSecret);
+  wire::Nonce nonce;
+  UniqueFd fd = raw_connect(server.port(), &nonce);
+  bootstrap::Hmac empty(std::vector<uint8_t>{0});
+  wire::Channel ch{&empty, nonce, wire::Direction::kToServer, 0};
+  send_all(fd, wire::encode(ch, wire::Op::kSet, wire::key_payload("k", std::vector<uint8_t>{1})));
+  EXPECT_TRUE(wait_refused(server, 1));
+  EXPECT_TRUE(closed_by_server(fd));
+  expect_serving(server.port(), "after-no-secret");
+}
+
+TEST(StoreRobustness, AnEmptySecretIsRefusedAtStart) {
+  try {
+    StoreServer server(0, "");
+    FAIL() << "a store started without a secret";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
+  }
+  StoreServer server(0, kSecret);
+  try {
+    StoreClient client(at(server.port()), "", 3, Clock::now() + 5s);
+    FAIL() << "a client started without a secret";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreRobustness, ASlowDripBlocksNobody) {
+  StoreServer server(0, kSecret);
+  UniqueFd drip = raw_connect(server.port());
+  std::jthread dripper([&] {
+    // A whole frame, one byte every 10 ms, with a MAC that is wrong.
+    std::vector<uint8_t> frame = {0, 0, 0, 5, 1, 0, 0, 0, 1, 'k'};
+    frame.resize(frame.size() + wire::kMacBytes, 0x5a);
+    for (uint8_t b : frame) {
+      ::send(drip.get(), &b, 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  const auto start = Clock::now();
+  for (int i = 0; i < 20; ++i) expect_serving(server.port(), "d" + std::to_string(i));
+  EXPECT_LT(Clock::now() - start, 5s);
+  dripper.join();
+  EXPECT_TRUE(wait_refused(server, 1));
+  EXPECT_TRUE(closed_by_server(drip));
+}
+
+// The address a host name or the rendezvous gives is the only one served.
+TEST(StoreRobustness, ListensOnlyOnTheRendezvousAddress) {
+  StoreServer loopback(0, kSecret);  // 127.0.0.1
+  // The same port on another local address (127.0.0.2 is loopback too, but
+  // not the address bound) must refuse the connection.
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(loopback.port());
+  ASSERT_EQ(::inet_pton(AF_INET, "127.0.0.2", &a.sin_addr), 1);
+  EXPECT_NE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0)
+      << "the store answers on an address it was not given";
+  expect_serving(loopback.port(), "bound");
+  // A host name is served at what it resolves to.
+  StoreServer named("localhost", 0, kSecret);
+  StoreClient client("localhost:" + std::to_string(named.port()), kSecret, 0, Clock::now() + 5s);
+  client.set("k", {4});
+  EXPECT_EQ(client.get("k", Clock::now() + 5s), std::vector<uint8_t>{4});
+  EXPECT_THROW(StoreServer("no-such-host.invalid", 0, kSecret), std::runtime_error);
+}
+
 TEST(StoreRobustness, GarbageIsRefused) {
   StoreServer server(0, kSecret);
   UniqueFd fd = raw_connect(server.port());

@@ -13,6 +13,8 @@ namespace {
 using namespace std::chrono_literals;
 using transport::Clock;
 
+constexpr char kSecret[] = "world-test-secret";
+
 TEST(World, DeriveGroupsByHostInOrderOfLowestRank) {
   // Ranks 0,2 on b; 1,3,4 on a. b holds rank 0, so b is host 0.
   const std::vector<std::string> hosts{"b", "a", "b", "a", "a"};
@@ -40,8 +42,10 @@ TEST(World, FourForkedRanksOnTwoFakeHosts) {
     launch.size = kRanks;
     launch.local_rank = rank % 2;
     launch.local_size = 2;
-    launch.job_id = "worldtest";
-    StoreClient store("127.0.0.1:" + std::to_string(port), "", rank, Clock::now() + 10s);
+    // Each rank drew its own id (as under a launcher that names no job):
+    // all must end with rank 0's.
+    launch.job_id = rank == 0 ? "worldtest" : "own-" + std::to_string(rank);
+    StoreClient store("127.0.0.1:" + std::to_string(port), kSecret, rank, Clock::now() + 10s);
     const World w = build_world(launch, store, Clock::now() + 10s);
     const bool ok = w.rank == rank && w.size == kRanks && w.local_rank == rank % 2 &&
                     w.local_size == 2 && w.cross_rank == rank / 2 && w.cross_size == 2 &&
@@ -50,7 +54,7 @@ TEST(World, FourForkedRanksOnTwoFakeHosts) {
     if (!ok) std::fprintf(stderr, "rank %d: unexpected world\n", rank);
     return ok;
   });
-  StoreServer server(0, "");
+  StoreServer server(0, kSecret);
   ranks.start(server.port());
   for (int code : ranks.wait()) EXPECT_EQ(code, 0);
 }
@@ -64,7 +68,7 @@ TEST(World, DisagreeingLauncherHintNamesTheVariable) {
     launch.rank = rank;
     launch.size = kRanks;
     launch.local_size = 1;  // wrong: both ranks are on "same"
-    StoreClient store("127.0.0.1:" + std::to_string(port), "", rank, Clock::now() + 10s);
+    StoreClient store("127.0.0.1:" + std::to_string(port), kSecret, rank, Clock::now() + 10s);
     try {
       build_world(launch, store, Clock::now() + 10s);
     } catch (const ConfigError& e) {
@@ -72,14 +76,14 @@ TEST(World, DisagreeingLauncherHintNamesTheVariable) {
     }
     return false;
   });
-  StoreServer server(0, "");
+  StoreServer server(0, kSecret);
   ranks.start(server.port());
   for (int code : ranks.wait()) EXPECT_EQ(code, 0);
 }
 
 TEST(World, RankZeroNamesTheMissingRank) {
-  StoreServer server(0, "");
-  StoreClient store("127.0.0.1:" + std::to_string(server.port()), "", 0, Clock::now() + 5s);
+  StoreServer server(0, kSecret);
+  StoreClient store("127.0.0.1:" + std::to_string(server.port()), kSecret, 0, Clock::now() + 5s);
   LaunchInfo launch;
   launch.rank = 0;
   launch.size = 2;
@@ -93,8 +97,8 @@ TEST(World, RankZeroNamesTheMissingRank) {
 }
 
 TEST(World, OtherRanksSayHowManyJoined) {
-  StoreServer server(0, "");
-  StoreClient store("127.0.0.1:" + std::to_string(server.port()), "", 2, Clock::now() + 5s);
+  StoreServer server(0, kSecret);
+  StoreClient store("127.0.0.1:" + std::to_string(server.port()), kSecret, 2, Clock::now() + 5s);
   LaunchInfo launch;
   launch.rank = 2;
   launch.size = 3;

@@ -4,6 +4,8 @@
 // may kill itself to play a crashed peer.
 #pragma once
 
+#include "ringlet/transport/random.h"
+
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -82,10 +84,12 @@ inline void expect_all_passed(const std::vector<RankExit>& exits) {
   }
 }
 
-// A fresh directory for a FileStore and a job id no other test shares.
+// A fresh directory for a FileStore, a job id no other test shares and the
+// job's secret (carriers refuse to start without one).
 struct JobDir {
   std::string dir;
   std::string job_id;
+  std::string secret = ringlet::transport::random_hex(32);
   JobDir() {
     char path[] = "/tmp/ringlet-transport-test-XXXXXX";
     dir = ::mkdtemp(path);

@@ -69,6 +69,7 @@ class PairTest : public ::testing::TestWithParam<std::string> {
     options.size = size;
     options.job_id = job_.job_id;
     options.store = r.store.get();
+    options.secret = job_.secret;
     r.carrier = GetParam() == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
     if (peer < 0) peer = 1 - rank;
     r.pair = r.carrier->connect(peer, Clock::now() + seconds(20));
@@ -269,7 +270,7 @@ TEST_P(PairTest, RingOfFourOversubscribed) {
   const std::string kind = GetParam();
   expect_all_passed(run_ranks(n, [&](int rank) {
     FileStore store(job_.dir);
-    CarrierOptions options{rank, n, job_.job_id, &store, ""};
+    CarrierOptions options{rank, n, job_.job_id, &store, "", "", job_.secret};
     auto carrier = kind == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
     int right = (rank + 1) % n, left = (rank + n - 1) % n;
     std::unique_ptr<Pair> to_right, from_left;
@@ -309,7 +310,7 @@ TEST_P(PairTest, RingOfFourOversubscribed) {
 
 TEST_P(PairTest, ConnectTimesOutNamingThePeerAndCleansUp) {
   FileStore store(job_.dir);
-  CarrierOptions options{0, 2, job_.job_id, &store, ""};
+  CarrierOptions options{0, 2, job_.job_id, &store, "", "", job_.secret};
   auto carrier = GetParam() == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
   try {
     carrier->connect(1, Clock::now() + milliseconds(200));
@@ -325,12 +326,20 @@ TEST_P(PairTest, ConnectTimesOutNamingThePeerAndCleansUp) {
 // exists but never connects, they must be gone after the Timeout.
 TEST_P(PairTest, DialerTimesOutWhenPeerNeverConnects) {
   FileStore store(job_.dir);
-  CarrierOptions first{0, 2, job_.job_id, &store, ""};
-  CarrierOptions second{1, 2, job_.job_id, &store, ""};
+  CarrierOptions first{0, 2, job_.job_id, &store, "", "", job_.secret};
+  CarrierOptions second{1, 2, job_.job_id, &store, "", "", job_.secret};
   bool tcp = GetParam() == "tcp";
   auto idle = tcp ? make_tcp_carrier(first) : make_shm_carrier(first);
   auto dialer = tcp ? make_tcp_carrier(second) : make_shm_carrier(second);
-  EXPECT_THROW(dialer->connect(0, Clock::now() + milliseconds(200)), Timeout);
+  if (!tcp) {
+    EXPECT_THROW(dialer->connect(0, Clock::now() + milliseconds(200)), Timeout);
+    return;
+  }
+  // A tcp carrier authenticates arrivals on its own thread: the dialer's link
+  // is made (and kept) before the idle side asks for it, then handed over.
+  std::unique_ptr<Pair> dialed, accepted;
+  EXPECT_NO_THROW(dialed = dialer->connect(0, Clock::now() + seconds(5)));
+  EXPECT_NO_THROW(accepted = idle->connect(1, Clock::now() + milliseconds(500)));
 }
 
 // Connections that arrive while a rank waits for another peer are kept for
@@ -339,7 +348,7 @@ TEST_P(PairTest, ConnectInAnyOrder) {
   const std::string kind = GetParam();
   expect_all_passed(run_ranks(3, [&](int rank) {
     FileStore store(job_.dir);
-    CarrierOptions options{rank, 3, job_.job_id, &store, ""};
+    CarrierOptions options{rank, 3, job_.job_id, &store, "", "", job_.secret};
     auto carrier = kind == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
     const std::vector<std::vector<int>> order = {{2, 1}, {0, 2}, {1, 0}};
     std::vector<std::unique_ptr<Pair>> pairs(3);
@@ -364,6 +373,57 @@ TEST_P(PairTest, ConnectInAnyOrder) {
       ASSERT_LT(Clock::now(), deadline);
     }
     for (int peer : order[rank]) EXPECT_EQ(got[peer], peer);
+  }));
+}
+
+// TCP links are authenticated with the job's key, and listen on one address.
+class TcpSecurity : public ::testing::Test {
+ protected:
+  JobDir job_;
+};
+
+TEST_F(TcpSecurity, AnEmptySecretIsRefused) {
+  FileStore store(job_.dir);
+  CarrierOptions options{0, 2, job_.job_id, &store, "", "", ""};
+  try {
+    make_tcp_carrier(options);
+    FAIL() << "a tcp carrier started without a secret";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no job secret"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TcpSecurity, ListensOnLoopbackUnlessTold) {
+  FileStore store(job_.dir);
+  CarrierOptions options{0, 2, job_.job_id, &store, "", "", job_.secret};
+  auto carrier = make_tcp_carrier(options);
+  const auto published = store.get("tcp/addr/0", Clock::now() + seconds(5));
+  EXPECT_EQ(std::string(published.begin(), published.end()).rfind("127.0.0.1:", 0), 0u);
+}
+
+// A rank with another secret reaches the listener but neither side takes the
+// link: the dialer fails naming the secret, the acceptor keeps waiting.
+TEST_F(TcpSecurity, ADifferentSecretNeverConnects) {
+  const std::string job_dir = job_.dir, job_id = job_.job_id, secret = job_.secret;
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    FileStore store(job_dir);
+    const std::string mine = rank == 0 ? secret : secret + "x";
+    CarrierOptions options{rank, 2, job_id, &store, "", "", mine};
+    auto carrier = make_tcp_carrier(options);
+    if (rank == 1) {
+      try {
+        carrier->connect(0, Clock::now() + seconds(10));
+        ADD_FAILURE() << "a link with the wrong secret was made";
+      } catch (const Timeout&) {
+        ADD_FAILURE() << "timed out instead of naming the failed handshake";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
+      }
+      store.set("test/dialer-done", {1});
+    } else {
+      EXPECT_THROW(carrier->connect(1, Clock::now() + milliseconds(1500)), Timeout);
+      store.get("test/dialer-done", Clock::now() + seconds(20));
+    }
   }));
 }
 

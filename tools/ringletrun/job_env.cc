@@ -50,28 +50,6 @@ std::vector<std::string> Environment::entries() const {
   return out;
 }
 
-std::string random_hex(std::size_t bytes) {
-  Fd fd(::open("/dev/urandom", O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) throw std::system_error(errno, std::generic_category(), "open /dev/urandom");
-  std::string raw(bytes, '\0');
-  std::size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = ::read(fd.get(), raw.data() + got, bytes - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw std::system_error(n < 0 ? errno : EIO, std::generic_category(), "read /dev/urandom");
-    got += static_cast<std::size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * bytes);
-  for (unsigned char c : raw) {
-    hex += kHex[c >> 4];
-    hex += kHex[c & 0xf];
-  }
-  return hex;
-}
-
 int pick_free_port() {
   Fd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!sock.valid()) throw std::system_error(errno, std::generic_category(), "socket");
@@ -91,6 +69,8 @@ int pick_free_port() {
 
 JobIdentity make_job_identity() {
   JobIdentity job;
+  // Both from the kernel's CSPRNG: the id names this job's /dev/shm segments
+  // and must not be predictable by another user; the secret is the job's key.
   job.job_id = random_hex(6);
   job.secret = random_hex(32);
   job.rendezvous = "127.0.0.1:" + std::to_string(pick_free_port());

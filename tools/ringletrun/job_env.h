@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "ringlet/transport/random.h"
+
 namespace ringletrun {
 
 // An environment as an ordered list of NAME=value, with set() replacing.
@@ -31,7 +33,8 @@ struct JobIdentity {
   std::string rendezvous;  // "127.0.0.1:<port>", served by rank 0
 };
 
-// Reads /dev/urandom and finds a free port. Throws std::system_error.
+// Draws the id and secret from ringlet/transport/random.h and finds a free
+// port. Throws std::system_error.
 JobIdentity make_job_identity();
 
 // A TCP port on 127.0.0.1 that was free a moment ago: bound with port 0 and
@@ -39,8 +42,8 @@ JobIdentity make_job_identity();
 // between; rank 0 then fails to serve the store and says so.
 int pick_free_port();
 
-// `bytes` random bytes from /dev/urandom, as lower-case hex.
-std::string random_hex(std::size_t bytes);
+// `bytes` random bytes as lower-case hex, from the library's one random source.
+using ringlet::transport::random_hex;
 
 // The environment of rank `rank` of `size`, all on this host.
 std::vector<std::string> rank_environment(const Environment& base, const JobIdentity& job, int rank,

@@ -47,15 +47,20 @@ Segment Segment::create(const std::string& name, size_t bytes) {
   // Registered before it exists: a signal landing between shm_open and the
   // registration would otherwise leave the name behind.
   register_segment(name.c_str());
+  // Exclusively, readable by this user only. A segment of the same name is
+  // never replaced: it may belong to another job (or to an attacker waiting
+  // for this name), and unlinking it would break that job or hand this one a
+  // segment someone else can map.
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {
-    // Left by a crashed job that reused this id: it is no one's any more.
-    ::shm_unlink(name.c_str());
-    fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  }
   if (fd < 0) {
     int saved = errno;
     forget_segment(name.c_str());
+    if (saved == EEXIST) {
+      throw Error(-1, "shm: shared-memory segment '" + name +
+                          "' already exists, left by another job or a crashed run with the same "
+                          "job id; it is not replaced (remove /dev/shm" + name +
+                          " if no job uses it, or give this job another RINGLET_JOB_ID)");
+    }
     errno = saved;
     fail("shm_open(create)", name);
   }

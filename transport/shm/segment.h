@@ -12,8 +12,9 @@ namespace ringlet::transport::shm {
 
 class Segment {
  public:
-  // A new named segment (O_EXCL; a stale one of the same name is replaced),
-  // registered for cleanup on signals until unlink().
+  // A new named segment, created exclusively with mode 0600 and registered
+  // for cleanup on signals until unlink(). Throws Error naming the segment
+  // when the name exists already (it is never replaced).
   static Segment create(const std::string& name, size_t bytes);
   // Maps an existing named segment of at least `bytes`.
   static Segment open(const std::string& name, size_t bytes);

@@ -1,10 +1,11 @@
 #include "shm/segment_registry.h"
 
 #include <signal.h>
-#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -14,32 +15,55 @@ namespace {
 
 // Fixed storage: the signal handler may not allocate or lock. Set-up holds at
 // most a handful of segments at once (one per peer being connected).
+//
+// Each slot holds the segment's file path under /dev/shm, computed when it is
+// registered, because the handler may call only async-signal-safe functions:
+// shm_unlink() is not one (it builds the path, and may allocate), but the
+// unlink(2) system call on a ready path is. Linux's POSIX shared memory is a
+// tmpfs at /dev/shm, where shm_open(name) is the file /dev/shm/name.
 constexpr int kSlots = 64;
-constexpr size_t kNameBytes = 256;
+constexpr char kShmDir[] = "/dev/shm";
+constexpr size_t kNameBytes = 256 + sizeof kShmDir;
 
 enum : int { kFree = 0, kWriting = 1, kUsed = 2 };
 
 struct Slot {
   std::atomic<int> state{kFree};
   pid_t owner = 0;  // a forked child inherits the table but not the segments
-  char name[kNameBytes];
+  char path[kNameBytes];  // "/dev/shm/<name>"
 };
 
 Slot g_slots[kSlots];
 struct sigaction g_previous[2];
 constexpr int kSignals[2] = {SIGINT, SIGTERM};
 
+// Async-signal-safe: lock-free atomic loads, getpid(2) and unlink(2) through
+// syscall(2) (no libc wrapper that a sanitizer or a future libc might extend).
 void unlink_all() {
-  pid_t self = ::getpid();
+  const auto self = static_cast<pid_t>(::syscall(SYS_getpid));
   for (Slot& slot : g_slots) {
     if (slot.state.load(std::memory_order_acquire) == kUsed && slot.owner == self) {
-      ::shm_unlink(slot.name);
+      ::syscall(SYS_unlink, slot.path);
     }
   }
 }
 
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler reads slot states");
+
+// "/dev/shm" + name into `out` (kNameBytes); false when it does not fit.
+bool shm_path(const char* name, char* out) {
+  const size_t len = std::strlen(name);
+  if (name[0] != '/' || sizeof kShmDir + len > kNameBytes) return false;
+  std::memcpy(out, kShmDir, sizeof kShmDir - 1);
+  std::memcpy(out + sizeof kShmDir - 1, name, len + 1);
+  return true;
+}
+
 void on_signal(int sig, siginfo_t* info, void* context) {
+  // The interrupted code may be about to read errno: leave it as it was.
+  const int saved_errno = errno;
   unlink_all();
+  errno = saved_errno;
   int which = sig == SIGINT ? 0 : 1;
   const struct sigaction& prev = g_previous[which];
   if (prev.sa_flags & SA_SIGINFO) {
@@ -75,11 +99,12 @@ void install_once() {
 
 void register_segment(const char* name) {
   install_once();
-  if (std::strlen(name) >= kNameBytes) return;
+  char path[kNameBytes];
+  if (!shm_path(name, path)) return;
   for (Slot& slot : g_slots) {
     int expected = kFree;
     if (slot.state.compare_exchange_strong(expected, kWriting)) {
-      std::strcpy(slot.name, name);
+      std::memcpy(slot.path, path, sizeof path);
       slot.owner = ::getpid();
       slot.state.store(kUsed, std::memory_order_release);
       return;
@@ -88,10 +113,12 @@ void register_segment(const char* name) {
 }
 
 void forget_segment(const char* name) {
+  char path[kNameBytes];
+  if (!shm_path(name, path)) return;
   pid_t self = ::getpid();
   for (Slot& slot : g_slots) {
     if (slot.state.load(std::memory_order_acquire) == kUsed && slot.owner == self &&
-        std::strcmp(slot.name, name) == 0) {
+        std::strcmp(slot.path, path) == 0) {
       slot.state.store(kFree, std::memory_order_release);
       return;
     }

@@ -2,7 +2,8 @@
 // yet. Segments are unlinked as soon as every peer has mapped them; until then
 // a SIGINT/SIGTERM or a normal exit() in the middle of set-up would leave them
 // in /dev/shm. The registry unlinks them from a signal handler (then chains to
-// the previous one) and from atexit. SIGKILL cannot be caught: the window
+// the previous one) and from atexit; the handler does only async-signal-safe
+// work (unlink(2) of paths computed at registration). SIGKILL cannot be caught: the window
 // between create and unlink is kept short instead.
 #pragma once
 

@@ -81,9 +81,8 @@ std::pair<Fd, uint16_t> listen_on(const std::string& address) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
-  if (address.empty()) {
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
+  // Never INADDR_ANY: a data link listens on one chosen address (tcp_carrier.cc).
+  if (::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
     throw Error(-1, "tcp: bad listen address '" + address + "'");
   }
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {

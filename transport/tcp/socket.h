@@ -24,8 +24,8 @@ std::string errno_text(const char* call);
 // Throws Error when a named interface has no IPv4 address.
 std::string interface_address(const std::string& interface);
 
-// A non-blocking listening socket bound to `address` ("" = any) on an
-// ephemeral port; returns the socket and the port.
+// A non-blocking listening socket bound to the IPv4 `address` (never to every
+// interface: "" is refused) on an ephemeral port; returns the socket and the port.
 std::pair<Fd, uint16_t> listen_on(const std::string& address);
 
 // Non-blocking TCP_NODELAY, 4 MiB buffers: what every data socket gets.

@@ -1,16 +1,32 @@
 // The TCP carrier: listens from construction, publishes "tcp/addr/<rank>",
 // and connects pairs. The lower rank of a pair accepts, the higher one dials,
-// so each pair has exactly one connection. A handshake (magic, ranks, job id)
-// tells an acceptor who arrived: connections from peers other than the one it
-// waits for are kept for their own connect() call.
+// so each pair has exactly one connection. Every connection is authenticated
+// in both directions with the job's key before it carries data (handshake.h):
+// an acceptor learns who arrived from it, and connections from peers other
+// than the one it waits for are kept for their own connect() call.
+//
+// The accepting side runs on a thread of its own for the carrier's whole life
+// (acceptor.h); connect() only waits for it to hand over its peer's link.
+//
+// Where it listens: on the named interface's address when one is given, else
+// on CarrierOptions::address, which the core sets to 127.0.0.1 when the whole
+// job is on one host (nothing outside it needs to connect) and otherwise to
+// the source address this rank reaches the rendezvous store from (the route
+// the other hosts share). Never on every interface.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
-#include <map>
+#include <memory>
 
+#include "ringlet/transport/random.h"
 #include "store_wait.h"
+#include "tcp/acceptor.h"
+#include "tcp/handshake.h"
 #include "tcp/socket.h"
 #include "tcp/tcp_pair.h"
 
@@ -18,15 +34,34 @@ namespace ringlet::transport {
 namespace tcp {
 namespace {
 
-constexpr uint32_t kMagic = 0x524c5443;  // "RLTC"
-constexpr uint32_t kMaxJobId = 256;
+namespace hs = handshake;
 
-struct Hello {
-  uint32_t magic;
-  int32_t rank;    // who sends this hello
-  int32_t target;  // whom it means to reach
-  uint32_t job_id_bytes;
-};
+// The IPv4 address to listen on, from the address the core chose.
+std::string listen_address(const CarrierOptions& options) {
+  if (!options.interface.empty()) return interface_address(options.interface);
+  const std::string& a = options.address;
+  if (a.empty()) return "127.0.0.1";
+  in_addr v4{};
+  if (::inet_pton(AF_INET, a.c_str(), &v4) == 1) return a;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, a.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return "127.0.0.1";
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+      char text[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &v6.s6_addr[12], text, sizeof text);
+      return text;
+    }
+  }
+  // Reached over IPv6 only: data links speak IPv4, so take this host's
+  // first non-loopback IPv4 address (RINGLET_NETWORK_INTERFACE picks another).
+  return interface_address("");
+}
+
+hs::Bytes32 fresh_nonce() {
+  hs::Bytes32 n{};
+  random_bytes(n);
+  return n;
+}
 
 class TcpCarrier final : public Carrier {
  public:
@@ -34,15 +69,21 @@ class TcpCarrier final : public Carrier {
       : rank_(options.rank),
         size_(options.size),
         job_id_(options.job_id),
+        secret_(options.secret),
         store_(options.store),
         pairs_(std::make_shared<PairList>()) {
     if (store_ == nullptr) throw Error(-1, "tcp: CarrierOptions::store is required");
-    if (job_id_.size() > kMaxJobId) throw Error(-1, "tcp: job id longer than 256 bytes");
-    // Listen on the chosen interface only; with none, on every address but
-    // publish the one peers are most likely to reach.
-    std::string address = interface_address(options.interface);
-    auto [listener, port] = listen_on(options.interface.empty() ? "" : address);
-    listener_ = std::move(listener);
+    if (secret_.empty()) {
+      throw Error(-1, prefix() + "tcp: no job secret (CarrierOptions::secret is empty): data "
+                                 "links are never opened unauthenticated");
+    }
+    me_.key = std::span(reinterpret_cast<const uint8_t*>(secret_.data()), secret_.size());
+    me_.job = hs::job_digest(job_id_);
+    me_.rank = rank_;
+    me_.size = size_;
+    const std::string address = listen_address(options);
+    auto [listener, port] = listen_on(address);
+    acceptor_ = std::make_unique<Acceptor>(std::move(listener), me_);
     std::string published = address + ":" + std::to_string(port);
     store_->set("tcp/addr/" + std::to_string(rank_),
                 std::vector<uint8_t>(published.begin(), published.end()));
@@ -56,7 +97,8 @@ class TcpCarrier final : public Carrier {
       throw Error(peer, prefix() + "cannot connect to rank " + std::to_string(peer) +
                             " (job size " + std::to_string(size_) + ")");
     }
-    Fd socket = rank_ < peer ? accept_from(peer, deadline) : dial(peer, deadline);
+    Fd socket = rank_ < peer ? acceptor_->take(peer, deadline) : dial(peer, deadline);
+    if (!socket.valid()) timed_out(peer);
     return std::make_unique<TcpPair>(rank_, peer, std::move(socket), pairs_);
   }
 
@@ -81,46 +123,30 @@ class TcpCarrier final : public Carrier {
                   prefix() + "timed out connecting to rank " + std::to_string(peer) + " over tcp");
   }
 
-  bool send_hello(int fd, int target, Deadline deadline) {
-    Hello hello{kMagic, rank_, target, static_cast<uint32_t>(job_id_.size())};
-    return write_fully(fd, &hello, sizeof hello, deadline) &&
-           write_fully(fd, job_id_.data(), job_id_.size(), deadline);
-  }
-
-  // Reads a hello and checks it belongs to this job and is meant for us.
-  // Returns the sender's rank, or -1 for a connection to drop. A hello from
-  // another job is an error for a dialer (it reached the wrong listener) but
-  // is only dropped by an acceptor, so a stray connection cannot fail it.
-  int read_hello(int fd, Deadline deadline, bool dialer) {
-    Hello hello{};
-    if (!read_fully(fd, &hello, sizeof hello, deadline)) return -1;
-    if (hello.magic != kMagic || hello.job_id_bytes > kMaxJobId) return -1;
-    std::string job(hello.job_id_bytes, '\0');
-    if (!read_fully(fd, job.data(), job.size(), deadline)) return -1;
-    if (job != job_id_) {
-      if (!dialer) return -1;
-      throw Error(hello.rank, prefix() + "rank " + std::to_string(hello.rank) +
-                                  " connected with job id '" + job + "', expected '" + job_id_ +
-                                  "'");
+  // One attempt at the dialer's side of the handshake. False: retry on a fresh
+  // connection (the acceptor dropped it); throws when the listener that
+  // answered is not the peer (another job's, or a different secret).
+  bool dial_handshake(int fd, int peer, const std::string& address, Deadline deadline) {
+    const Deadline attempt = std::min(deadline, Clock::now() + Acceptor::kHandshakeTime);
+    const hs::Bytes32 mine = fresh_nonce();
+    const hs::Frame h = hs::hello(me_, peer, mine);
+    hs::Frame in{};
+    if (!write_fully(fd, h.data(), h.size(), attempt) ||
+        !read_fully(fd, in.data(), in.size(), attempt)) {
+      return false;
     }
-    if (hello.target != rank_ || hello.rank < 0 || hello.rank >= size_) return -1;
-    return hello.rank;
-  }
-
-  Fd accept_from(int peer, Deadline deadline) {
-    for (;;) {
-      if (auto it = stashed_.find(peer); it != stashed_.end()) {
-        Fd socket = std::move(it->second);
-        stashed_.erase(it);
-        return socket;
-      }
-      Fd socket = accept_until(listener_.get(), deadline);
-      if (!socket.valid()) timed_out(peer);
-      int from = read_hello(socket.get(), deadline, /*dialer=*/false);
-      if (from < 0 || !send_hello(socket.get(), from, deadline)) continue;
-      // Another peer's connect() ran ahead of ours: keep it for later.
-      stashed_[from] = std::move(socket);
+    hs::Bytes32 theirs{};
+    std::string why;
+    if (!hs::check_challenge(me_, peer, mine, in, theirs, why)) {
+      throw Error(peer, prefix() + "the data-link listener at " + address + " (published by rank " +
+                            std::to_string(peer) + ") failed the handshake: " + why);
     }
+    const hs::Frame pr = hs::proof_frame(me_, peer, mine, theirs);
+    if (!write_fully(fd, pr.data(), pr.size(), attempt) ||
+        !read_fully(fd, in.data(), in.size(), attempt)) {
+      return false;
+    }
+    return hs::check_welcome(me_, peer, in, why);
   }
 
   Fd dial(int peer, Deadline deadline) {
@@ -138,10 +164,7 @@ class TcpCarrier final : public Carrier {
     for (;;) {
       Fd socket = connect_until(host, port, deadline);
       if (!socket.valid()) timed_out(peer);
-      if (send_hello(socket.get(), peer, deadline) &&
-          read_hello(socket.get(), deadline, /*dialer=*/true) == peer) {
-        return socket;
-      }
+      if (dial_handshake(socket.get(), peer, address, deadline)) return socket;
       if (Clock::now() >= deadline) timed_out(peer);
     }
   }
@@ -149,9 +172,10 @@ class TcpCarrier final : public Carrier {
   int rank_;
   int size_;
   std::string job_id_;
+  std::string secret_;  // the key bytes; me_.key points into it
+  hs::Identity me_;
   KeyValue* store_;
-  Fd listener_;
-  std::map<int, Fd> stashed_;  // accepted, handshaken, not yet claimed by connect()
+  std::unique_ptr<Acceptor> acceptor_;
   std::shared_ptr<PairList> pairs_;
 };
 

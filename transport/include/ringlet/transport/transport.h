@@ -138,7 +138,13 @@ struct CarrierOptions {
   int size = 1;
   std::string job_id;       // names shared-memory segments; unique per job
   KeyValue* store = nullptr;  // addresses are published and looked up here
-  std::string interface;    // tcp: network interface to listen on ("" = any)
+  std::string interface;    // tcp: network interface to listen on ("" = `address`)
+  // tcp: the IPv4 address to listen on and publish when no interface is
+  // named; "" = 127.0.0.1 (tcp/tcp_carrier.cc says how the core chooses it).
+  std::string address;
+  // tcp: the job's key (RINGLET_SECRET decoded). Every data link proves it in
+  // both directions before any data flows; empty is refused.
+  std::string secret;
 };
 
 std::unique_ptr<Carrier> make_tcp_carrier(const CarrierOptions& options);
