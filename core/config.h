@@ -42,7 +42,8 @@ struct Config {
   int stall_check_seconds = 60;                    // HOROVOD_STALL_CHECK_TIME_SECONDS
   int stall_shutdown_seconds = 0;                  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
   std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL
-  bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE
+  bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE (1: refused)
+  bool hierarchical_allgather = false;             // HOROVOD_HIERARCHICAL_ALLGATHER (1: refused)
   size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
   int spin_iterations = -1;                        // RINGLET_SPIN (-1: auto)
   bool nvtx = true;                                // RINGLET_NVTX
@@ -64,6 +65,13 @@ const std::vector<EnvVar>& env_table();
 
 // Reads the process environment (or `env` when given, for tests).
 Config load_config(const std::map<std::string, std::string>* env = nullptr);
+
+// "NCCL", "RING", "MPI": as HOROVOD_GPU_OPERATIONS spells them.
+std::string_view to_string(GpuOperations g);
+
+// Why a tensor on CUDA device `device` is refused, naming the GPU operations
+// setting that will decide its path once device tensors are served.
+std::string device_tensor_refusal(GpuOperations gpu_operations, int device);
 
 // The table as text, for `ringletrun --help-env`.
 std::string describe_env_table();

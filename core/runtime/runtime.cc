@@ -65,7 +65,8 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm, std::vector<std::vector<int
       fusion_threshold_(comm_->config().fusion_threshold),
       cycle_time_(
           std::chrono::nanoseconds(static_cast<int64_t>(comm_->config().cycle_time_ms * 1e6))),
-      cache_capacity_(static_cast<size_t>(std::max<int64_t>(0, comm_->config().cache_capacity))) {
+      cache_capacity_(static_cast<size_t>(std::max<int64_t>(0, comm_->config().cache_capacity))),
+      gpu_operations_(comm_->config().gpu_operations) {
   std::vector<int> everyone(size_);
   std::iota(everyone.begin(), everyone.end(), 0);
   auto world = std::make_unique<ProcessSet>(cache_capacity_);
@@ -493,9 +494,7 @@ Handle Runtime::enqueue(Request r) {
   for (int64_t d : m.shape) {
     if (d < 0) throw bad("negative dimension in shape " + shape_string(m.shape));
   }
-  if (r.device.id >= 0)
-    throw bad("device tensors (cuda:" + std::to_string(r.device.id) +
-              ") are not served by this runtime yet");
+  if (r.device.id >= 0) throw bad(device_tensor_refusal(gpu_operations_, r.device.id));
   // A set's members size the split collectives and hold the root. The world
   // (most calls) needs no lookup: no lock and no copy per submission.
   std::vector<int> members;

@@ -240,6 +240,7 @@ class Runtime {
   const int64_t fusion_threshold_;
   const std::chrono::nanoseconds cycle_time_;
   const size_t cache_capacity_;
+  const GpuOperations gpu_operations_;  // named when a device tensor is refused
 
   HandleTable handles_;
 
