@@ -104,6 +104,20 @@ Setter boolean(bool Config::*field) {
   };
 }
 
+// A switch whose "on" asks for an algorithm this version does not have:
+// "off" is stored, "on" is refused by name rather than silently ignored, and
+// anything else is the table's usual bad-value error.
+Setter not_served_when_true(bool Config::*field, const char* name, const char* what) {
+  return [field, name, what](const std::string& value, Config& config) {
+    if (!boolean(field)(value, config)) return false;
+    if (config.*field) {
+      throw ConfigError(std::string(name) + "=" + value + ": " + what +
+                        " is not served yet (accepted today: 0|false)");
+    }
+    return true;
+  };
+}
+
 Setter text(std::string Config::*field) {
   return [field](const std::string& value, Config& config) {
     config.*field = value;
@@ -146,20 +160,28 @@ Setter byte_size(size_t Config::*field) {
 
 std::vector<EnvVar> build_table() {
   std::vector<EnvVar> t;
-  t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx",
+  // ucx and MPI parse, so that the refusal at init (Communicator::create)
+  // can say what is accepted today rather than call the value invalid.
+  t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx (ucx: not served yet)",
                   "carrier between ranks; auto = shm within a host, UCX or TCP across",
                   choice<TransportKind>({{"auto", TransportKind::kAuto},
                                          {"shm", TransportKind::kShm},
                                          {"tcp", TransportKind::kTcp},
                                          {"ucx", TransportKind::kUcx}},
                                         &Config::transport)));
-  t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case)",
+  t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case; MPI: not served yet)",
                   "backend for host-memory collectives",
                   choice<CpuOperations>({{"RING", CpuOperations::kRing},
                                          {"MPI", CpuOperations::kMpi}},
                                         &Config::cpu_operations)));
+  // Accepted, every value, although no device tensor is served yet: Horovod
+  // reads this variable when it is built, and images built for GPUs keep it
+  // in the environment of every job, CPU-only ones included. Refusing it at
+  // init would stop jobs that never touch a device; instead the refusal comes
+  // where the setting would first matter, at a device tensor's submission,
+  // and names it (device_tensor_refusal below).
   t.push_back(row("HOROVOD_GPU_OPERATIONS", "NCCL", "one of NCCL|RING|MPI (any case)",
-                  "backend for GPU-memory collectives",
+                  "backend for GPU-memory collectives (device tensors are not served yet)",
                   choice<GpuOperations>({{"NCCL", GpuOperations::kNccl},
                                          {"RING", GpuOperations::kRing},
                                          {"MPI", GpuOperations::kMpi}},
@@ -220,9 +242,16 @@ std::vector<EnvVar> build_table() {
   t.push_back(row("HOROVOD_LOG_TIMESTAMP", "0", "one of 0|1|true|false",
                   "start every log line with the local date and time (microseconds)",
                   boolean(&Config::log_timestamp)));
-  t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "0", "one of 0|1|true|false",
+  t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "0",
+                  "one of 0|1|true|false (1|true: not served yet)",
                   "allreduce within hosts, then across them, then within again",
-                  boolean(&Config::hierarchical_allreduce)));
+                  not_served_when_true(&Config::hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE",
+                                       "a hierarchical allreduce")));
+  t.push_back(row("HOROVOD_HIERARCHICAL_ALLGATHER", "0",
+                  "one of 0|1|true|false (1|true: not served yet)",
+                  "allgather within hosts, then across them",
+                  not_served_when_true(&Config::hierarchical_allgather, "HOROVOD_HIERARCHICAL_ALLGATHER",
+                                       "a hierarchical allgather")));
   t.push_back(row("RINGLET_SHM_WINDOW_BYTES", "16M", "a byte count > 0, with optional K|M|G suffix",
                   "shared-memory window per rank", byte_size(&Config::shm_window_bytes)));
   t.push_back(row("RINGLET_SPIN", "auto", "auto or an integer >= 0",
@@ -258,6 +287,22 @@ std::map<std::string, std::string> process_environment() {
 }
 
 }  // namespace
+
+std::string_view to_string(GpuOperations g) {
+  switch (g) {
+    case GpuOperations::kNccl: return "NCCL";
+    case GpuOperations::kRing: return "RING";
+    case GpuOperations::kMpi: return "MPI";
+  }
+  return "?";
+}
+
+std::string device_tensor_refusal(GpuOperations gpu_operations, int device) {
+  return "device tensors (cuda:" + std::to_string(device) +
+         ") are not served by this version yet: HOROVOD_GPU_OPERATIONS=" +
+         std::string(to_string(gpu_operations)) +
+         " has no GPU collectives to run (accepted today: host-memory tensors, device -1)";
+}
 
 const std::vector<EnvVar>& env_table() {
   static const std::vector<EnvVar> table = build_table();

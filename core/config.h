@@ -47,7 +47,8 @@ struct Config {
   std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL (upper case)
   bool log_timestamp = false;                      // HOROVOD_LOG_TIMESTAMP
   std::string hostname;                            // RINGLET_HOSTNAME ("": the machine's)
-  bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE
+  bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE (1: refused)
+  bool hierarchical_allgather = false;             // HOROVOD_HIERARCHICAL_ALLGATHER (1: refused)
   size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
   int spin_iterations = -1;                        // RINGLET_SPIN (-1: auto)
   bool nvtx = true;                                // RINGLET_NVTX
@@ -76,6 +77,13 @@ common::LogSettings log_settings(const Config& config, int rank);
 // The host name this rank reports to the others: RINGLET_HOSTNAME where set
 // (tests place ranks of one machine on several "hosts"), else the machine's.
 std::string host_name(const Config& config);
+
+// "NCCL", "RING", "MPI": as HOROVOD_GPU_OPERATIONS spells them.
+std::string_view to_string(GpuOperations g);
+
+// Why a tensor on CUDA device `device` is refused, naming the GPU operations
+// setting that will decide its path once device tensors are served.
+std::string device_tensor_refusal(GpuOperations gpu_operations, int device);
 
 // The table as text, for `ringletrun --help-env`.
 std::string describe_env_table();

@@ -141,11 +141,12 @@ void prepare(const Case& c, void* send_buf, void* recv_buf) {
   fill_input(c, const_cast<void*>(b.send));
 }
 
-size_t count_wrong(const Case& c, const void* recv_buf) {
+CheckCount check_output(const Case& c, const void* recv_buf) {
   const Layout& l = c.layout;
-  size_t wrong = 0;
+  CheckCount counted;
   auto expect = [&](size_t index, double want) {
-    if (!matches(c, load(c.dtype, recv_buf, index), want)) ++wrong;
+    ++counted.checked;
+    if (!matches(c, load(c.dtype, recv_buf, index), want)) ++counted.wrong;
   };
   switch (c.collective) {
     case Collective::kAllreduce:
@@ -170,7 +171,7 @@ size_t count_wrong(const Case& c, const void* recv_buf) {
       }
       break;
   }
-  return wrong;
+  return counted;
 }
 
 void divide_by(DataType dtype, void* buf, size_t count, int n) {

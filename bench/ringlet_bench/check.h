@@ -49,8 +49,17 @@ OpBuffers op_buffers(const Case& c, void* send_buf, void* recv_buf);
 // Writes this rank's inputs and the sentinel into the outputs.
 void prepare(const Case& c, void* send_buf, void* recv_buf);
 
+// This rank's output against the expected result, computed here from the
+// inputs' formula (never through a collective): how many elements were
+// checked and how many differ.
+struct CheckCount {
+  size_t checked = 0;
+  size_t wrong = 0;
+};
+CheckCount check_output(const Case& c, const void* recv_buf);
+
 // Elements of this rank's output that differ from the expected result.
-size_t count_wrong(const Case& c, const void* recv_buf);
+inline size_t count_wrong(const Case& c, const void* recv_buf) { return check_output(c, recv_buf).wrong; }
 
 // The sum's division by n for --backend mpi's avg (MPI has no average op):
 // floats x 1/n, integers toward zero, as Ringlet defines avg.

@@ -7,6 +7,8 @@
 #include <memory>
 #include <new>
 
+#include "percentile.h"
+
 namespace ringlet::bench {
 namespace {
 
@@ -35,12 +37,6 @@ double elapsed_us(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 struct Buffers {
   Buffer send;
   Buffer recv;
@@ -57,16 +53,28 @@ Buffers allocate(const Options& o, int nranks) {
   return Buffers{Buffer(send), Buffer(recv)};
 }
 
-// One timed op on fresh inputs; counts wrong elements when asked.
-double timed_op(Backend& be, const Case& c, Buffers& buf, bool barrier, bool check, double* wrong) {
+// One timed op on fresh inputs; checks this rank's output when `check` is
+// given, adding to it.
+double timed_op(Backend& be, const Case& c, Buffers& buf, bool barrier, LocalCheck* check) {
   prepare(c, buf.send.get(), buf.recv.get());
   OpBuffers ob = op_buffers(c, buf.send.get(), buf.recv.get());
   if (barrier) be.barrier();
   const auto start = Clock::now();
   be.run(c, ob, buf.send.get());
   const double us = elapsed_us(start);
-  if (check) *wrong = static_cast<double>(count_wrong(c, buf.recv.get()));
+  if (check != nullptr) {
+    const CheckCount counted = check_output(c, buf.recv.get());
+    check->checked += counted.checked;
+    check->wrong += counted.wrong;
+  }
   return us;
+}
+
+// p50 and p99 of per-op times, each op counted at its slowest rank.
+void set_percentiles(Backend& be, std::vector<double> times, Measurement& m) {
+  be.combine(times, Combine::kMax);  // an op lasts until its slowest rank is done
+  m.p50_us = percentile(times, 50);
+  m.p99_us = percentile(times, 99);
 }
 
 // nccl-tests' -a: how one number stands for all ranks' mean times.
@@ -86,37 +94,49 @@ double wrong_over_ranks(Backend& be, double mine) {
   return v[0];
 }
 
-Measurement measure_one(const Options& o, Backend& be, const Case& c, Buffers& buf) {
-  for (int w = 0; w < o.warmup_iters; ++w) timed_op(be, c, buf, false, false, nullptr);
-  double total = 0, wrong = 0;
+Measurement measure_one(const Options& o, Backend& be, const Case& c, Buffers& buf,
+                        LocalCheck& local) {
+  const bool barrier = o.per_op_barrier;
+  for (int w = 0; w < o.warmup_iters; ++w) timed_op(be, c, buf, barrier, nullptr);
+  std::vector<double> times(static_cast<size_t>(o.iters));
+  LocalCheck mine;
+  double total = 0;
   for (int it = 0; it < o.iters; ++it) {
-    total += timed_op(be, c, buf, false, o.check && it == o.iters - 1, &wrong);
+    const bool check = o.check && it == o.iters - 1;
+    times[static_cast<size_t>(it)] = timed_op(be, c, buf, barrier, check ? &mine : nullptr);
+    total += times[static_cast<size_t>(it)];
   }
   Measurement m;
   m.time_us = across_ranks(be, total / o.iters, o.average);
-  m.wrong = wrong_over_ranks(be, wrong);
+  set_percentiles(be, std::move(times), m);
+  m.wrong = wrong_over_ranks(be, static_cast<double>(mine.wrong));
+  local.checked += mine.checked;
+  local.wrong += mine.wrong;
   return m;
 }
 
 std::vector<Measurement> measure_alternating(const Options& o, const std::vector<Backend*>& bes,
-                                             const Case& c, Buffers& buf) {
+                                             const Case& c, Buffers& buf,
+                                             std::vector<LocalCheck>& local) {
   const size_t nb = bes.size();
   for (int w = 0; w < o.warmup_iters; ++w) {
-    for (Backend* be : bes) timed_op(*be, c, buf, true, false, nullptr);
+    for (Backend* be : bes) timed_op(*be, c, buf, true, nullptr);
   }
   std::vector<std::vector<double>> times(nb, std::vector<double>(static_cast<size_t>(o.iters)));
-  std::vector<double> wrong(nb, 0);
+  std::vector<LocalCheck> mine(nb);
   for (int it = 0; it < o.iters; ++it) {
+    const bool check = o.check && it == o.iters - 1;
     for (size_t b = 0; b < nb; ++b) {
-      times[b][static_cast<size_t>(it)] =
-          timed_op(*bes[b], c, buf, true, o.check && it == o.iters - 1, &wrong[b]);
+      times[b][static_cast<size_t>(it)] = timed_op(*bes[b], c, buf, true, check ? &mine[b] : nullptr);
     }
   }
   std::vector<Measurement> out(nb);
   for (size_t b = 0; b < nb; ++b) {
-    bes[b]->combine(times[b], Combine::kMax);  // an op lasts until its slowest rank is done
-    out[b].time_us = median(times[b]);
-    out[b].wrong = wrong_over_ranks(*bes[b], wrong[b]);
+    set_percentiles(*bes[b], times[b], out[b]);
+    out[b].time_us = out[b].p50_us;  // the median of the slowest rank's per-op times
+    out[b].wrong = wrong_over_ranks(*bes[b], static_cast<double>(mine[b].wrong));
+    local[b].checked += mine[b].checked;
+    local[b].wrong += mine[b].wrong;
   }
   return out;
 }
@@ -139,9 +159,14 @@ std::vector<Table> run_sweep(const Options& o, const std::vector<Backend*>& back
       Case c{o.collective, o.dtype, o.op, o.root, first.rank(), nranks, layout, in_place};
       std::vector<Measurement> m;
       if (o.alternating()) {
-        m = measure_alternating(o, backends, c, buf);
+        std::vector<LocalCheck> local(backends.size());
+        m = measure_alternating(o, backends, c, buf, local);
+        for (size_t b = 0; b < backends.size(); ++b) {
+          tables[b].local.checked += local[b].checked;
+          tables[b].local.wrong += local[b].wrong;
+        }
       } else {
-        m.push_back(measure_one(o, first, c, buf));
+        m.push_back(measure_one(o, first, c, buf, tables[0].local));
       }
       for (size_t b = 0; b < backends.size(); ++b) {
         (in_place ? rows[b].in_place : rows[b].out_of_place) = m[b];

@@ -4,6 +4,14 @@
 // alternate op by op in the same processes, a barrier before each timed op,
 // and the time is the median over iterations of the slowest rank's op — on a
 // noisy shared machine this is the comparison that is fair to both.
+//
+// Every op is timed on its own (the clock is read around each op, as the mean
+// needs anyway), so the distribution comes at no cost to the mean: p50 and
+// p99 are over the iterations of each op's time on its slowest rank. Without
+// --per-op-barrier a single backend runs its ops back to back, as training
+// does, and an op's time includes waiting for ranks still finishing the one
+// before; --per-op-barrier puts a barrier before each timed op (outside the
+// timed region) to measure each op alone, which changes what the mean means.
 #pragma once
 
 #include <functional>
@@ -18,7 +26,17 @@ namespace ringlet::bench {
 
 struct Measurement {
   double time_us = 0;  // as the table prints it (mean or median, see above)
+  double p50_us = 0;   // percentiles of the per-op time (max over ranks) over iterations
+  double p99_us = 0;
   double wrong = 0;    // wrong elements summed over ranks; 0 when not checked
+};
+
+// This rank's own count of the elements it checked and found wrong, never
+// combined through a backend: a check that cannot be fooled by the
+// collective it measures.
+struct LocalCheck {
+  size_t checked = 0;
+  size_t wrong = 0;
 };
 
 struct Row {
@@ -31,6 +49,7 @@ struct Table {
   std::string backend;  // "ring" / "mpi"
   std::string impl;     // the CSV's impl column
   std::vector<Row> rows;
+  LocalCheck local;  // over every row and placement of this table
 };
 
 // Runs the sweep on every backend (alternating when more than one). on_row

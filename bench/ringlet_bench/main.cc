@@ -84,6 +84,7 @@ int run(const Options& o) {
     if (!o.csv_file.empty()) write_csv(o.csv_file, o, n, tables);
     if (!o.json_file.empty()) write_json(o.json_file, o, n, tables);
   }
+  print_local_check(o, first.rank(), tables);
   return total_wrong(tables) > 0 ? 1 : 0;
 }
 

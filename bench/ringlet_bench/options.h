@@ -39,6 +39,11 @@ struct Options {
   // through the asynchronous runtime (allreduce, ring backend) and waits for
   // all; time and bandwidth are per iteration, the op column "sum_async_Nx".
   int tensors = 0;
+  // A barrier (untimed) before every timed op of a single backend, so that
+  // each op's time is its own rather than including the wait for ranks still
+  // in the previous op: for latency distributions. Alternating runs always
+  // have it.
+  bool per_op_barrier = false;
 
   // Two or more backends alternate op by op and report medians.
   bool alternating() const { return backends.size() > 1; }
@@ -55,7 +60,9 @@ struct Command {
 };
 
 // Parses argv. Help, --help-env and usage errors come back as kExit after
-// printing; unsupported-yet choices are usage errors, never silently ignored.
+// printing; choices this version does not serve (--device cuda, --backend
+// nccl, --transport ucx) are not listed in --help and are refused by name
+// when given, never silently ignored.
 Command parse_command_line(int argc, char** argv);
 
 // "4K", "64M", "1G", "4096": bytes. Throws std::invalid_argument.

@@ -1,5 +1,7 @@
 // The table reproduces nccl-tests' layout (columns, widths, units, the
-// summary lines) so that scripts that parse its output parse this one.
+// summary lines) so that scripts that parse its output parse this one. The
+// per-op percentiles come after nccl-tests' columns, so that a script that
+// counts columns from the left reads what it always read.
 #include "table.h"
 
 #include <cstdio>
@@ -60,8 +62,12 @@ double avg_busbw(const Options& o, const Table& t, int nranks, Collective c) {
 }
 
 std::string time_method(const Options& o) {
-  return o.alternating() ? "median per-op time (max over ranks), backends alternating op by op"
-                         : "mean per-op time over iterations (nccl-tests), -a " + std::to_string(o.average);
+  std::string method = o.alternating()
+                           ? "median per-op time (max over ranks), backends alternating op by op"
+                           : "mean per-op time over iterations (nccl-tests), -a " + std::to_string(o.average);
+  method += "; p50/p99 of each op's time at its slowest rank";
+  if (!o.alternating()) method += o.per_op_barrier ? ", a barrier before each op" : ", ops back to back";
+  return method;
 }
 
 }  // namespace
@@ -98,13 +104,15 @@ void print_preamble(const Options& o, int nranks, const std::vector<std::string>
 
 void print_table_header(const Options& o, const std::string& backend) {
   if (o.alternating()) std::printf("# backend: %s\n", backend.c_str());
-  std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n",
+  std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
+              "   out-of-place        in-place    \n",
               "", "", "", "", "");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
-              "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-              "#wrong");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
-              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %7s  %7s  %7s  %7s\n",
+              "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+              "busbw", "#wrong", "p50", "p99", "p50", "p99");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s  %7s  %7s  %7s  %7s\n",
+              "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+              "(us)", "(us)", "(us)", "(us)");
   std::fflush(stdout);
 }
 
@@ -116,7 +124,19 @@ void print_row(const Options& o, int nranks, const Row& row) {
     std::printf("  %7s  %6.2f  %6.2f  %5s", format_time(m->time_us).c_str(), algbw,
                 algbw * bus_factor(o.collective, nranks), format_wrong(o, m->wrong).c_str());
   }
+  for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
+    std::printf("  %7s  %7s", format_time(m->p50_us).c_str(), format_time(m->p99_us).c_str());
+  }
   std::printf("\n");
+  std::fflush(stdout);
+}
+
+void print_local_check(const Options& o, int rank, const std::vector<Table>& tables) {
+  if (!o.check) return;
+  for (const Table& t : tables) {
+    std::printf("# rank %d checked %s: %zu elements, %zu wrong\n", rank, t.impl.c_str(), t.local.checked,
+                t.local.wrong);
+  }
   std::fflush(stdout);
 }
 
@@ -132,17 +152,18 @@ void print_comparison(const Options& o, const std::vector<Table>& tables) {
   if (tables.size() < 2) return;
   const Table& a = tables[0];
   const Table& b = tables[1];
-  std::printf("# %s vs %s: median per-op time (us), speedup = %s time / %s time\n", a.backend.c_str(),
-              b.backend.c_str(), b.backend.c_str(), a.backend.c_str());
-  std::printf("# %10s  %12s  %10s  %10s  %8s\n", "size", "placement", a.backend.c_str(), b.backend.c_str(),
-              "speedup");
+  std::printf("# %s vs %s: median per-op time (us), speedup = %s time / %s time; then each one's p99 (us)\n",
+              a.backend.c_str(), b.backend.c_str(), b.backend.c_str(), a.backend.c_str());
+  const std::string a_p99 = a.backend + " p99", b_p99 = b.backend + " p99";
+  std::printf("# %10s  %12s  %10s  %10s  %8s  %10s  %10s\n", "size", "placement", a.backend.c_str(),
+              b.backend.c_str(), "speedup", a_p99.c_str(), b_p99.c_str());
   for (size_t i = 0; i < a.rows.size() && i < b.rows.size(); ++i) {
     for (bool in_place : {false, true}) {
       const Measurement& ma = in_place ? a.rows[i].in_place : a.rows[i].out_of_place;
       const Measurement& mb = in_place ? b.rows[i].in_place : b.rows[i].out_of_place;
-      std::printf("  %10zu  %12s  %10.2f  %10.2f  %8.2f\n", a.rows[i].layout.bytes,
+      std::printf("  %10zu  %12s  %10.2f  %10.2f  %8.2f  %10.2f  %10.2f\n", a.rows[i].layout.bytes,
                   in_place ? "in-place" : "out-of-place", ma.time_us, mb.time_us,
-                  ma.time_us > 0 ? mb.time_us / ma.time_us : 0.0);
+                  ma.time_us > 0 ? mb.time_us / ma.time_us : 0.0, ma.p99_us, mb.p99_us);
     }
   }
   (void)o;
@@ -152,17 +173,17 @@ void print_comparison(const Options& o, const std::vector<Table>& tables) {
 void write_csv(const std::string& path, const Options& o, int nranks, const std::vector<Table>& tables) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write --csv file " + path);
-  out << "impl,np,bytes,dtype,op,time_us,algbw_GBps,busbw_GBps,wrong\n";
+  out << kCsvHeader << "\n";
   for (const Table& t : tables) {
     for (bool in_place : {false, true}) {
       for (const Row& r : t.rows) {
         const Measurement& m = in_place ? r.in_place : r.out_of_place;
         const double algbw = algbw_gbps(iteration_bytes(o, r.layout.bytes), m.time_us);
         char line[256];
-        std::snprintf(line, sizeof line, "%s%s,%d,%zu,%s,%s,%.3f,%.6f,%.6f,%.0f\n", t.impl.c_str(),
+        std::snprintf(line, sizeof line, "%s%s,%d,%zu,%s,%s,%.3f,%.6f,%.6f,%.0f,%.3f,%.3f\n", t.impl.c_str(),
                       in_place ? "-inplace" : "", nranks, r.layout.bytes,
                       std::string(to_string(o.dtype)).c_str(), redop_name(o).c_str(), m.time_us, algbw,
-                      algbw * bus_factor(o.collective, nranks), m.wrong);
+                      algbw * bus_factor(o.collective, nranks), m.wrong, m.p50_us, m.p99_us);
         out << line;
       }
     }
@@ -180,6 +201,7 @@ void write_json(const std::string& path, const Options& o, int nranks, const std
   doc["iters"] = o.iters;
   doc["warmup_iters"] = o.warmup_iters;
   doc["check"] = o.check;
+  doc["per_op_barrier"] = o.per_op_barrier || o.alternating();
   doc["time"] = o.alternating() ? "median" : "mean";
   doc["tables"] = nlohmann::json::array();
   for (const Table& t : tables) {
@@ -192,6 +214,8 @@ void write_json(const std::string& path, const Options& o, int nranks, const std
         const Measurement& m = in_place ? r.in_place : r.out_of_place;
         const double algbw = algbw_gbps(iteration_bytes(o, r.layout.bytes), m.time_us);
         nlohmann::json jm{{"time_us", m.time_us},
+                          {"p50_us", m.p50_us},
+                          {"p99_us", m.p99_us},
                           {"algbw_GBps", algbw},
                           {"busbw_GBps", algbw * bus_factor(o.collective, nranks)}};
         if (o.check) jm["wrong"] = static_cast<int64_t>(m.wrong);
@@ -212,6 +236,7 @@ double total_wrong(const std::vector<Table>& tables) {
   double wrong = 0;
   for (const Table& t : tables) {
     for (const Row& r : t.rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
+    wrong += static_cast<double>(t.local.wrong);  // this rank's own count, whatever the combined says
   }
   return wrong;
 }

@@ -12,7 +12,8 @@ RuntimeError request_error(const Request& r, int rank, const std::string& why) {
                                                        r.meta.name + "': " + why);
 }
 
-void validate_request(Request& r, int rank, const ProcessSetTable& sets) {
+void validate_request(Request& r, int rank, const ProcessSetTable& sets,
+                      GpuOperations gpu_operations) {
   Metadata& m = r.meta;
   auto bad = [&](const std::string& why) { return request_error(r, rank, why); };
   if (m.name.empty()) throw bad("a collective needs a non-empty name");
@@ -21,9 +22,7 @@ void validate_request(Request& r, int rank, const ProcessSetTable& sets) {
   for (int64_t d : m.shape) {
     if (d < 0) throw bad("negative dimension in shape " + shape_string(m.shape));
   }
-  if (r.device.id >= 0)
-    throw bad("device tensors (cuda:" + std::to_string(r.device.id) +
-              ") are not served by this runtime yet");
+  if (r.device.id >= 0) throw bad(device_tensor_refusal(gpu_operations, r.device.id));
   // A set's members size the split collectives and hold the root. The world
   // (most calls) needs no lookup: no lock and no copy per submission.
   const int world_size = sets.world_size();

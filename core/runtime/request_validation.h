@@ -4,6 +4,8 @@
 // can tell (shapes that differ between ranks) is negotiation's.
 #pragma once
 
+#include "core/config.h"
+
 #include <string>
 
 #include "core/runtime/process_set_table.h"
@@ -19,6 +21,8 @@ RuntimeError request_error(const Request& r, int rank, const std::string& why);
 // request leaves to defaults: alltoall's even split over the set, and the
 // device id in the metadata. `rank` is this rank (a global rank); `sets` says
 // which ranks the request's set holds (the world needs no lookup).
-void validate_request(Request& r, int rank, const ProcessSetTable& sets);
+// A device tensor is refused naming `gpu_operations` (HOROVOD_GPU_OPERATIONS).
+void validate_request(Request& r, int rank, const ProcessSetTable& sets,
+                      GpuOperations gpu_operations = GpuOperations::kNccl);
 
 }  // namespace ringlet::core::runtime

@@ -64,7 +64,8 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm, std::vector<std::vector<int
       cache_capacity_(static_cast<size_t>(std::max<int64_t>(0, comm_->config().cache_capacity))),
       stall_policy_(stall_policy_of(comm_->config())),
       peer_timeout_(comm_->config().timeout),
-      set_table_(size_, rank_) {
+      set_table_(size_, rank_),
+      gpu_operations_(comm_->config().gpu_operations) {
   auto world = std::make_unique<ProcessSet>(cache_capacity_, stall_policy_, 0);
   world->ranks = *set_table_.ranks(0);
   world->comm = comm_.get();
@@ -257,7 +258,7 @@ int Runtime::join() {
 
 Handle Runtime::enqueue(Request r) {
   nvtx::Range range("ENQUEUE", 0, 1);
-  validate_request(r, rank_, set_table_);
+  validate_request(r, rank_, set_table_, gpu_operations_);
   const Metadata& m = r.meta;
   auto bad = [&](const std::string& why) { return request_error(r, rank_, why); };
 

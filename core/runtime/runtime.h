@@ -257,6 +257,7 @@ class Runtime {
   const size_t cache_capacity_;
   const StallPolicy stall_policy_;
   const std::chrono::milliseconds peer_timeout_;  // RINGLET_TIMEOUT_SECONDS
+  const GpuOperations gpu_operations_;  // named when a device tensor is refused
 
   HandleTable handles_;
 

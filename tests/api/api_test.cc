@@ -41,7 +41,12 @@ class ApiTest : public ::testing::Test {
                              "SLURM_NTASKS",
                              "HOROVOD_RANK",
                              "HOROVOD_SIZE",
-                             "HOROVOD_FUSION_THRESHOLD"}) {
+                             "HOROVOD_FUSION_THRESHOLD",
+                             "RINGLET_TRANSPORT",
+                             "HOROVOD_CPU_OPERATIONS",
+                             "HOROVOD_GPU_OPERATIONS",
+                             "HOROVOD_HIERARCHICAL_ALLREDUCE",
+                             "HOROVOD_HIERARCHICAL_ALLGATHER"}) {
       unsetenv(name);
     }
   }
@@ -92,6 +97,84 @@ TEST_F(ApiTest, BadEnvironmentValueIsAConfigErrorNamingTheVariable) {
   EXPECT_NE(last_error().find("HOROVOD_FUSION_THRESHOLD"), std::string::npos) << last_error();
   EXPECT_EQ(ringlet_is_initialized(), 0);
   unsetenv("HOROVOD_FUSION_THRESHOLD");
+}
+
+// What this version does not serve is refused at init, naming the variable,
+// the value and what is accepted, through both the C ABI and the C++ API.
+struct Unserved {
+  const char* name;
+  const char* value;
+  std::vector<std::string> said;  // pieces the message must hold
+};
+
+TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
+  const Unserved cases[] = {
+      {"RINGLET_TRANSPORT", "ucx", {"RINGLET_TRANSPORT=ucx", "no UCX carrier", "auto|shm|tcp"}},
+      {"HOROVOD_CPU_OPERATIONS", "MPI", {"HOROVOD_CPU_OPERATIONS=MPI", "not supported yet", "RING"}},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1",
+       {"HOROVOD_HIERARCHICAL_ALLREDUCE=1", "not served yet", "0|false"}},
+      {"HOROVOD_HIERARCHICAL_ALLGATHER", "true",
+       {"HOROVOD_HIERARCHICAL_ALLGATHER=true", "not served yet", "0|false"}},
+  };
+  for (const Unserved& c : cases) {
+    setenv(c.name, c.value, 1);
+    EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG) << c.name << "=" << c.value;
+    for (const std::string& piece : c.said) {
+      EXPECT_NE(last_error().find(piece), std::string::npos) << piece << " missing from: " << last_error();
+    }
+    EXPECT_EQ(ringlet_is_initialized(), 0);
+    try {
+      ringlet::init();
+      ADD_FAILURE() << c.name << "=" << c.value << " was accepted by ringlet::init()";
+      ringlet::shutdown();
+    } catch (const ringlet::Error& e) {
+      EXPECT_EQ(e.code(), ringlet::ErrorCode::kConfig) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.said.front()), std::string::npos) << e.what();
+    }
+    unsetenv(c.name);
+  }
+  // The refusals leave nothing behind: the defaults start.
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+}
+
+// HOROVOD_GPU_OPERATIONS is accepted at init, whatever it says (CPU-only jobs
+// run with Horovod's build-time setting in their environment); a tensor on a
+// CUDA device is refused at its submission, naming the setting, and the
+// refusal leaves the runtime usable.
+TEST_F(ApiTest, DeviceTensorsAreRefusedNamingTheGpuOperations) {
+  for (const char* gpu_ops : {"NCCL", "RING"}) {
+    setenv("HOROVOD_GPU_OPERATIONS", gpu_ops, 1);
+    ASSERT_EQ(ringlet_init(), RINGLET_OK) << gpu_ops << ": " << last_error();
+    float x[2] = {1, 2}, y[2] = {0, 0};
+    const ringlet::Tensor in{x, ringlet::DataType::kFloat32, {2}, 0};
+    const ringlet::Tensor out{y, ringlet::DataType::kFloat32, {2}, 0};
+    try {
+      ringlet::allreduce_async("on.device", in, out);
+      ADD_FAILURE() << "a cuda:0 tensor was accepted";
+    } catch (const ringlet::Error& e) {
+      EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'on.device'"), std::string::npos) << what;
+      EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string("HOROVOD_GPU_OPERATIONS=") + gpu_ops), std::string::npos) << what;
+      EXPECT_NE(what.find("host-memory tensors"), std::string::npos) << what;
+    }
+    try {
+      ringlet::broadcast_async("on.device.too", {x, ringlet::DataType::kFloat32, {2}, 1}, 0);
+      ADD_FAILURE() << "a cuda:1 tensor was accepted";
+    } catch (const ringlet::Error& e) {
+      EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cuda:1"), std::string::npos) << e.what();
+    }
+    // Host tensors still run, through the runtime the refused call started.
+    auto h = ringlet::allreduce_async("on.host", {x, ringlet::DataType::kFloat32, {2}},
+                                      {y, ringlet::DataType::kFloat32, {2}});
+    ringlet::synchronize(h);
+    EXPECT_EQ(y[0], 1);
+    EXPECT_EQ(y[1], 2);
+    ringlet_shutdown();
+    unsetenv("HOROVOD_GPU_OPERATIONS");
+  }
 }
 
 TEST_F(ApiTest, SeveralRanksWithoutRendezvousIsAConfigError) {

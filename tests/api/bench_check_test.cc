@@ -1,11 +1,17 @@
 // ringlet-bench's checker must catch what it is there to catch: an output
 // the collective never wrote, and a single wrong element, in every dtype.
+// Also its command line (what --help offers, what it refuses), its
+// percentiles and its CSV's columns, without running any collective.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "check.h"
 #include "codec.h"
+#include "options.h"
+#include "percentile.h"
+#include "table.h"
 
 namespace ringlet::bench {
 namespace {
@@ -50,6 +56,7 @@ TEST_P(CheckerTest, SimulatedTwoRankAllreduceIsRightAndOneFlipIsCaught) {
     }
     Case c0{Collective::kAllreduce, t, op, 0, 0, n, l, false};
     EXPECT_EQ(count_wrong(c0, recv[0].data()), 0u) << to_string(op);
+    EXPECT_EQ(check_output(c0, recv[0].data()).checked, l.count) << "every element is looked at";
     store(t, recv[0].data(), 17, load(t, recv[0].data(), 17) + 1);
     EXPECT_EQ(count_wrong(c0, recv[0].data()), 1u) << to_string(op);
   }
@@ -66,6 +73,7 @@ TEST_P(CheckerTest, InPlaceAllgatherNeedsEveryBlock) {
   EXPECT_EQ(b.send, recv.data() + 64 * dtype_size(t)) << "in place, this rank's block is the input";
   EXPECT_EQ(count_wrong(c, recv.data()), 2 * 64u)
       << "only this rank's block is right before the op";
+  EXPECT_EQ(check_output(c, recv.data()).checked, 3 * 64u) << "every rank's block is looked at";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, CheckerTest,
@@ -96,6 +104,99 @@ TEST(Sizes, SweepFollowsNcclTests) {
   EXPECT_EQ(parse_size("1G"), 1u << 30);
   EXPECT_THROW(parse_size("4X"), std::invalid_argument);
   EXPECT_THROW(parse_size("-1"), std::invalid_argument);
+}
+
+TEST(Percentile, InterpolatesBetweenNearestRanks) {
+  EXPECT_EQ(percentile({}, 50), 0);
+  EXPECT_EQ(percentile({7}, 50), 7);
+  EXPECT_EQ(percentile({7}, 99), 7);
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2.5) << "the median of an even count";
+  EXPECT_DOUBLE_EQ(percentile({5, 1, 3}, 50), 3);
+  std::vector<double> hundred;
+  for (int i = 100; i >= 1; --i) hundred.push_back(i);  // unsorted on purpose
+  EXPECT_DOUBLE_EQ(percentile(hundred, 99), 99.01);
+  EXPECT_DOUBLE_EQ(percentile(hundred, 0), 1);
+  EXPECT_DOUBLE_EQ(percentile(hundred, 100), 100);
+  // One slow op in a hundred shows in p99, not in p50.
+  std::vector<double> one_slow(99, 10.0);
+  one_slow.push_back(1000.0);
+  EXPECT_DOUBLE_EQ(percentile(one_slow, 50), 10.0);
+  EXPECT_GT(percentile(one_slow, 99), 10.0);
+}
+
+TEST(Csv, NewColumnsAreAppended) {
+  const std::string header = kCsvHeader;
+  EXPECT_EQ(header.rfind("impl,np,bytes,dtype,op,time_us,algbw_GBps,busbw_GBps,wrong,", 0), 0u)
+      << "the documented columns keep their places: " << header;
+  EXPECT_EQ(header.substr(header.size() - std::string(",p50_us,p99_us").size()), ",p50_us,p99_us");
+}
+
+// Runs the command-line parser on `args` and returns what it printed.
+struct Parsed {
+  Command cmd;
+  std::string out;
+  std::string err;
+};
+Parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ringlet-bench");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  Parsed p;
+  p.cmd = parse_command_line(static_cast<int>(argv.size()), argv.data());
+  p.out = ::testing::internal::GetCapturedStdout();
+  p.err = ::testing::internal::GetCapturedStderr();
+  return p;
+}
+
+TEST(CommandLine, HelpOffersOnlyWhatIsServed) {
+  const Parsed p = parse({"--help"});
+  EXPECT_EQ(p.cmd.action, Command::Action::kExit);
+  EXPECT_EQ(p.cmd.exit_code, 0);
+  // "nccl-tests" names the conventions followed, not a choice.
+  std::string choices = p.out;
+  for (size_t at; (at = choices.find("nccl-tests")) != std::string::npos;) choices.erase(at, 10);
+  for (const char* refused : {"cuda", "nccl", "ucx"}) {
+    EXPECT_EQ(choices.find(refused), std::string::npos) << refused << " is offered in\n" << p.out;
+  }
+  for (const char* offered : {"--device", "--backend", "--transport", "--per-op-barrier", "p50", "p99"}) {
+    EXPECT_NE(p.out.find(offered), std::string::npos) << offered << " is missing from\n" << p.out;
+  }
+}
+
+TEST(CommandLine, RefusedChoicesSayWhyAndWhatIsAccepted) {
+  struct Refusal {
+    std::vector<std::string> args;
+    std::vector<std::string> said;
+  };
+  const Refusal refusals[] = {
+      {{"allreduce", "--device", "cuda"}, {"--device", "cuda is not served yet", "accepted: cpu"}},
+      {{"allreduce", "--backend", "nccl"}, {"--backend", "nccl is not served yet", "accepted: ring, mpi"}},
+      {{"allreduce", "--backend", "ring,nccl"}, {"nccl is not served yet"}},
+      {{"allreduce", "--transport", "ucx"},
+       {"--transport", "ucx is not served yet", "accepted: auto, shm, tcp"}},
+      {{"allreduce", "--transport", "rdma"}, {"'rdma' is not one of auto, shm, tcp"}},
+      {{"allreduce", "--device", "tpu"}, {"'tpu' is not cpu"}},
+  };
+  for (const Refusal& r : refusals) {
+    const Parsed p = parse(r.args);
+    EXPECT_EQ(p.cmd.action, Command::Action::kExit) << r.args.back();
+    EXPECT_EQ(p.cmd.exit_code, 2) << r.args.back();
+    for (const std::string& piece : r.said) {
+      EXPECT_NE(p.err.find(piece), std::string::npos) << piece << " missing from: " << p.err;
+    }
+  }
+}
+
+TEST(CommandLine, PerOpBarrierIsOffByDefault) {
+  Parsed plain = parse({"allreduce"});
+  ASSERT_EQ(plain.cmd.action, Command::Action::kRun) << plain.err;
+  EXPECT_FALSE(plain.cmd.options.per_op_barrier);
+  Parsed with = parse({"allreduce", "--per-op-barrier", "--transport", "tcp"});
+  ASSERT_EQ(with.cmd.action, Command::Action::kRun) << with.err;
+  EXPECT_TRUE(with.cmd.options.per_op_barrier);
+  EXPECT_EQ(with.cmd.options.transport, "tcp");
 }
 
 }  // namespace

@@ -5,6 +5,10 @@
 // order (the collectives must be called symmetrically) and checks the whole
 // result itself. Values are small integers so that every result is exact.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
 
 #include <chrono>
 #include <cmath>
@@ -435,21 +439,80 @@ TEST(Broadcast, EveryRoot) {
   check_broadcast(DataType::kUInt8, (size_t{20} << 20) + 3, comm().size() - 1);  // several rounds
 }
 
+// This rank's host as the job sees it, found here without the library:
+// RINGLET_HOSTNAME where a test simulates hosts, gethostname() otherwise.
+std::string own_host_name() {
+  if (const char* simulated = std::getenv("RINGLET_HOSTNAME"); simulated && *simulated) {
+    return simulated;
+  }
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
 TEST(Placement, MatchesTheHosts) {
-  // Under as_two_hosts.sh the job spans two hosts: no window, ring over tcp
-  // between the hosts and shm pairs within.
-  const char* host = std::getenv("RINGLET_HOSTNAME");
-  if (host != nullptr && std::string(host).rfind("simhost", 0) == 0 && comm().size() > 1) {
+  // Every rank publishes its own host name under a key of its own; the
+  // placement the communicator derived must follow from those names: the
+  // hosts counted, the ranks sharing this one, and the shared window present
+  // exactly when every rank is on one host and the transport allows shared
+  // memory. Under as_two_hosts.sh the job spans two hosts: no window, the ring
+  // over tcp between the hosts and shm pairs within.
+  const int n = comm().size(), me = comm().rank();
+  std::vector<std::string> hosts(n);
+  hosts[me] = own_host_name();
+  if (n > 1) {
+    const std::string mine = hosts[me];
+    comm().store().set("placement_test/host/" + std::to_string(me), {mine.begin(), mine.end()});
+    for (int r = 0; r < n; ++r) {
+      if (r == me) continue;
+      auto bytes = comm().store().get("placement_test/host/" + std::to_string(r), comm().deadline());
+      hosts[r].assign(bytes.begin(), bytes.end());
+    }
+  }
+  std::set<std::string> distinct(hosts.begin(), hosts.end());
+  const int on_my_host = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[me]));
+  EXPECT_EQ(comm().world().hostnames, hosts);
+  EXPECT_EQ(comm().world().cross_size, static_cast<int>(distinct.size()));
+  EXPECT_EQ(comm().world().local_size, on_my_host);
+
+  const char* transport = std::getenv("RINGLET_TRANSPORT");
+  const bool tcp_only = transport != nullptr && std::string(transport) == "tcp";
+  const bool window_expected = n > 1 && distinct.size() == 1 && !tcp_only;
+  EXPECT_EQ(comm().window() != nullptr, window_expected)
+      << "hosts: " << distinct.size() << ", RINGLET_TRANSPORT=" << (transport ? transport : "");
+  const char* simulated = std::getenv("RINGLET_HOSTNAME");
+  if (simulated != nullptr && std::string(simulated).rfind("simhost", 0) == 0 && n > 1) {
     EXPECT_EQ(comm().world().cross_size, 2);
     EXPECT_EQ(comm().window(), nullptr);
-  } else if (comm().size() > 1 && std::getenv("RINGLET_TRANSPORT") != nullptr &&
-             std::string(std::getenv("RINGLET_TRANSPORT")) == "shm") {
-    EXPECT_NE(comm().window(), nullptr);
   }
+  // The launcher's hint, where it gave one, agrees with what the names say.
+  if (const char* local = std::getenv("RINGLET_LOCAL_SIZE")) {
+    EXPECT_EQ(std::atoi(local), on_my_host);
+  }
+  if (n > 1) core::barrier(comm());  // nobody leaves while others still read the keys
 }
 
 TEST(Barrier, Repeated) {
-  for (int i = 0; i < 50; ++i) core::barrier(comm());
+  // A barrier returns only once every rank has entered it. Each rank counts
+  // itself in a store counter before entering; one rank, a different one each
+  // round, arrives late. Whoever leaves round i must then see every rank's
+  // count for rounds 0..i: a barrier that let a rank through early fails here.
+  const int n = comm().size(), me = comm().rank();
+  const std::string key = "barrier_test/entered";
+  for (int i = 0; i < 50; ++i) {
+    if (n > 1) {
+      if (i % n == me) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      comm().store().add(key, 1);
+    }
+    core::barrier(comm());
+    if (n > 1) {
+      const int64_t entered = comm().store().add(key, 0);
+      // EXPECT, not ASSERT: every rank must go on to the same barriers.
+      EXPECT_GE(entered, int64_t{n} * (i + 1)) << "round " << i << ": the barrier let rank " << me
+                                              << " through before every rank had entered";
+    }
+  }
+  core::barrier(comm());  // nobody starts the next test while others still read the counter
 }
 
 TEST(Mixed, InterleavedCollectives) {

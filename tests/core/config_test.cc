@@ -40,6 +40,7 @@ TEST(Config, DefaultsMatchHorovod) {
   EXPECT_EQ(c.stall_shutdown_seconds, 0);
   EXPECT_EQ(c.log_level, "WARNING");
   EXPECT_FALSE(c.hierarchical_allreduce);
+  EXPECT_FALSE(c.hierarchical_allgather);
   EXPECT_EQ(c.shm_window_bytes, size_t{16} << 20);
   EXPECT_EQ(c.spin_iterations, -1);  // auto: decided from the placement at create
   EXPECT_TRUE(c.nvtx);
@@ -54,7 +55,7 @@ TEST(Config, TableHasEveryVariableOnceAndItsDefaultParses) {
       EXPECT_NO_THROW(var.parse(var.default_value, c)) << var.name;
     }
   }
-  EXPECT_EQ(names.size(), 22u);
+  EXPECT_EQ(names.size(), 23u);
   // Parsing every default gives the default Config.
   Env env;
   for (const EnvVar& var : env_table()) env[var.name] = var.default_value;
@@ -81,7 +82,8 @@ TEST(Config, ValidValues) {
                          {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "10"},
                          {"RINGLET_STALL_TIMEOUT_SECONDS", "0"},
                          {"HOROVOD_LOG_LEVEL", "debug"},
-                         {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+                         {"HOROVOD_HIERARCHICAL_ALLREDUCE", "false"},
+                         {"HOROVOD_HIERARCHICAL_ALLGATHER", "0"},
                          {"RINGLET_SHM_WINDOW_BYTES", "64K"},
                          {"RINGLET_SPIN", "0"},
                          {"RINGLET_NVTX", "0"}});
@@ -101,7 +103,8 @@ TEST(Config, ValidValues) {
   EXPECT_EQ(c.stall_shutdown_seconds, 10);
   EXPECT_EQ(c.stall_timeout_seconds, 0);
   EXPECT_EQ(c.log_level, "DEBUG");
-  EXPECT_TRUE(c.hierarchical_allreduce);
+  EXPECT_FALSE(c.hierarchical_allreduce);
+  EXPECT_FALSE(c.hierarchical_allgather);
   EXPECT_EQ(c.shm_window_bytes, 64u << 10);
   EXPECT_EQ(c.spin_iterations, 0);
   EXPECT_FALSE(c.nvtx);
@@ -178,12 +181,42 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"RINGLET_STALL_TIMEOUT_SECONDS", "30m", "integer >= 0"},
         BadValue{"HOROVOD_LOG_LEVEL", "verbose", "TRACE|DEBUG|INFO|WARNING|ERROR|FATAL"},
         BadValue{"HOROVOD_HIERARCHICAL_ALLREDUCE", "2", "0|1|true|false"},
+        BadValue{"HOROVOD_HIERARCHICAL_ALLGATHER", "yes", "0|1|true|false"},
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "0", "K|M|G"},
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "16T", "K|M|G"},
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "M", "K|M|G"},
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "99999999999G", "K|M|G"},
         BadValue{"RINGLET_SPIN", "-3", "integer >= 0"},
         BadValue{"RINGLET_NVTX", "on", "0|1|true|false"}));
+
+// A knob that asks for an algorithm this version lacks is refused by name,
+// with the value and what is accepted today, never parsed and ignored.
+TEST(Config, HierarchicalCollectivesAreRefusedUntilServed) {
+  for (const char* name : {"HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLGATHER"}) {
+    for (const char* on : {"1", "true", "TRUE"}) {
+      const std::string msg = error_of(name, on);
+      EXPECT_EQ(msg.rfind(std::string(name) + "=" + on + ": ", 0), 0u) << msg;
+      EXPECT_NE(msg.find("not served yet"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("accepted today: 0|false"), std::string::npos) << msg;
+    }
+    for (const char* off : {"0", "false", "False"}) EXPECT_EQ(error_of(name, off), "") << name << "=" << off;
+  }
+}
+
+// Every GPU operations value is accepted at init (a CPU-only job keeps
+// running with Horovod's build-time HOROVOD_GPU_OPERATIONS=NCCL in its
+// environment); a device tensor's refusal names the setting.
+TEST(Config, GpuOperationsAreAcceptedAndNamedWhenADeviceTensorIsRefused) {
+  for (const char* value : {"NCCL", "RING", "MPI", "nccl"}) {
+    EXPECT_EQ(error_of("HOROVOD_GPU_OPERATIONS", value), "") << value;
+  }
+  const std::string msg = device_tensor_refusal(GpuOperations::kNccl, 1);
+  EXPECT_NE(msg.find("cuda:1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("HOROVOD_GPU_OPERATIONS=NCCL"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("accepted today: host-memory tensors"), std::string::npos) << msg;
+  EXPECT_NE(device_tensor_refusal(GpuOperations::kMpi, 0).find("HOROVOD_GPU_OPERATIONS=MPI"),
+            std::string::npos);
+}
 
 TEST(Config, StrictNumbers) {
   EXPECT_EQ(parse_int64("42"), 42);

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "fork_ranks.h"
+#include "tests/common/forked_ranks.h"
 
 namespace ringlet::core {
 namespace {
@@ -204,7 +204,7 @@ TEST(Store, ForkedProcesses) {
   });
   StoreServer server(0, kSecret);
   ranks.start(server.port());
-  for (int code : ranks.wait()) EXPECT_EQ(code, 0);
+  test::expect_all_passed(ranks.wait());
   EXPECT_EQ(server.refused(), 0u);
 }
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "core/config.h"
-#include "fork_ranks.h"
+#include "tests/common/forked_ranks.h"
 
 namespace ringlet::core {
 namespace {
@@ -56,7 +56,7 @@ TEST(World, FourForkedRanksOnTwoFakeHosts) {
   });
   StoreServer server(0, kSecret);
   ranks.start(server.port());
-  for (int code : ranks.wait()) EXPECT_EQ(code, 0);
+  test::expect_all_passed(ranks.wait());
 }
 
 TEST(World, DisagreeingLauncherHintNamesTheVariable) {
@@ -78,7 +78,7 @@ TEST(World, DisagreeingLauncherHintNamesTheVariable) {
   });
   StoreServer server(0, kSecret);
   ranks.start(server.port());
-  for (int code : ranks.wait()) EXPECT_EQ(code, 0);
+  test::expect_all_passed(ranks.wait());
 }
 
 TEST(World, RankZeroNamesTheMissingRank) {

@@ -1,6 +1,7 @@
-// The CUDA kernels against the CPU ones, which the rest of kernels_test checks
-// against the scalar reference. Every test needs a device: where there is
-// none, it is skipped with the reason cudaGetDeviceCount gave.
+// The CUDA kernels against the scalar reference of reference.h, written
+// independently of both kernel sets (comparing with the CPU kernels would let
+// a fault shared by the two descriptions pass). Every test needs a device:
+// where there is none, it is skipped with the reason cudaGetDeviceCount gave.
 #include <cuda_runtime_api.h>
 
 #include <utility>
@@ -57,17 +58,17 @@ class CudaKernelsTest : public ::testing::Test {
   std::mt19937_64 rng_{2024};
 };
 
-TEST_F(CudaKernelsTest, ReduceMatchesCpu) {
+TEST_F(CudaKernelsTest, ReduceMatchesReference) {
   for (DataType dtype : kAllDtypes) {
     for (ReduceOp op : kAllOps) {
       for (size_t n : {size_t{1}, size_t{31}, size_t{1000003}}) {
         SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::string(to_string(op)) +
                      " n=" + std::to_string(n));
         const size_t bytes = n * dtype_size(dtype);
-        std::vector<unsigned char> a(bytes), b(bytes), cpu_out(bytes), gpu_out(bytes);
+        std::vector<unsigned char> a(bytes), b(bytes), expected(bytes), gpu_out(bytes);
         fill_random(dtype, a.data(), n, rng_);
         fill_random(dtype, b.data(), n, rng_);
-        cpu::reduce(dtype, op, cpu_out.data(), a.data(), b.data(), n);
+        ref_reduce(dtype, op, expected.data(), a.data(), b.data(), n);
         DeviceBuffer da(bytes), db(bytes);
         RINGLET_ASSERT_CUDA(da.upload(a.data()));
         RINGLET_ASSERT_CUDA(db.upload(b.data()));
@@ -75,13 +76,13 @@ TEST_F(CudaKernelsTest, ReduceMatchesCpu) {
         RINGLET_ASSERT_CUDA(cuda::reduce(dtype, op, da.get(), da.get(), db.get(), n, stream_));
         RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
         RINGLET_ASSERT_CUDA(da.download(gpu_out.data()));
-        EXPECT_TRUE(same_values(dtype, cpu_out.data(), gpu_out.data(), n));
+        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n));
       }
     }
   }
 }
 
-TEST_F(CudaKernelsTest, ReduceManyMatchesCpu) {
+TEST_F(CudaKernelsTest, ReduceManyMatchesReference) {
   for (DataType dtype : kAllDtypes) {
     for (ReduceOp op : kAllOps) {
       const size_t n = 70001, k = 4, bytes = n * dtype_size(dtype);
@@ -97,8 +98,8 @@ TEST_F(CudaKernelsTest, ReduceManyMatchesCpu) {
         RINGLET_ASSERT_CUDA(dev.back().upload(host[j].data()));
         dev_ptrs.push_back(dev.back().get());
       }
-      std::vector<unsigned char> cpu_out(bytes), gpu_out(bytes);
-      cpu::reduce_many(dtype, op, cpu_out.data(), host_ptrs, n);
+      std::vector<unsigned char> expected(bytes), gpu_out(bytes);
+      ref_reduce_many(dtype, op, expected.data(), host_ptrs, n);
       DeviceBuffer ptrs(k * sizeof(void*));
       RINGLET_ASSERT_CUDA(ptrs.upload(dev_ptrs.data()));
       RINGLET_ASSERT_CUDA(cuda::reduce_many(dtype, op, dev[1].get(),
@@ -106,39 +107,37 @@ TEST_F(CudaKernelsTest, ReduceManyMatchesCpu) {
                                             stream_));
       RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
       RINGLET_ASSERT_CUDA(dev[1].download(gpu_out.data()));
-      EXPECT_TRUE(same_values(dtype, cpu_out.data(), gpu_out.data(), n))
+      EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
           << to_string(dtype) << " " << to_string(op);
     }
   }
 }
 
-TEST_F(CudaKernelsTest, ScaleAndAverageMatchCpu) {
+TEST_F(CudaKernelsTest, ScaleAndAverageMatchReference) {
   for (DataType dtype : kAllDtypes) {
     const size_t n = 100003, bytes = n * dtype_size(dtype);
-    std::vector<unsigned char> host(bytes), cpu_out(bytes), gpu_out(bytes);
+    std::vector<unsigned char> host(bytes), expected(bytes), gpu_out(bytes);
     fill_random(dtype, host.data(), n, rng_);
     DeviceBuffer dev(bytes);
     for (double factor : {0.5, -3.0, 1.0 / 3.0}) {
-      cpu_out = host;
-      cpu::scale(dtype, cpu_out.data(), n, factor);
+      ref_scale_buffer(dtype, expected.data(), host.data(), n, factor);
       RINGLET_ASSERT_CUDA(dev.upload(host.data()));
       RINGLET_ASSERT_CUDA(cuda::scale(dtype, dev.get(), n, factor, stream_));
       RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
       RINGLET_ASSERT_CUDA(dev.download(gpu_out.data()));
-      EXPECT_TRUE(same_values(dtype, cpu_out.data(), gpu_out.data(), n))
+      EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
           << to_string(dtype) << " x" << factor;
     }
-    cpu_out = host;
-    cpu::finish_average(dtype, cpu_out.data(), n, 3);
+    ref_finish_average(dtype, expected.data(), host.data(), n, 3);
     RINGLET_ASSERT_CUDA(dev.upload(host.data()));
     RINGLET_ASSERT_CUDA(cuda::finish_average(dtype, dev.get(), n, 3, stream_));
     RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
     RINGLET_ASSERT_CUDA(dev.download(gpu_out.data()));
-    EXPECT_TRUE(same_values(dtype, cpu_out.data(), gpu_out.data(), n)) << to_string(dtype);
+    EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n)) << to_string(dtype);
   }
 }
 
-TEST_F(CudaKernelsTest, BatchedPackUnpackMatchCpu) {
+TEST_F(CudaKernelsTest, BatchedPackUnpackMatchReference) {
   const size_t counts[] = {1, 0, 7, 31, 4097, 100000, 3};
   for (DataType dtype : kAllDtypes) {
     const size_t elem = dtype_size(dtype);
@@ -147,7 +146,6 @@ TEST_F(CudaKernelsTest, BatchedPackUnpackMatchCpu) {
     std::vector<DeviceBuffer> dev;
     dev.reserve(std::size(counts));
     std::vector<cuda::FusedSegment> segments;
-    std::vector<cpu::ConstSegment> cpu_segments;
     for (size_t c : counts) {
       host.emplace_back(c * elem);
       fill_random(dtype, host.back().data(), c, rng_);
@@ -157,28 +155,37 @@ TEST_F(CudaKernelsTest, BatchedPackUnpackMatchCpu) {
       total += c;
       max_count = std::max(max_count, c);
     }
-    for (size_t i = 0; i < host.size(); ++i) cpu_segments.push_back({host[i].data(), counts[i]});
     DeviceBuffer descriptors(segments.size() * sizeof(cuda::FusedSegment));
     RINGLET_ASSERT_CUDA(descriptors.upload(segments.data()));
     const auto* dev_segments = static_cast<const cuda::FusedSegment*>(descriptors.get());
     for (double factor : {1.0, 0.125}) {
-      std::vector<unsigned char> cpu_fused(total * elem), gpu_fused(total * elem);
-      cpu::pack(dtype, cpu_fused.data(), cpu_segments, factor);
+      // Each tensor scaled as the reference computes it (factor 1: copied),
+      // laid end to end.
+      std::vector<unsigned char> expected(total * elem), gpu_fused(total * elem);
+      for (size_t i = 0, offset = 0; i < host.size(); offset += counts[i], ++i) {
+        if (factor == 1.0) {
+          std::memcpy(expected.data() + offset * elem, host[i].data(), counts[i] * elem);
+        } else {
+          ref_scale_buffer(dtype, expected.data() + offset * elem, host[i].data(), counts[i], factor);
+        }
+      }
       DeviceBuffer fused(total * elem);
       RINGLET_ASSERT_CUDA(cuda::pack(dtype, fused.get(), dev_segments, segments.size(), max_count,
                                      factor, stream_));
       RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
       RINGLET_ASSERT_CUDA(fused.download(gpu_fused.data()));
       if (factor == 1.0) {
-        EXPECT_EQ(cpu_fused, gpu_fused) << to_string(dtype);
+        EXPECT_EQ(expected, gpu_fused) << to_string(dtype);
       } else {
-        EXPECT_TRUE(same_values(dtype, cpu_fused.data(), gpu_fused.data(), total))
+        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_fused.data(), total))
             << to_string(dtype);
       }
     }
     // Unpack with factor 1 restores every tensor bit for bit.
     std::vector<unsigned char> fused_host(total * elem);
-    cpu::pack(dtype, fused_host.data(), cpu_segments);
+    for (size_t i = 0, offset = 0; i < host.size(); offset += counts[i], ++i) {
+      std::memcpy(fused_host.data() + offset * elem, host[i].data(), counts[i] * elem);
+    }
     DeviceBuffer fused(total * elem);
     RINGLET_ASSERT_CUDA(fused.upload(fused_host.data()));
     for (auto& d : dev) cudaMemset(d.get(), 0, 1);
@@ -193,13 +200,13 @@ TEST_F(CudaKernelsTest, BatchedPackUnpackMatchCpu) {
   }
 }
 
-TEST_F(CudaKernelsTest, ConversionsMatchCpu) {
+TEST_F(CudaKernelsTest, ConversionsMatchReference) {
   // All 65536 patterns one way, and random plus tie floats the other.
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
   std::vector<float> floats;
   for (uint32_t h = 0; h < 65536; ++h) {
-    floats.push_back(cpu::half_to_float(static_cast<uint16_t>(h)));
+    floats.push_back(ref_half_to_float(static_cast<uint16_t>(h)));
     uint32_t mid = (h << 16) | 0x8000u;
     float f;
     std::memcpy(&f, &mid, 4);
@@ -224,20 +231,15 @@ TEST_F(CudaKernelsTest, ConversionsMatchCpu) {
     RINGLET_ASSERT_CUDA(half ? cuda::float_to_half(narrow_out, static_cast<float*>(dfloats.get()), floats.size(), stream_)
                              : cuda::float_to_bfloat16(narrow_out, static_cast<float*>(dfloats.get()), floats.size(), stream_));
     RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-    std::vector<float> wide(all.size()), cpu_wide(all.size());
-    std::vector<uint16_t> narrow(floats.size()), cpu_narrow(floats.size());
+    std::vector<float> wide(all.size()), expected_wide(all.size());
+    std::vector<uint16_t> narrow(floats.size()), expected_narrow(floats.size());
     RINGLET_ASSERT_CUDA(dwide.download(wide.data()));
     RINGLET_ASSERT_CUDA(dnarrow.download(narrow.data()));
-    if (half) {
-      cpu::half_to_float(cpu_wide.data(), all.data(), all.size());
-      cpu::float_to_half(cpu_narrow.data(), floats.data(), floats.size());
-    } else {
-      cpu::bfloat16_to_float(cpu_wide.data(), all.data(), all.size());
-      cpu::float_to_bfloat16(cpu_narrow.data(), floats.data(), floats.size());
-    }
-    EXPECT_TRUE(same_values(DataType::kFloat32, cpu_wide.data(), wide.data(), wide.size()))
+    for (size_t i = 0; i < all.size(); ++i) expected_wide[i] = widen16(dtype, all[i]);
+    for (size_t i = 0; i < floats.size(); ++i) expected_narrow[i] = narrow16(dtype, floats[i]);
+    EXPECT_TRUE(same_values(DataType::kFloat32, expected_wide.data(), wide.data(), wide.size()))
         << to_string(dtype) << " -> float";
-    EXPECT_TRUE(same_values(dtype, cpu_narrow.data(), narrow.data(), narrow.size()))
+    EXPECT_TRUE(same_values(dtype, expected_narrow.data(), narrow.data(), narrow.size()))
         << "float -> " << to_string(dtype);
   }
 }

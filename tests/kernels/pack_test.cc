@@ -59,20 +59,21 @@ TEST_P(PackTest, ScalesOnTheWay) {
     }
     for (size_t i = 0; i < tensors.size(); ++i) in.push_back({tensors[i].data(), kCounts[i]});
 
-    // pack(x, 0.25) == scale(copy of x, 0.25), tensor by tensor.
+    // pack(x, 0.25) is each tensor scaled by 0.25, as the scalar reference
+    // (not the kernels under test) computes it, laid end to end.
     Buffer fused(total * elem, 0);
     ASSERT_EQ(cpu::pack(dtype, fused.data(), in, 0.25), total);
     size_t offset = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       Buffer expected(kCounts[i] * elem, 0);
-      std::memcpy(expected.data(), tensors[i].data(), kCounts[i] * elem);
-      cpu::scale(dtype, expected.data(), kCounts[i], 0.25);
-      EXPECT_TRUE(same_values(dtype, expected.data(), fused.data() + offset * elem, kCounts[i]));
+      ref_scale_buffer(dtype, expected.data(), tensors[i].data(), kCounts[i], 0.25);
+      EXPECT_TRUE(same_values(dtype, expected.data(), fused.data() + offset * elem, kCounts[i]))
+          << "tensor " << i << " packed with factor 0.25";
       offset += kCounts[i];
     }
 
-    // unpack(fused, 4) undoes it exactly for floats (powers of two, data far
-    // from the subnormal range), and for integers within rounding.
+    // unpack(fused, 4) is each piece of the fused buffer scaled by 4, again
+    // as the reference computes it.
     std::vector<Buffer> outputs;
     std::vector<cpu::Segment> out;
     for (size_t i = 0; i < tensors.size(); ++i) outputs.emplace_back(kCounts[i] * elem, 3);
@@ -81,9 +82,9 @@ TEST_P(PackTest, ScalesOnTheWay) {
     offset = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       Buffer expected(kCounts[i] * elem, 0);
-      std::memcpy(expected.data(), fused.data() + offset * elem, kCounts[i] * elem);
-      cpu::scale(dtype, expected.data(), kCounts[i], 4.0);
-      EXPECT_TRUE(same_values(dtype, expected.data(), outputs[i].data(), kCounts[i]));
+      ref_scale_buffer(dtype, expected.data(), fused.data() + offset * elem, kCounts[i], 4.0);
+      EXPECT_TRUE(same_values(dtype, expected.data(), outputs[i].data(), kCounts[i]))
+          << "tensor " << i << " unpacked with factor 4";
       offset += kCounts[i];
     }
   }

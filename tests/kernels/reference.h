@@ -238,6 +238,93 @@ inline void ref_reduce(DataType dtype, ReduceOp op, void* out, const void* a, co
   });
 }
 
+// The reference scaling of one element: floats multiply by the factor rounded
+// to float (double for float64); integers multiply in double, round to
+// nearest-even and clamp.
+template <class T>
+T ref_scale(T x, double factor) {
+  if constexpr (std::is_integral_v<T>) {
+    const double v = std::nearbyint(static_cast<double>(x) * factor);
+    if (std::isnan(v)) return 0;
+    if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return x * factor;
+  } else {
+    return x * static_cast<float>(factor);
+  }
+}
+
+inline void ref_scale_buffer(DataType dtype, void* out, const void* in, size_t n, double factor) {
+  for_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    for (size_t i = 0; i < n; ++i) {
+      T x;
+      std::memcpy(&x, static_cast<const char*>(in) + i * sizeof(T), sizeof(T));
+      T r;
+      if constexpr (std::is_same_v<T, _Float16> || std::is_same_v<T, uint16_t>) {
+        uint16_t h;
+        std::memcpy(&h, &x, 2);
+        const uint16_t s = narrow16(dtype, widen16(dtype, h) * static_cast<float>(factor));
+        std::memcpy(&r, &s, 2);
+      } else {
+        r = ref_scale(x, factor);
+      }
+      std::memcpy(static_cast<char*>(out) + i * sizeof(T), &r, sizeof(T));
+    }
+  });
+}
+
+// reduce_many's reference: a left fold of the inputs in order; native types
+// round at every step, fp16/bf16 fold in float and round once at the end
+// (the contract in ringlet/kernels/cpu.h).
+inline void ref_reduce_many(DataType dtype, ReduceOp op, void* out,
+                            const std::vector<const void*>& inputs, size_t count) {
+  const size_t size = dtype_size(dtype);
+  if (dtype != DataType::kFloat16 && dtype != DataType::kBFloat16) {
+    std::vector<unsigned char> acc(count * size);
+    std::memcpy(acc.data(), inputs[0], count * size);
+    for (size_t j = 1; j < inputs.size(); ++j) {
+      ref_reduce(dtype, op, acc.data(), acc.data(), inputs[j], count);
+    }
+    std::memcpy(out, acc.data(), count * size);
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    auto at = [&](size_t j) {
+      uint16_t v;
+      std::memcpy(&v, static_cast<const unsigned char*>(inputs[j]) + 2 * i, 2);
+      return widen16(dtype, v);
+    };
+    float acc = at(0);
+    for (size_t j = 1; j < inputs.size(); ++j) acc = ref_op(op, acc, at(j));
+    const uint16_t r = narrow16(dtype, acc);
+    std::memcpy(static_cast<unsigned char*>(out) + 2 * i, &r, 2);
+  }
+}
+
+// finish_average's reference: floats are scaled by 1/ranks; integers divide
+// toward zero, as C++ integer division does.
+inline void ref_finish_average(DataType dtype, void* out, const void* in, size_t count, int ranks) {
+  if (dtype == DataType::kFloat32 || dtype == DataType::kFloat64 || dtype == DataType::kFloat16 ||
+      dtype == DataType::kBFloat16) {
+    ref_scale_buffer(dtype, out, in, count, 1.0 / ranks);
+    return;
+  }
+  for_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_integral_v<T>) {
+      for (size_t i = 0; i < count; ++i) {
+        T x;
+        std::memcpy(&x, static_cast<const char*>(in) + i * sizeof(T), sizeof(T));
+        const T r = static_cast<T>(x / static_cast<T>(ranks));
+        std::memcpy(static_cast<char*>(out) + i * sizeof(T), &r, sizeof(T));
+      }
+    }
+  });
+}
+
 // Compares two buffers of dtype: bit-exact, except that any NaN matches any
 // NaN (payloads are not part of the reduce contract). Reports the first few
 // differences.

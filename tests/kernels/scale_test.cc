@@ -14,44 +14,6 @@ class ScaleTest : public ::testing::TestWithParam<cpu::Isa> {
   std::mt19937_64 rng_{42};
 };
 
-// The reference scaling of one element: floats multiply by the factor rounded
-// to float (double for float64); integers multiply in double, round to
-// nearest-even and clamp.
-template <class T>
-T ref_scale(T x, double factor) {
-  if constexpr (std::is_integral_v<T>) {
-    const double v = std::nearbyint(static_cast<double>(x) * factor);
-    if (std::isnan(v)) return 0;
-    if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return static_cast<T>(v);
-  } else if constexpr (std::is_same_v<T, double>) {
-    return x * factor;
-  } else {
-    return x * static_cast<float>(factor);
-  }
-}
-
-void ref_scale_buffer(DataType dtype, void* out, const void* in, size_t n, double factor) {
-  for_dtype(dtype, [&](auto t) {
-    using T = decltype(t);
-    for (size_t i = 0; i < n; ++i) {
-      T x;
-      std::memcpy(&x, static_cast<const char*>(in) + i * sizeof(T), sizeof(T));
-      T r;
-      if constexpr (std::is_same_v<T, _Float16> || std::is_same_v<T, uint16_t>) {
-        uint16_t h;
-        std::memcpy(&h, &x, 2);
-        const uint16_t s = narrow16(dtype, widen16(dtype, h) * static_cast<float>(factor));
-        std::memcpy(&r, &s, 2);
-      } else {
-        r = ref_scale(x, factor);
-      }
-      std::memcpy(static_cast<char*>(out) + i * sizeof(T), &r, sizeof(T));
-    }
-  });
-}
-
 TEST_P(ScaleTest, EveryDtypeMatchesReference) {
   for (DataType dtype : kAllDtypes) {
     for (double factor : {0.5, -1.0, 3.0, 1.0 / 3.0, 1e-3, 0.0}) {

@@ -11,12 +11,15 @@
 #include <vector>
 
 #include "file_store.h"
-#include "forked_ranks.h"
+#include "job_dir.h"
+#include "tests/common/forked_ranks.h"
 #include "ringlet/transport/transport.h"
 
 namespace ringlet::transport::testing {
 namespace {
 
+using ringlet::test::expect_all_passed;
+using ringlet::test::run_ranks;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 

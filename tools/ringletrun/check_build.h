@@ -1,4 +1,4 @@
-// `ringletrun --check-build`: what this build of Ringlet contains, printed the
+// `ringletrun --check-build`: what this build of Ringlet can run, printed the
 // way `horovodrun --check-build` prints it so that scripts and eyes that know
 // one read the other. ringletrun does not link the library, so the features
 // come from the same CMake variables that decided what the library was built
