@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/bootstrap/launch_info.h"
 #include "core/bootstrap/mpi_bootstrap.h"
@@ -90,15 +91,23 @@ auto with_runtime(std::string_view call, Body&& body, bool start = true) {
   }
 }
 
-// A synchronous collective: `direct` on the communicator while no runtime
-// runs (under the session lock: the communicator is single-threaded),
-// `through_runtime` once it does.
-template <class Direct, class ThroughRuntime>
-void synchronous(std::string_view call, Direct&& direct, ThroughRuntime&& through_runtime) {
+// A synchronous collective: `check` validates the arguments against the
+// world, once, whichever path then runs them; `direct` runs on the
+// communicator while no runtime runs (under the session lock: the
+// communicator is single-threaded), `through_runtime` once it does. A
+// refusal fails before the path is chosen, so it reads the same on both.
+template <class Check, class Direct, class ThroughRuntime>
+void synchronous(std::string_view call, Check&& check, Direct&& direct,
+                 ThroughRuntime&& through_runtime) {
   {
     Session& s = session();
     std::unique_lock lock(s.mu);
     if (!initialized(s)) not_initialized(call);
+    try {
+      check(std::as_const(s.world));
+    } catch (...) {
+      api::rethrow_as_error(call, s.world.rank);
+    }
     if (s.comm) {
       try {
         direct(*s.comm);
@@ -257,44 +266,35 @@ int cross_size() {
 // ------------------------------------------------------------ synchronous
 
 void allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
-  auto check = [&] {
-    api::check_dtype(dtype);
-    api::check_op(op);
-    api::check_count(count, dtype, "count");
-    api::check_buffer(send, count, "send");
-    api::check_buffer(recv, count, "recv");
-  };
   synchronous(
       "allreduce",
-      [&](core::Communicator& c) {
-        check();
-        core::allreduce(c, send, recv, count, dtype, op);
+      [&](const core::World&) {
+        api::check_dtype(dtype);
+        api::check_op(op);
+        api::check_count(count, dtype, "count");
+        api::check_buffer(send, count, "send");
+        api::check_buffer(recv, count, "recv");
       },
+      [&](core::Communicator& c) { core::allreduce(c, send, recv, count, dtype, op); },
       [&](Runtime& rt) {
-        check();
         rt.synchronize(rt.enqueue_allreduce(sync_name("allreduce"), send, recv,
                                             {static_cast<int64_t>(count)}, dtype, op));
       });
 }
 
 void allgather(const void* send, void* recv, std::span<const size_t> recv_counts, DataType dtype) {
+  size_t total = 0;
   synchronous(
       "allgather",
-      [&](core::Communicator& c) {
+      [&](const core::World& w) {
         api::check_dtype(dtype);
-        const size_t total =
-            api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
-        api::check_buffer(send, recv_counts[c.rank()], "send");
+        total = api::check_counts(recv_counts, w.size, dtype_size(dtype), "recv_counts");
+        api::check_buffer(send, recv_counts[w.rank], "send");
         api::check_buffer(recv, total, "recv");
-        core::allgather(c, send, recv, recv_counts, dtype);
       },
+      [&](core::Communicator& c) { core::allgather(c, send, recv, recv_counts, dtype); },
       [&](Runtime& rt) {
-        api::check_dtype(dtype);
-        const size_t total =
-            api::check_counts(recv_counts, rt.size(), dtype_size(dtype), "recv_counts");
         const size_t mine = recv_counts[rt.rank()];
-        api::check_buffer(send, mine, "send");
-        api::check_buffer(recv, total, "recv");
         core::runtime::Result r = rt.synchronize(rt.enqueue_allgather(
             sync_name("allgather"), send, {static_cast<int64_t>(mine)}, dtype));
         if (r.data.size() != total * dtype_size(dtype)) {
@@ -309,18 +309,14 @@ void allgather(const void* send, void* recv, std::span<const size_t> recv_counts
 void broadcast(void* buffer, size_t count, DataType dtype, int root) {
   synchronous(
       "broadcast",
-      [&](core::Communicator& c) {
+      [&](const core::World& w) {
         api::check_dtype(dtype);
-        api::check_root(root, c.size());
+        api::check_root(root, w.size);
         api::check_count(count, dtype, "count");
         api::check_buffer(buffer, count, "buffer");
-        core::broadcast(c, buffer, count, dtype, root);
       },
+      [&](core::Communicator& c) { core::broadcast(c, buffer, count, dtype, root); },
       [&](Runtime& rt) {
-        api::check_dtype(dtype);
-        api::check_root(root, rt.size());
-        api::check_count(count, dtype, "count");
-        api::check_buffer(buffer, count, "buffer");
         rt.synchronize(rt.enqueue_broadcast(sync_name("broadcast"), buffer,
                                             {static_cast<int64_t>(count)}, dtype, root));
       });
@@ -328,25 +324,20 @@ void broadcast(void* buffer, size_t count, DataType dtype, int root) {
 
 void reducescatter(const void* send, void* recv, std::span<const size_t> recv_counts,
                    DataType dtype, ReduceOp op) {
+  size_t total = 0;
   synchronous(
       "reducescatter",
-      [&](core::Communicator& c) {
+      [&](const core::World& w) {
         api::check_dtype(dtype);
         api::check_op(op);
-        const size_t total =
-            api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
+        total = api::check_counts(recv_counts, w.size, dtype_size(dtype), "recv_counts");
         api::check_buffer(send, total, "send");
-        api::check_buffer(recv, recv_counts[c.rank()], "recv");
-        core::reducescatter(c, send, recv, recv_counts, dtype, op);
+        api::check_buffer(recv, recv_counts[w.rank], "recv");
       },
+      [&](core::Communicator& c) { core::reducescatter(c, send, recv, recv_counts, dtype, op); },
       [&](Runtime& rt) {
-        api::check_dtype(dtype);
-        api::check_op(op);
         const int n = rt.size();
-        const size_t total = api::check_counts(recv_counts, n, dtype_size(dtype), "recv_counts");
         const size_t mine = recv_counts[rt.rank()];
-        api::check_buffer(send, total, "send");
-        api::check_buffer(recv, mine, "recv");
         const size_t es = dtype_size(dtype);
         // The runtime splits as Horovod does (total/size, one more for the first
         // total%size ranks). Other splits reduce the whole and keep this rank's
@@ -378,26 +369,21 @@ void reducescatter(const void* send, void* recv, std::span<const size_t> recv_co
 
 void alltoall(const void* send, std::span<const size_t> send_counts, void* recv,
               std::span<const size_t> recv_counts, DataType dtype) {
+  size_t sent = 0;
+  size_t received = 0;
   synchronous(
       "alltoall",
-      [&](core::Communicator& c) {
+      [&](const core::World& w) {
         api::check_dtype(dtype);
-        const size_t sent =
-            api::check_counts(send_counts, c.size(), dtype_size(dtype), "send_counts");
-        const size_t received =
-            api::check_counts(recv_counts, c.size(), dtype_size(dtype), "recv_counts");
+        sent = api::check_counts(send_counts, w.size, dtype_size(dtype), "send_counts");
+        received = api::check_counts(recv_counts, w.size, dtype_size(dtype), "recv_counts");
         api::check_buffer(send, sent, "send");
         api::check_buffer(recv, received, "recv");
+      },
+      [&](core::Communicator& c) {
         core::alltoall(c, send, send_counts, recv, recv_counts, dtype);
       },
       [&](Runtime& rt) {
-        api::check_dtype(dtype);
-        const size_t sent =
-            api::check_counts(send_counts, rt.size(), dtype_size(dtype), "send_counts");
-        const size_t received =
-            api::check_counts(recv_counts, rt.size(), dtype_size(dtype), "recv_counts");
-        api::check_buffer(send, sent, "send");
-        api::check_buffer(recv, received, "recv");
         std::vector<int64_t> splits(send_counts.begin(), send_counts.end());
         core::runtime::Result r = rt.synchronize(rt.enqueue_alltoall(
             sync_name("alltoall"), send, {static_cast<int64_t>(sent)}, dtype, std::move(splits)));
@@ -416,7 +402,7 @@ void alltoall(const void* send, std::span<const size_t> send_counts, void* recv,
 
 void barrier() {
   synchronous(
-      "barrier", [](core::Communicator& c) { core::barrier(c); },
+      "barrier", [](const core::World&) {}, [](core::Communicator& c) { core::barrier(c); },
       [](Runtime& rt) { rt.barrier(); });
 }
 

@@ -10,6 +10,7 @@
 #include <new>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ringlet/ringlet.h"
@@ -69,10 +70,32 @@ int query(Query&& q) noexcept {
   return value;
 }
 
-// The C caller hands arbitrary ints; the C++ side validates them, so the
-// casts are safe.
-ringlet::DataType to_dtype(ringlet_dtype d) { return static_cast<ringlet::DataType>(d); }
-ringlet::ReduceOp to_op(ringlet_op op) { return static_cast<ringlet::ReduceOp>(op); }
+// The C enums name the C++ values.
+static_assert(static_cast<int>(ringlet::DataType::kFloat32) == RINGLET_FLOAT32);
+static_assert(static_cast<int>(ringlet::DataType::kFloat64) == RINGLET_FLOAT64);
+static_assert(static_cast<int>(ringlet::DataType::kFloat16) == RINGLET_FLOAT16);
+static_assert(static_cast<int>(ringlet::DataType::kBFloat16) == RINGLET_BFLOAT16);
+static_assert(static_cast<int>(ringlet::DataType::kInt8) == RINGLET_INT8);
+static_assert(static_cast<int>(ringlet::DataType::kUInt8) == RINGLET_UINT8);
+static_assert(static_cast<int>(ringlet::DataType::kInt32) == RINGLET_INT32);
+static_assert(static_cast<int>(ringlet::DataType::kInt64) == RINGLET_INT64);
+static_assert(ringlet::kNumDataTypes == RINGLET_INT64 + 1, "a dtype without a C name");
+static_assert(static_cast<int>(ringlet::ReduceOp::kSum) == RINGLET_SUM);
+static_assert(static_cast<int>(ringlet::ReduceOp::kProd) == RINGLET_PROD);
+static_assert(static_cast<int>(ringlet::ReduceOp::kMin) == RINGLET_MIN);
+static_assert(static_cast<int>(ringlet::ReduceOp::kMax) == RINGLET_MAX);
+static_assert(static_cast<int>(ringlet::ReduceOp::kAvg) == RINGLET_AVG);
+static_assert(ringlet::kNumReduceOps == RINGLET_AVG + 1, "a reduce op without a C name");
+
+// The C caller hands any int. DataType and ReduceOp are fixed on int32_t,
+// so every int is a value they hold (C++ defines the cast), and the C++ API
+// checks it in each call: an unknown value is refused there, as
+// an invalid argument naming the value, the call and the rank.
+static_assert(std::is_same_v<std::underlying_type_t<ringlet::DataType>, int32_t>);
+static_assert(std::is_same_v<std::underlying_type_t<ringlet::ReduceOp>, int32_t>);
+static_assert(sizeof(int) == sizeof(int32_t));
+ringlet::DataType to_dtype(int d) { return static_cast<ringlet::DataType>(d); }
+ringlet::ReduceOp to_op(int op) { return static_cast<ringlet::ReduceOp>(op); }
 
 // Arguments the C caller can get wrong before the C++ API sees them. The
 // rank is named where there is one.
@@ -143,7 +166,7 @@ extern "C" {
 
 const char* ringlet_last_error(void) { return g_last_error.c_str(); }
 
-const char* ringlet_status_string(ringlet_status status) {
+const char* ringlet_status_string(int status) {
   if (status == RINGLET_OK) return "ok";
   return ringlet::to_string(static_cast<ErrorCode>(status));
 }
@@ -202,25 +225,24 @@ int ringlet_cross_size(void) {
   return query([] { return ringlet::cross_size(); });
 }
 
-ringlet_status ringlet_allreduce(const void* send, void* recv, size_t count, ringlet_dtype dtype,
-                                 ringlet_op op) {
+ringlet_status ringlet_allreduce(const void* send, void* recv, size_t count, int dtype, int op) {
   return guarded([&] { ringlet::allreduce(send, recv, count, to_dtype(dtype), to_op(op)); });
 }
 
 ringlet_status ringlet_allgather(const void* send, void* recv, const size_t* recv_counts,
-                                 ringlet_dtype dtype) {
+                                 int dtype) {
   return guarded([&] {
     ringlet::allgather(send, recv, counts_of(recv_counts, "allgather", "recv_counts"),
                        to_dtype(dtype));
   });
 }
 
-ringlet_status ringlet_broadcast(void* buffer, size_t count, ringlet_dtype dtype, int root) {
+ringlet_status ringlet_broadcast(void* buffer, size_t count, int dtype, int root) {
   return guarded([&] { ringlet::broadcast(buffer, count, to_dtype(dtype), root); });
 }
 
 ringlet_status ringlet_reducescatter(const void* send, void* recv, const size_t* recv_counts,
-                                     ringlet_dtype dtype, ringlet_op op) {
+                                     int dtype, int op) {
   return guarded([&] {
     ringlet::reducescatter(send, recv, counts_of(recv_counts, "reducescatter", "recv_counts"),
                            to_dtype(dtype), to_op(op));
@@ -228,7 +250,7 @@ ringlet_status ringlet_reducescatter(const void* send, void* recv, const size_t*
 }
 
 ringlet_status ringlet_alltoall(const void* send, const size_t* send_counts, void* recv,
-                                const size_t* recv_counts, ringlet_dtype dtype) {
+                                const size_t* recv_counts, int dtype) {
   return guarded([&] {
     auto sends = counts_of(send_counts, "alltoall", "send_counts");
     auto recvs = counts_of(recv_counts, "alltoall", "recv_counts");
@@ -241,8 +263,8 @@ ringlet_status ringlet_barrier(void) {
 }
 
 ringlet_status ringlet_allreduce_async(const char* name, const void* send, void* recv, size_t count,
-                                       ringlet_dtype dtype, ringlet_op op, double prescale,
-                                       double postscale, int64_t* handle) {
+                                       int dtype, int op, double prescale, double postscale,
+                                       int64_t* handle) {
   return guarded([&] {
     start_async("allreduce_async", name, handle);
     if (count > static_cast<size_t>(INT64_MAX))
@@ -257,9 +279,9 @@ ringlet_status ringlet_allreduce_async(const char* name, const void* send, void*
 }
 
 ringlet_status ringlet_allreduce_async_ex(const char* name, const void* send, void* recv,
-                                          const int64_t* shape, int ndim, ringlet_dtype dtype,
-                                          ringlet_op op, double prescale, double postscale,
-                                          int process_set, int64_t* handle) {
+                                          const int64_t* shape, int ndim, int dtype, int op,
+                                          double prescale, double postscale, int process_set,
+                                          int64_t* handle) {
   return guarded([&] {
     start_async("allreduce_async_ex", name, handle);
     std::vector<int64_t> dims = shape_of(shape, ndim, "allreduce_async_ex", name);
@@ -271,8 +293,7 @@ ringlet_status ringlet_allreduce_async_ex(const char* name, const void* send, vo
 }
 
 ringlet_status ringlet_allgather_async(const char* name, const void* send, const int64_t* shape,
-                                       int ndim, ringlet_dtype dtype, int process_set,
-                                       int64_t* handle) {
+                                       int ndim, int dtype, int process_set, int64_t* handle) {
   return guarded([&] {
     start_async("allgather_async", name, handle);
     ringlet::Tensor in{const_cast<void*>(send), to_dtype(dtype),
@@ -282,7 +303,7 @@ ringlet_status ringlet_allgather_async(const char* name, const void* send, const
 }
 
 ringlet_status ringlet_broadcast_async(const char* name, void* buffer, const int64_t* shape,
-                                       int ndim, ringlet_dtype dtype, int root, int process_set,
+                                       int ndim, int dtype, int root, int process_set,
                                        int64_t* handle) {
   return guarded([&] {
     start_async("broadcast_async", name, handle);
@@ -292,9 +313,8 @@ ringlet_status ringlet_broadcast_async(const char* name, void* buffer, const int
 }
 
 ringlet_status ringlet_reducescatter_async(const char* name, const void* send, const int64_t* shape,
-                                           int ndim, ringlet_dtype dtype, ringlet_op op,
-                                           double prescale, double postscale, int process_set,
-                                           int64_t* handle) {
+                                           int ndim, int dtype, int op, double prescale,
+                                           double postscale, int process_set, int64_t* handle) {
   return guarded([&] {
     start_async("reducescatter_async", name, handle);
     ringlet::Tensor in{const_cast<void*>(send), to_dtype(dtype),
@@ -305,8 +325,8 @@ ringlet_status ringlet_reducescatter_async(const char* name, const void* send, c
 }
 
 ringlet_status ringlet_alltoall_async(const char* name, const void* send, const int64_t* shape,
-                                      int ndim, ringlet_dtype dtype, const int64_t* splits,
-                                      int nsplits, int process_set, int64_t* handle) {
+                                      int ndim, int dtype, const int64_t* splits, int nsplits,
+                                      int process_set, int64_t* handle) {
   return guarded([&] {
     start_async("alltoall_async", name, handle);
     ringlet::Tensor in{const_cast<void*>(send), to_dtype(dtype),
@@ -327,9 +347,8 @@ ringlet_status ringlet_alltoall_async(const char* name, const void* send, const 
 ringlet_status ringlet_grouped_allreduce_async(int n, const char* const* names,
                                                const void* const* sends, void* const* recvs,
                                                const int64_t* const* shapes, const int* ndims,
-                                               ringlet_dtype dtype, ringlet_op op, double prescale,
-                                               double postscale, int process_set,
-                                               int64_t* handles) {
+                                               int dtype, int op, double prescale, double postscale,
+                                               int process_set, int64_t* handles) {
   return guarded([&] {
     const char* call = "grouped_allreduce_async";
     if (handles == nullptr) bad_argument(call, "handles is null");

@@ -223,14 +223,11 @@ TEST_F(ApiTest, InvalidArgumentsAreRefusedWithTheirName) {
   float x[2] = {1, 2};
   size_t counts[1] = {2};
 
-  EXPECT_EQ(ringlet_allreduce(x, x, 2, static_cast<ringlet_dtype>(42), RINGLET_SUM),
-            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_allreduce(x, x, 2, 42, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown dtype 42"), std::string::npos) << last_error();
   EXPECT_NE(last_error().find("rank 0"), std::string::npos) << last_error();
-  EXPECT_EQ(ringlet_allreduce(x, x, 2, static_cast<ringlet_dtype>(-1), RINGLET_SUM),
-            RINGLET_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(ringlet_allreduce(x, x, 2, RINGLET_FLOAT32, static_cast<ringlet_op>(9)),
-            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_allreduce(x, x, 2, -1, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_allreduce(x, x, 2, RINGLET_FLOAT32, 9), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown reduce op 9"), std::string::npos) << last_error();
 
   EXPECT_EQ(ringlet_allreduce(nullptr, x, 2, RINGLET_FLOAT32, RINGLET_SUM),
@@ -251,8 +248,7 @@ TEST_F(ApiTest, InvalidArgumentsAreRefusedWithTheirName) {
   EXPECT_NE(last_error().find("send_counts is null"), std::string::npos) << last_error();
   EXPECT_EQ(ringlet_allgather(x, nullptr, counts, RINGLET_FLOAT32), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("recv is null"), std::string::npos) << last_error();
-  EXPECT_EQ(ringlet_reducescatter(x, x, counts, RINGLET_FLOAT32, static_cast<ringlet_op>(77)),
-            RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_reducescatter(x, x, counts, RINGLET_FLOAT32, 77), RINGLET_ERR_INVALID_ARGUMENT);
 
   // A refused call leaves the communicator usable.
   EXPECT_EQ(ringlet_allreduce(x, x, 2, RINGLET_FLOAT32, RINGLET_SUM), RINGLET_OK) << last_error();
@@ -346,13 +342,11 @@ TEST_F(ApiTest, AsyncInvalidArgumentsAreRefused) {
   EXPECT_EQ(ringlet_allreduce_async("x", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, nullptr),
             RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("handle is null"), std::string::npos) << last_error();
-  EXPECT_EQ(
-      ringlet_allreduce_async("x", x, x, 2, static_cast<ringlet_dtype>(42), RINGLET_SUM, 1, 1, &h),
-      RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_allreduce_async("x", x, x, 2, 42, RINGLET_SUM, 1, 1, &h),
+            RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown dtype 42"), std::string::npos) << last_error();
-  EXPECT_EQ(
-      ringlet_allreduce_async("x", x, x, 2, RINGLET_FLOAT32, static_cast<ringlet_op>(9), 1, 1, &h),
-      RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ringlet_allreduce_async("x", x, x, 2, RINGLET_FLOAT32, 9, 1, 1, &h),
+            RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown reduce op 9"), std::string::npos) << last_error();
   EXPECT_NE(ringlet_allreduce_async("", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
             RINGLET_OK);
@@ -594,8 +588,7 @@ TEST_F(ApiTest, AsyncCAbiArgumentsAreCheckedBeforeAnythingIsSubmitted) {
   EXPECT_EQ(ringlet_alltoall_async("a", x, shape, 1, RINGLET_INT32, two_splits, 2, 0, &h),
             RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("splits"), std::string::npos) << last_error();
-  EXPECT_EQ(ringlet_allreduce_async_ex("m", x, x, shape, 1, static_cast<ringlet_dtype>(42),
-                                       RINGLET_SUM, 1, 1, 0, &h),
+  EXPECT_EQ(ringlet_allreduce_async_ex("m", x, x, shape, 1, 42, RINGLET_SUM, 1, 1, 0, &h),
             RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown dtype 42"), std::string::npos) << last_error();
 

@@ -30,10 +30,16 @@ typedef enum {
 } ringlet_status;
 
 /* "ok", "invalid argument", "mismatch across ranks", ...; "unknown status" for a value
- * this library does not know. Never null; static storage. */
-const char* ringlet_status_string(ringlet_status status);
+ * this library does not know. Never null; static storage. Takes any int, so
+ * that a code from a newer library (or any other int) can be asked about. */
+const char* ringlet_status_string(int status);
 
-/* Same values as ringlet::DataType and ringlet::ReduceOp. */
+/* Same values as ringlet::DataType and ringlet::ReduceOp. The calls take the
+ * dtype and the op as plain ints, these names being their values: a C enum
+ * holding a value outside its list (a caller's 42) is undefined behaviour in
+ * C++, so every value crosses as an int and the library checks it; an
+ * unknown one is RINGLET_ERR_INVALID_ARGUMENT, and the message names it
+ * ("unknown dtype 42 (expected 0..7: ...)"). */
 typedef enum {
   RINGLET_FLOAT32 = 0,
   RINGLET_FLOAT64 = 1,
@@ -77,24 +83,23 @@ int ringlet_local_size(void);
 int ringlet_cross_rank(void);
 int ringlet_cross_size(void);
 
-ringlet_status ringlet_allreduce(const void* send, void* recv, size_t count, ringlet_dtype dtype,
-                                 ringlet_op op);
+ringlet_status ringlet_allreduce(const void* send, void* recv, size_t count, int dtype, int op);
 /* recv_counts has size() entries. */
 ringlet_status ringlet_allgather(const void* send, void* recv, const size_t* recv_counts,
-                                 ringlet_dtype dtype);
-ringlet_status ringlet_broadcast(void* buffer, size_t count, ringlet_dtype dtype, int root);
+                                 int dtype);
+ringlet_status ringlet_broadcast(void* buffer, size_t count, int dtype, int root);
 ringlet_status ringlet_reducescatter(const void* send, void* recv, const size_t* recv_counts,
-                                     ringlet_dtype dtype, ringlet_op op);
+                                     int dtype, int op);
 ringlet_status ringlet_alltoall(const void* send, const size_t* send_counts, void* recv,
-                                const size_t* recv_counts, ringlet_dtype dtype);
+                                const size_t* recv_counts, int dtype);
 ringlet_status ringlet_barrier(void);
 
 /* The asynchronous API (see ringlet.h). A named allreduce of `count`
  * elements from send into recv (send == recv: in place); *handle receives the
  * handle. send and recv must stay valid until the handle completes. */
 ringlet_status ringlet_allreduce_async(const char* name, const void* send, void* recv, size_t count,
-                                       ringlet_dtype dtype, ringlet_op op, double prescale,
-                                       double postscale, int64_t* handle);
+                                       int dtype, int op, double prescale, double postscale,
+                                       int64_t* handle);
 
 /* The calls below take a tensor as a buffer and an N-d shape (ndim entries of
  * elements per dimension; ndim 0 is a scalar and shape may then be null), and
@@ -106,32 +111,30 @@ ringlet_status ringlet_allreduce_async(const char* name, const void* send, void*
 /* ringlet_allreduce_async with a shape and a process set: the C form of
  * ringlet::allreduce_async. */
 ringlet_status ringlet_allreduce_async_ex(const char* name, const void* send, void* recv,
-                                          const int64_t* shape, int ndim, ringlet_dtype dtype,
-                                          ringlet_op op, double prescale, double postscale,
-                                          int process_set, int64_t* handle);
+                                          const int64_t* shape, int ndim, int dtype, int op,
+                                          double prescale, double postscale, int process_set,
+                                          int64_t* handle);
 /* Members may differ in the first dimension (ndim >= 1); the concatenation
  * (ascending global rank) comes from ringlet_synchronize_result. */
 ringlet_status ringlet_allgather_async(const char* name, const void* send, const int64_t* shape,
-                                       int ndim, ringlet_dtype dtype, int process_set,
-                                       int64_t* handle);
+                                       int ndim, int dtype, int process_set, int64_t* handle);
 /* In place: root's buffer is sent, the others' overwritten. root is a
  * global rank, a member of the set. */
 ringlet_status ringlet_broadcast_async(const char* name, void* buffer, const int64_t* shape,
-                                       int ndim, ringlet_dtype dtype, int root, int process_set,
+                                       int ndim, int dtype, int root, int process_set,
                                        int64_t* handle);
 /* The i-th member receives rows [offset_i, offset_i + n_i) of the reduction,
  * n_i = d0/members (+1 for i < d0 % members), from
  * ringlet_synchronize_result. */
 ringlet_status ringlet_reducescatter_async(const char* name, const void* send, const int64_t* shape,
-                                           int ndim, ringlet_dtype dtype, ringlet_op op,
-                                           double prescale, double postscale, int process_set,
-                                           int64_t* handle);
+                                           int ndim, int dtype, int op, double prescale,
+                                           double postscale, int process_set, int64_t* handle);
 /* splits[i] rows of dim 0 go to the i-th member of the set; nsplits is 0 (an
  * even split; splits may be null) or the number of members. The rows
  * received, and from whom, come from ringlet_synchronize_result. */
 ringlet_status ringlet_alltoall_async(const char* name, const void* send, const int64_t* shape,
-                                      int ndim, ringlet_dtype dtype, const int64_t* splits,
-                                      int nsplits, int process_set, int64_t* handle);
+                                      int ndim, int dtype, const int64_t* splits, int nsplits,
+                                      int process_set, int64_t* handle);
 /* n allreduces that run together, fused atomically: member i is names[i],
  * sends[i] -> recvs[i] with shapes[i] of ndims[i] dimensions. They share
  * dtype, op and scales; handles receives n handles, one per member. Every
@@ -140,8 +143,8 @@ ringlet_status ringlet_alltoall_async(const char* name, const void* send, const 
 ringlet_status ringlet_grouped_allreduce_async(int n, const char* const* names,
                                                const void* const* sends, void* const* recvs,
                                                const int64_t* const* shapes, const int* ndims,
-                                               ringlet_dtype dtype, ringlet_op op, double prescale,
-                                               double postscale, int process_set, int64_t* handles);
+                                               int dtype, int op, double prescale, double postscale,
+                                               int process_set, int64_t* handles);
 /* *done = 1 once the handle completed (done or failed), else 0. */
 ringlet_status ringlet_poll(int64_t handle, int* done);
 /* Waits up to timeout_seconds (>= 0) for the handle to complete;
