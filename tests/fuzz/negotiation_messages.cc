@@ -9,10 +9,10 @@
 // decode is refused with std::runtime_error, which ends negotiation, as it
 // does in the runtime.
 //
-// Checked besides "no crash": a message that decodes encodes back to the same
-// bytes (the two flag bits aside from the first byte's unused ones), and every
-// response names at least one tensor and carries one metadata per name unless
-// it is an error.
+// Checked besides "no crash": a message that decodes names only collectives,
+// data types and ops that exist, and encodes back to the same bytes (but for
+// the first byte's unused bits); every response names at least one tensor and
+// carries one metadata per name unless it is an error.
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
@@ -54,6 +54,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         messages[r] = decode(text);
       } catch (const std::runtime_error&) {
         return 0;
+      }
+      for (const Metadata& md : messages[r].ready) {
+        check(md.kind <= CollectiveKind::kAlltoall && ringlet::is_valid(md.dtype) &&
+              ringlet::is_valid(md.op));
       }
       if (!text.empty()) {
         std::string again = encode(messages[r]);
