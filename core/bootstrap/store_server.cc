@@ -297,7 +297,15 @@ void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
         }
         value = *parsed;
       }
-      value += request.delta;
+      int64_t sum = 0;
+      if (__builtin_add_overflow(value, request.delta, &sum)) {
+        const std::string why = "ADD of " + std::to_string(request.delta) + " to key '" + key +
+                                "' overflows its value " + std::to_string(value);
+        reply(id, wire::Op::kError, std::span(reinterpret_cast<const uint8_t*>(why.data()),
+                                              why.size()));
+        return;
+      }
+      value = sum;
       const std::string text = std::to_string(value);
       data[key].assign(text.begin(), text.end());
       std::vector<uint8_t> out;
