@@ -43,8 +43,8 @@ struct Stream {
 };
 
 std::mutex g_mu;
-std::map<int, Stream> g_open;       // by file descriptor
-std::vector<Stream> g_closed;       // in the order they closed
+std::map<int, Stream> g_open;  // by file descriptor
+std::vector<Stream> g_closed;  // in the order they closed
 bool g_recording = true;
 
 template <class F>
@@ -127,12 +127,13 @@ struct Writer {
     fs::create_directories(root / target);
     std::ofstream(root / target / ("rank" + std::to_string(rank) + "-" + std::to_string(n)),
                   std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   }
 };
 
 struct Frame {
-  std::vector<uint8_t> wire;     // header and payload, as they arrived
+  std::vector<uint8_t> wire;  // header and payload, as they arrived
   std::vector<uint8_t> payload;
 };
 
@@ -170,7 +171,8 @@ void write_seeds(Writer& w, const std::vector<Stream>& streams) {
       // The store's traffic: a client sees the hello ("RLS1") first.
       const bool client = r.size() >= 4 && std::memcmp(r.data(), "RLS1", 4) == 0;
       std::vector<uint8_t> seed{static_cast<uint8_t>((client ? 0x10 : 0) | 0x0e | 1)};
-      seed.insert(seed.end(), r.begin(), r.begin() + static_cast<ptrdiff_t>(std::min<size_t>(r.size(), 4000)));
+      seed.insert(seed.end(), r.begin(),
+                  r.begin() + static_cast<ptrdiff_t>(std::min<size_t>(r.size(), 4000)));
       w.write("store_frames", seed);
       seed[0] = static_cast<uint8_t>((client ? 0x10 : 0) | 1);  // the same, a byte at a time
       w.write("store_frames", seed);
@@ -266,21 +268,22 @@ void workload() {
   splits[0] = 2 * size - (size - 1);
   ringlet::synchronize(ringlet::alltoall_async("a2a", tensor(c, {2 * size, 3}), splits));
   std::vector<float> g1(9, 1.0f), g2(4, 1.0f);
-  for (int64_t h : ringlet::grouped_allreduce_async(
-           {"group.a", "group.b"}, {tensor(g1, {9}), tensor(g2, {4})},
-           {tensor(g1, {9}), tensor(g2, {4})}))
+  for (int64_t h :
+       ringlet::grouped_allreduce_async({"group.a", "group.b"}, {tensor(g1, {9}), tensor(g2, {4})},
+                                        {tensor(g1, {9}), tensor(g2, {4})}))
     ringlet::synchronize(h);
   try {  // a shape that differs between ranks: an error on every rank
     std::vector<float> m(2 + rank, 1.0f);
-    ringlet::synchronize(ringlet::allreduce_async("mismatch", tensor(m, {2 + rank}),
-                                                  tensor(m, {2 + rank})));
+    ringlet::synchronize(
+        ringlet::allreduce_async("mismatch", tensor(m, {2 + rank}), tensor(m, {2 + rank})));
   } catch (const ringlet::Error&) {
   }
   // Many names in one cycle: a message longer than its slot.
   std::vector<std::vector<float>> many(24, std::vector<float>(3, 1.0f));
   std::vector<int64_t> handles;
   for (size_t i = 0; i < many.size(); ++i) {
-    const std::string name = "model.encoder.layer." + std::to_string(i) + ".attention.output.weight";
+    const std::string name =
+        "model.encoder.layer." + std::to_string(i) + ".attention.output.weight";
     handles.push_back(ringlet::allreduce_async(name, tensor(many[i], {3}), tensor(many[i], {3})));
   }
   for (int64_t h : handles) ringlet::synchronize(h);

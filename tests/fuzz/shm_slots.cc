@@ -74,8 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       while (!input.empty()) {
         const uint64_t tail = channel->tail.load(std::memory_order_acquire);
-        const uint64_t publish = std::min<uint64_t>(1 + input.u8() % shm::kSlots,
-                                                    shm::kSlots - (head - tail));
+        const uint64_t publish =
+            std::min<uint64_t>(1 + input.u8() % shm::kSlots, shm::kSlots - (head - tail));
         for (uint64_t i = 0; i < publish; ++i) {
           const uint64_t message = input.u32();
           const uint64_t chunk = input.u32();

@@ -73,9 +73,9 @@ bool server_takes(wire::Channel& in, std::vector<uint8_t>& rx) {
     try {
       const wire::Request r = wire::parse_request(d.frame);
       check(r.key.size() <= wire::kMaxKey);
-      check(r.value.empty() || (r.value.data() >= d.frame.payload.data() &&
-                                r.value.data() + r.value.size() <=
-                                    d.frame.payload.data() + d.frame.payload.size()));
+      check(r.value.empty() ||
+            (r.value.data() >= d.frame.payload.data() &&
+             r.value.data() + r.value.size() <= d.frame.payload.data() + d.frame.payload.size()));
     } catch (const wire::BadRequest&) {
       return false;
     }
@@ -94,8 +94,7 @@ struct ClientSide {
     if (!hello_done) {
       if (rx.size() < wire::kHelloBytes) return true;
       if (!std::equal(wire::kMagic.begin(), wire::kMagic.end(), rx.begin())) return false;
-      std::copy(rx.begin() + wire::kMagic.size(), rx.begin() + wire::kHelloBytes,
-                in.nonce.begin());
+      std::copy(rx.begin() + wire::kMagic.size(), rx.begin() + wire::kHelloBytes, in.nonce.begin());
       rx.erase(rx.begin(), rx.begin() + wire::kHelloBytes);
       hello_done = true;
     }
