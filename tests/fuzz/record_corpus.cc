@@ -11,6 +11,8 @@
 //                          store read them, the store's replies as a client did;
 //   tcp_frames/            runs of data-link frames (headers and payloads);
 //   shm_slots/             the same runs' sizes, as a shm sender's slot headers;
+//   tcp_handshake/         the data link's handshake frames (where the link
+//                          authenticates with handshake.h's frames);
 //   negotiation_messages/  runs of the messages other ranks sent in negotiation.
 // Every byte is caught where it enters the process: this program defines
 // recv, recvmsg and close, which the library's calls reach before libc's.
@@ -112,6 +114,7 @@ constexpr uint64_t kData = 0x52474c44;
 constexpr size_t kSlotBytes = 1024;
 constexpr size_t kSlotPayload = kSlotBytes - 4;
 constexpr size_t kMaxSeedFrame = 4096;
+constexpr size_t kHandshakeFrame = 112;
 // Seeds stay small: a few KiB, a few dozen per target.
 constexpr size_t kMaxSeedBytes = 4096;
 
@@ -176,6 +179,19 @@ void write_seeds(Writer& w, const std::vector<Stream>& streams) {
       w.write("store_frames", seed);
       seed[0] = static_cast<uint8_t>((client ? 0x10 : 0) | 1);  // the same, a byte at a time
       w.write("store_frames", seed);
+    }
+    // The data link's handshake (handshake.h): fixed-size frames read
+    // through recv() before the link's first data frame. Seed: the step that
+    // checks the frame's kind, flags (sign; two ranks; this rank), the frame.
+    for (size_t at = 0; !s.by_recvmsg.empty() && r.size() - at >= kHandshakeFrame;
+         at += kHandshakeFrame) {
+      if (std::memcmp(r.data() + at, "RLTH", 4) != 0) break;
+      const int kind = r[at + 6] | (r[at + 7] << 8);  // 1 HELLO ... 4 WELCOME
+      std::vector<uint8_t> seed{static_cast<uint8_t>(kind - 1),
+                                static_cast<uint8_t>(1 | (1 << 1) | (w.rank << 4))};
+      seed.insert(seed.end(), r.begin() + static_cast<ptrdiff_t>(at),
+                  r.begin() + static_cast<ptrdiff_t>(at + kHandshakeFrame));
+      w.write("tcp_handshake", seed);
     }
     const std::vector<Frame> frames = frames_of(s.by_recvmsg);
     // Runs of up to four frames, each run a seed: flags, sizes, bytes.
