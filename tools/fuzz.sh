@@ -22,10 +22,14 @@ declare -A max_len=(
   [negotiation_messages]=8192  # a few cycles of 1-4 ranks' messages
   [tcp_frames]=4096            # 24-byte headers and payloads of up to 4 KiB
   [shm_slots]=1024             # rounds of up to eight 8-byte slot headers
-  # [tcp_handshake]=...        # the data link's handshake parser, once it has a target
+  [tcp_handshake]=256          # one 112-byte handshake frame and two bytes of set-up
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(store_frames negotiation_messages tcp_frames shm_slots)
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(store_frames negotiation_messages tcp_frames shm_slots)
+  # The data link's handshake, where its pure parser is in the tree.
+  [ -f transport/tcp/handshake.cc ] && targets+=(tcp_handshake)
+fi
 
 # libFuzzer's runtime comes with clang's compiler-rt; Debian ships it apart.
 need=()
