@@ -285,22 +285,17 @@ void StoreServer::Impl::on_readable(uint64_t id) {
 }
 
 void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
-  std::string key;
-  std::span<const uint8_t> rest;
-  const bool known =
-      frame.op == wire::Op::kSet || frame.op == wire::Op::kGet || frame.op == wire::Op::kAdd ||
-      frame.op == wire::Op::kTryGet;
-  if (!known) {
-    refuse(id, "unknown op " + std::to_string(static_cast<int>(frame.op)));
+  wire::Request request;
+  try {
+    request = wire::parse_request(frame);
+  } catch (const wire::BadRequest& e) {
+    refuse(id, e.what());
     return;
   }
-  if (!wire::split_key(frame.payload, key, rest)) {
-    refuse(id, "malformed key in the payload");
-    return;
-  }
-  switch (frame.op) {
+  const std::string& key = request.key;
+  switch (request.op) {
     case wire::Op::kSet:
-      data[key].assign(rest.begin(), rest.end());
+      data[key].assign(request.value.begin(), request.value.end());
       reply(id, wire::Op::kOk, {});
       stored(key);
       return;
@@ -322,11 +317,6 @@ void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
       return;
     }
     case wire::Op::kAdd: {
-      if (rest.size() != 8) {
-        refuse(id, "ADD of '" + key + "' carries " + std::to_string(rest.size()) +
-                       " bytes of delta, not 8");
-        return;
-      }
       int64_t value = 0;
       if (auto it = data.find(key); it != data.end()) {
         const auto parsed = parse_int64(std::string(it->second.begin(), it->second.end()));
@@ -338,7 +328,15 @@ void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
         }
         value = *parsed;
       }
-      value += static_cast<int64_t>(wire::get_u64(rest.data()));
+      int64_t sum = 0;
+      if (__builtin_add_overflow(value, request.delta, &sum)) {
+        const std::string why = "ADD of " + std::to_string(request.delta) + " to key '" + key +
+                                "' overflows its value " + std::to_string(value);
+        reply(id, wire::Op::kError, std::span(reinterpret_cast<const uint8_t*>(why.data()),
+                                              why.size()));
+        return;
+      }
+      value = sum;
       const std::string text = std::to_string(value);
       data[key].assign(text.begin(), text.end());
       std::vector<uint8_t> out;

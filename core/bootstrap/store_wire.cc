@@ -105,4 +105,23 @@ bool split_key(std::span<const uint8_t> payload, std::string& key, std::span<con
   return true;
 }
 
+Request parse_request(const Frame& frame) {
+  Request r;
+  r.op = frame.op;
+  if (r.op != Op::kSet && r.op != Op::kGet && r.op != Op::kAdd && r.op != Op::kTryGet) {
+    throw BadRequest("unknown op " + std::to_string(static_cast<int>(frame.op)));
+  }
+  std::span<const uint8_t> rest;
+  if (!split_key(frame.payload, r.key, rest)) throw BadRequest("malformed key in the payload");
+  if (r.op == Op::kSet) r.value = rest;
+  if (r.op == Op::kAdd) {
+    if (rest.size() != 8) {
+      throw BadRequest("ADD of '" + r.key + "' carries " + std::to_string(rest.size()) +
+                       " bytes of delta, not 8");
+    }
+    r.delta = static_cast<int64_t>(get_u64(rest.data()));
+  }
+  return r;
+}
+
 }  // namespace ringlet::core::bootstrap::wire

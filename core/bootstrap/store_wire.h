@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,26 @@ struct Decoded {
 // header is in, without waiting for the body. With `accept_refusal`, a
 // kRefused frame passes unauthenticated (clients use this to report why).
 Decoded decode(Channel& channel, std::span<const uint8_t> buffer, bool accept_refusal = false);
+
+// A request as the server reads it from an authenticated frame: kSet carries
+// key | value, kGet and kTryGet a key (anything after it is ignored), kAdd
+// key | delta i64.
+struct Request {
+  Op op{};
+  std::string key;
+  std::span<const uint8_t> value;  // kSet; a view into the frame's payload
+  int64_t delta = 0;               // kAdd
+};
+
+// A frame that authenticated but does not hold a request the server knows.
+class BadRequest : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Reads `frame` (which must outlive the result). Throws BadRequest naming
+// what is wrong: an unknown op, a malformed key, an ADD whose delta is not
+// 8 bytes.
+Request parse_request(const Frame& frame);
 
 // Payload helpers: a key is u32 length | bytes.
 void put_u32(std::vector<uint8_t>& out, uint32_t v);

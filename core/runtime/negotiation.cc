@@ -44,6 +44,45 @@ std::string encode(const RankMessage& m) {
   return out;
 }
 
+namespace {
+
+// What a rank checks of its own request at submission, checked again of every
+// other rank's as it arrives: an enum out of range, a negative dimension, a
+// size beyond int64 or splits that do not add up would otherwise travel into
+// the collective's arithmetic.
+void check_arrived(const Metadata& m) {
+  auto bad = [&](const std::string& what) {
+    throw std::runtime_error("malformed negotiation message: tensor '" + m.name + "' " + what);
+  };
+  if (static_cast<uint8_t>(m.kind) > static_cast<uint8_t>(CollectiveKind::kAlltoall)) {
+    bad("has collective kind " + std::to_string(static_cast<int>(m.kind)));
+  }
+  if (!is_valid(m.dtype)) bad("has data type " + std::to_string(static_cast<int>(m.dtype)));
+  if (!is_valid(m.op)) bad("has reduction op " + std::to_string(static_cast<int>(m.op)));
+  // Every partial product of the shape (elements(), row_elements()) fits
+  // when the product of the non-zero dimensions, in bytes, does.
+  int64_t bytes = static_cast<int64_t>(dtype_size(m.dtype));
+  for (int64_t d : m.shape) {
+    if (d < 0 || (d > 0 && bytes > INT64_MAX / d)) bad("has shape " + shape_string(m.shape));
+    if (d > 0) bytes *= d;
+  }
+  if (m.kind != CollectiveKind::kAllreduce && m.kind != CollectiveKind::kBroadcast &&
+      m.shape.empty()) {
+    bad("is a scalar, which " + std::string(to_string(m.kind)) + " cannot take");
+  }
+  if (m.kind == CollectiveKind::kAlltoall) {
+    int64_t sum = 0;
+    for (int64_t s : m.splits) {
+      if (s < 0 || s > m.shape[0] - sum) bad("has splits " + shape_string(m.splits));
+      sum += s;
+    }
+    if (sum != m.shape[0]) bad("has splits " + shape_string(m.splits));
+  }
+  if (m.group_size < 0) bad("has group size " + std::to_string(m.group_size));
+}
+
+}  // namespace
+
 RankMessage decode(std::string_view bytes) {
   RankMessage m;
   if (bytes.empty()) return m;
@@ -53,7 +92,10 @@ RankMessage decode(std::string_view bytes) {
   uint32_t n;
   std::memcpy(&n, bytes.data() + 1, sizeof n);
   size_t at = 5;
-  for (uint32_t i = 0; i < n; ++i) m.ready.push_back(deserialize(bytes, at));
+  for (uint32_t i = 0; i < n; ++i) {
+    m.ready.push_back(deserialize(bytes, at));
+    check_arrived(m.ready.back());
+  }
   uint32_t a;
   if (at + sizeof a > bytes.size()) throw std::runtime_error("truncated negotiation message");
   std::memcpy(&a, bytes.data() + at, sizeof a);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <thread>
 
 #include "tests/common/forked_ranks.h"
@@ -63,6 +64,20 @@ TEST(Store, AddToTextIsAnErrorNotARefusal) {
     EXPECT_NE(std::string(e.what()).find("'word'"), std::string::npos) << e.what();
   }
   EXPECT_EQ(c.add("count", 1), 1);  // the connection still works
+  EXPECT_EQ(server.refused(), 0u);
+}
+
+TEST(Store, AddThatOverflowsIsAnErrorAndKeepsTheValue) {
+  StoreServer server(0, kSecret);
+  StoreClient c(at(server.port()), kSecret, 2, Clock::now() + 5s);
+  EXPECT_EQ(c.add("n", INT64_MAX), INT64_MAX);
+  try {
+    c.add("n", 1);
+    FAIL() << "an add past INT64_MAX succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c.add("n", 0), INT64_MAX);
   EXPECT_EQ(server.refused(), 0u);
 }
 

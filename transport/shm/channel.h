@@ -33,6 +33,13 @@ struct SlotHeader {
   uint64_t chunk_bytes;
 };
 
+// The peer writes the header into memory this rank maps, so a receiver trusts
+// its chunk size only once it fits both the slot and what is left of the
+// posted receive (`posted` bytes, `done` of them copied already).
+inline bool chunk_fits(const SlotHeader& h, uint64_t posted, uint64_t done) {
+  return h.chunk_bytes <= kSlotBytes && done <= posted && h.chunk_bytes <= posted - done;
+}
+
 struct ChannelControl {
   alignas(64) std::atomic<uint64_t> head;  // chunks published (sender writes)
   alignas(64) std::atomic<uint64_t> tail;  // chunks consumed (receiver writes)

@@ -78,6 +78,7 @@ bool ShmPair::progress() {
   if (!failure_.empty()) return false;
   bool moved = pump_sends();
   moved |= pump_recvs();
+  if (lost_) throw PeerLost(peer(), failure_);
   if (moved) {
     // One ring per call, not per chunk: the peer re-reads both counters.
     ring(peer_page_->bell);
@@ -148,6 +149,16 @@ bool ShmPair::pump_recvs() {
       fail_all(why);
       return true;  // progress() rings the peer so it sees the flag
     }
+    if (!chunk_fits(h, r.bytes, recv_done_)) {
+      // Not what a sender writes: the channel can no longer be trusted.
+      lost_ = true;
+      failure_ = prefix() + "corrupt message from rank " + std::to_string(peer()) +
+                 " over shm: a chunk of " + std::to_string(h.chunk_bytes) +
+                 " bytes where at most " +
+                 std::to_string(std::min<uint64_t>(kSlotBytes, r.bytes - recv_done_)) + " fit";
+      fail_all(failure_);
+      return true;  // progress() throws PeerLost
+    }
     if (h.chunk_bytes > 0) {
       std::memcpy(r.data + recv_done_, in_data_ + slot * kSlotBytes, h.chunk_bytes);
     }
@@ -191,6 +202,7 @@ void ShmPair::check_alive() {
 // closed first does not fail a rank that got everything it needed.
 void ShmPair::peer_gone(const std::string& how) {
   if (pump_recvs()) ring(peer_page_->bell);
+  if (lost_) throw PeerLost(peer(), failure_);  // what it left was corrupt
   peer_left_ = true;
   failure_ = prefix() + "connection to rank " + std::to_string(peer()) + " closed: rank " +
              std::to_string(peer()) + " " + how;
