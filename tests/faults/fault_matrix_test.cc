@@ -144,6 +144,10 @@ Expect killed(const std::string& collective) {
 TEST(FaultMatrix, KilledDuringAllgather) { check(killed("allgather")); }
 TEST(FaultMatrix, KilledDuringBroadcast) { check(killed("broadcast")); }
 TEST(FaultMatrix, KilledDuringAlltoall) { check(killed("alltoall")); }
+// The same through the blocking calls, which run without the runtime.
+TEST(FaultMatrix, KilledDuringBlockingAllgather) { check(killed("sync-allgather")); }
+TEST(FaultMatrix, KilledDuringBlockingBroadcast) { check(killed("sync-broadcast")); }
+TEST(FaultMatrix, KilledDuringBlockingAlltoall) { check(killed("sync-alltoall")); }
 
 // A rank that ends between collectives: the others' next collective fails
 // naming it, whether it shut down first or not.

@@ -7,6 +7,8 @@
 // Cases, the culprit's part:
 //   kill-allgather, kill-broadcast, kill-alltoall: SIGKILL after submitting a
 //       step of that collective, while the others are inside it;
+//   kill-sync-allgather, ...: SIGKILL instead of a blocking call of it, which
+//       the others make (the direct path, without the runtime);
 //   exit: returns from main between collectives without shutdown();
 //   exit-shutdown: the same after shutdown();
 //   stop: SIGSTOP after submitting a step (only the deadline can tell);
@@ -80,6 +82,24 @@ std::vector<int64_t> submit(const std::string& kind, int step, int rank, int siz
   return h;
 }
 
+// One blocking call of `kind` (before any asynchronous call, these take the
+// direct path, without the runtime).
+void blocking(const std::string& kind, int step, int size, std::vector<float>& in,
+              std::vector<float>& out) {
+  const size_t n = in.size();
+  if (kind == "allgather") {
+    std::vector<size_t> counts(static_cast<size_t>(size), n / size);
+    ringlet::allgather(in.data(), out.data(), counts, ringlet::DataType::kFloat32);
+  } else if (kind == "broadcast") {
+    ringlet::broadcast(in.data(), n, ringlet::DataType::kFloat32, step % size);
+  } else if (kind == "alltoall") {
+    std::vector<size_t> counts(static_cast<size_t>(size), n / size);
+    ringlet::alltoall(in.data(), counts, out.data(), counts, ringlet::DataType::kFloat32);
+  } else {
+    ringlet::allreduce(in.data(), out.data(), n, ringlet::DataType::kFloat32);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,6 +143,20 @@ int main(int argc, char** argv) {
 
   std::string kind = "allreduce";
   if (what.rfind("kill-", 0) == 0) kind = what.substr(5);
+  if (kind.rfind("sync-", 0) == 0) {
+    kind = kind.substr(5);
+    std::vector<float> in(kRows * kWidth, 1.0f), out(in.size());
+    for (int step = 0; step < kSteps; ++step) {
+      if (rank == culprit && step == kCulpritStep) ::raise(SIGKILL);
+      began = Clock::now();
+      try {
+        blocking(kind, step, size, in, out);
+      } catch (const ringlet::Error& e) {
+        return report(rank, began, e);
+      }
+    }
+    return 4;
+  }
   std::vector<std::vector<float>> bufs(4, std::vector<float>(kRows * kWidth, 1.0f));
   for (int step = 0; step < kSteps; ++step) {
     began = Clock::now();
