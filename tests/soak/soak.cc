@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "checker.h"
 #include "plan.h"
 #include "reference.h"
 #include "ringlet/ringlet.h"
@@ -48,56 +49,16 @@ struct Options {
   bool verbose = false;
 };
 
-// A buffer of one tensor, placed at a random whole-element offset from its
-// allocation's start, as a view into a larger tensor would be.
-class Buffer {
- public:
-  Buffer(size_t bytes, size_t offset) : storage_(bytes + offset), offset_(offset) {}
-  void* data() { return storage_.data() + offset_; }
-  const void* data() const { return storage_.data() + offset_; }
-
- private:
-  std::vector<std::byte> storage_;
-  size_t offset_;
-};
-
-// A 64-bit digest that every rank can fold in the same order.
-struct Digest {
-  uint64_t h = 0x6a09e667f3bcc908ULL;
-  void add(uint64_t v) { h = mix(h ^ v) + 0x9e3779b97f4a7c15ULL; }
-  void add(const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, b + i, 8);
-      add(w);
-    }
-    uint64_t tail = n;
-    for (; i < n; ++i) tail = (tail << 8) | b[i];
-    add(tail);
-  }
-};
-
-struct Totals {
-  int64_t collectives = 0;
-  int64_t bytes_checked = 0;
-  int64_t wrong = 0;
-};
-
-// One collective of a batch on this rank: its buffers and handles.
-struct Live {
-  const Collective* c = nullptr;
-  std::vector<Buffer> inputs;   // one per tensor
-  std::vector<Buffer> outputs;  // allreduce out of place, blocking calls
-  std::vector<int64_t> handles;
-  std::vector<ringlet::Result> results;
-};
-
 class Soak {
  public:
   Soak(Options o, int rank, int size)
-      : opt_(o), rank_(rank), size_(size), planner_(o.seed, with_world(o.plan, size)) {}
+      : opt_(o),
+        rank_(rank),
+        size_(size),
+        planner_(o.seed, with_world(o.plan, size)),
+        checker_(rank),
+        totals_(checker_.totals()),
+        digest_(checker_.digest()) {}
 
   int run();
 
@@ -111,37 +72,18 @@ class Soak {
   void prepare(Live& l);
   void submit(Live& l);
   void call_blocking(Live& l);
-  void check(Live& l, int64_t batch);
-  void compare(const Live& l, int tensor, const void* out, uint64_t elements, int64_t batch);
-  void input_untouched(const Live& l, int tensor, int64_t batch);
-  void fold_plan(const Collective& c);
-  void note(const Collective& c, int64_t batch, const std::string& what);
 
   Options opt_;
   int rank_;
   int size_;
   Planner planner_;
-  Totals totals_;
-  Digest digest_;
-  int notes_ = 0;
+  Checker checker_;
+  Totals& totals_;
+  Digest& digest_;
 };
 
 ringlet::Tensor tensor_of(const Collective& c, void* data, int64_t rows) {
   return ringlet::Tensor{data, c.dtype, {rows, c.width}, -1};
-}
-
-void Soak::note(const Collective& c, int64_t batch, const std::string& what) {
-  // The first few wrong elements are enough to start from; the count tells the rest.
-  if (notes_++ >= 20) return;
-  std::string names;
-  for (const auto& n : c.names) names += (names.empty() ? "" : ",") + n;
-  std::fprintf(stderr,
-               "soak rank %d: batch %" PRId64 " %s%s '%s' set %d dtype %s op %s rows0 %" PRId64
-               " width %" PRId64 ": %s\n",
-               rank_, batch, c.synchronous ? "blocking " : "", to_string(c.kind), names.c_str(),
-               c.set, std::string(ringlet::to_string(c.dtype)).c_str(),
-               std::string(ringlet::to_string(c.op)).c_str(), c.rows.empty() ? 0 : c.rows[0],
-               c.width, what.c_str());
 }
 
 // Phase 0: blocking calls only; 1: everything; 2: stop. Every rank takes the
@@ -178,15 +120,6 @@ void Soak::apply(const SetChange& s) {
                  rank_, id);
     ++totals_.wrong;
   }
-}
-
-void Soak::fold_plan(const Collective& c) {
-  digest_.add(static_cast<uint64_t>(c.kind) | uint64_t{c.synchronous} << 8 |
-              static_cast<uint64_t>(c.dtype) << 16 | static_cast<uint64_t>(c.op) << 24 |
-              static_cast<uint64_t>(c.set) << 32);
-  digest_.add(c.seed);
-  for (int64_t r : c.rows) digest_.add(static_cast<uint64_t>(r));
-  for (const auto& n : c.names) digest_.add(n.data(), n.size());
 }
 
 void Soak::prepare(Live& l) {
@@ -321,119 +254,6 @@ void Soak::call_blocking(Live& l) {
   }
 }
 
-// Elements [first, first + n) of a buffer of dtype t, as doubles.
-void load_values(DataType t, const void* p, uint64_t first, size_t n, double* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = load(t, p, first + i);
-}
-
-constexpr size_t kChunk = 4096;
-
-void Soak::compare(const Live& l, int tensor, const void* out, uint64_t elements, int64_t batch) {
-  const Collective& c = *l.c;
-  const Expected x(c, tensor, rank_);
-  if (elements != x.elements) {
-    note(c, batch, "returned " + std::to_string(elements) + " elements, expected " +
-                       std::to_string(x.elements));
-    totals_.wrong += static_cast<int64_t>(std::max(elements, x.elements));
-    return;
-  }
-  int64_t wrong = 0;
-  std::vector<double> want(kChunk), got(kChunk);
-  for (uint64_t first = 0; first < elements; first += kChunk) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, elements - first));
-    x.values(first, n, want.data());
-    load_values(c.dtype, out, first, n, got.data());
-    for (size_t i = 0; i < n; ++i) {
-      if (close_enough(c, want[i], got[i])) continue;
-      if (wrong++ < 3) {
-        note(c, batch, "tensor " + std::to_string(tensor) + " element " +
-                           std::to_string(first + i) + " is " + std::to_string(got[i]) +
-                           ", expected " + std::to_string(want[i]));
-      }
-    }
-  }
-  totals_.wrong += wrong;
-  totals_.bytes_checked += static_cast<int64_t>(elements * ringlet::dtype_size(c.dtype));
-  // Results every rank of the world shares enter the checksum the ranks compare.
-  const bool shared = c.set == 0 && (c.kind == Kind::kAllreduce ||
-                                     c.kind == Kind::kGroupedAllreduce ||
-                                     c.kind == Kind::kAllgather || c.kind == Kind::kBroadcast);
-  if (shared) digest_.add(out, elements * ringlet::dtype_size(c.dtype));
-}
-
-// An input given out of place must come back as it went in.
-void Soak::input_untouched(const Live& l, int tensor, int64_t batch) {
-  const Collective& c = *l.c;
-  const int me = c.index_of(rank_);
-  uint64_t elements = 0;
-  switch (c.kind) {
-    case Kind::kAllreduce:
-    case Kind::kGroupedAllreduce:
-      elements = static_cast<uint64_t>(c.rows[static_cast<size_t>(tensor)] * c.width);
-      break;
-    case Kind::kAllgather:
-    case Kind::kAlltoall: elements = static_cast<uint64_t>(c.rows_of(me) * c.width); break;
-    case Kind::kReducescatter: {
-      int64_t rows = 0;
-      for (int64_t r : c.rows) rows += r;
-      elements = static_cast<uint64_t>((c.synchronous ? rows : c.rows[0]) * c.width);
-      break;
-    }
-    default: return;
-  }
-  int64_t wrong = 0;
-  const void* in = l.inputs[static_cast<size_t>(tensor)].data();
-  std::vector<double> want(kChunk), got(kChunk);
-  for (uint64_t first = 0; first < elements; first += kChunk) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, elements - first));
-    input_values(c, tensor, rank_, first, n, want.data());
-    load_values(c.dtype, in, first, n, got.data());
-    for (size_t i = 0; i < n; ++i) wrong += want[i] != got[i];
-  }
-  if (wrong) note(c, batch, std::to_string(wrong) + " input elements changed (out of place)");
-  totals_.wrong += wrong;
-  totals_.bytes_checked += static_cast<int64_t>(elements * ringlet::dtype_size(c.dtype));
-}
-
-void Soak::check(Live& l, int64_t batch) {
-  const Collective& c = *l.c;
-  ++totals_.collectives;
-  switch (c.kind) {
-    case Kind::kBarrier: return;
-    case Kind::kAllreduce:
-    case Kind::kGroupedAllreduce:
-      for (size_t t = 0; t < c.rows.size(); ++t) {
-        const auto& out = c.in_place ? l.inputs[t] : l.outputs[t];
-        compare(l, static_cast<int>(t), out.data(), static_cast<uint64_t>(c.rows[t] * c.width),
-                batch);
-        if (!c.in_place) input_untouched(l, static_cast<int>(t), batch);
-      }
-      totals_.collectives += static_cast<int64_t>(c.rows.size()) - 1;
-      return;
-    case Kind::kBroadcast:
-      compare(l, 0, l.inputs[0].data(), static_cast<uint64_t>(c.rows[0] * c.width), batch);
-      return;
-    default: break;
-  }
-  input_untouched(l, 0, batch);
-  const size_t es = ringlet::dtype_size(c.dtype);
-  const Expected x(c, 0, rank_);
-  if (c.synchronous) {
-    compare(l, 0, l.outputs[0].data(), x.elements, batch);
-    return;
-  }
-  const ringlet::Result& r = l.results[0];
-  if (r.shape != x.shape) {
-    note(c, batch, "the result's shape is not the expected one");
-    ++totals_.wrong;
-  }
-  if (c.kind == Kind::kAlltoall && r.received_splits != x.received_splits) {
-    note(c, batch, "received_splits are not the senders' splits");
-    ++totals_.wrong;
-  }
-  compare(l, 0, r.data.data(), r.data.size() / es, batch);
-}
-
 int Soak::run() {
   const auto start = Clock::now();
   auto last_report = start;
@@ -445,7 +265,7 @@ int Soak::run() {
     for (const SetChange& s : b.set_changes) apply(s);
     std::vector<Live> live;
     for (const Collective& c : b.collectives) {
-      fold_plan(c);
+      checker_.fold_plan(c);
       if (c.index_of(rank_) < 0) continue;  // a set this rank is not in
       live.push_back(Live{&c, {}, {}, {}, {}});
       prepare(live.back());
@@ -473,7 +293,7 @@ int Soak::run() {
       if (order() % 4 == 0) (void)ringlet::poll(l->handles[h]);
       l->results[h] = ringlet::synchronize(l->handles[h]);
     }
-    for (Live& l : live) check(l, batch);
+    for (const Live& l : live) checker_.check(l, batch);
     if (opt_.verbose || (rank_ == 0 && Clock::now() - last_report > std::chrono::seconds(10))) {
       last_report = Clock::now();
       std::printf("soak rank %d: batch %" PRId64 ", %" PRId64 " collectives, %" PRId64
