@@ -255,7 +255,8 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
 
 void StoreClient::Impl::lost(const std::string& what, const std::string& detail) {
   fd.reset();
-  throw std::runtime_error(who() + ": lost " + where() + " during " + what + detail);
+  // The store lives in rank 0: losing it is losing that peer.
+  throw transport::PeerLost(0, who() + ": lost " + where() + " during " + what + detail);
 }
 
 wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payload,

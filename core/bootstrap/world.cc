@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "core/config.h"
 
@@ -55,6 +57,31 @@ World derive_world(int rank, const std::vector<std::string>& hostnames) {
 
 namespace {
 
+// The ranks whose hostname is not in the store: those that never arrived.
+// Best effort, on the failure path only.
+std::string missing_ranks(StoreClient& store, int size) {
+  std::string text;
+  int listed = 0;
+  try {
+    for (int r = 0; r < size; ++r) {
+      if (store.try_get("world/host/" + std::to_string(r))) continue;
+      if (listed++ == 8) {
+        text += ", ...";
+        break;
+      }
+      text += (text.empty() ? "" : ", ") + ("rank " + std::to_string(r));
+    }
+  } catch (const std::exception&) {
+    return "";
+  }
+  return text;
+}
+
+// Rank 0's verdict, published in place of the hostnames so that the ranks
+// waiting for them fail naming the missing ranks rather than the store that
+// closed under them.
+constexpr char kFailed = '\0';
+
 // Rank 0 gathers the hostnames and publishes them as one value, so the store
 // answers 2N requests rather than N^2 (which matters at thousands of ranks).
 std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std::string& host,
@@ -70,6 +97,22 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
         const auto value = store.get("world/host/" + std::to_string(r), deadline);
         hostnames[r].assign(value.begin(), value.end());
       } catch (const transport::Timeout& e) {
+        const std::string missing = missing_ranks(store, launch.size);
+        std::string verdict = std::string(1, kFailed) + std::to_string(r) + "\n" +
+                              (missing.empty() ? "rank " + std::to_string(r) : missing);
+        try {
+          store.set("world/hosts", {verdict.begin(), verdict.end()});
+          // The store dies with this rank: keep it up until those that joined
+          // have read the verdict (a second at most).
+          const int64_t waiting = store.add("world/joined", 0) - 1;
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          while (store.add("world/verdict_read", 0) < waiting &&
+                 std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+        } catch (const std::exception&) {
+          // Best effort: the others then fail on their own deadline.
+        }
         throw transport::Timeout(r, me + ": rank " + std::to_string(r) +
                                         " did not join the rendezvous in time: " + e.what());
       }
@@ -90,9 +133,26 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
     } catch (const std::exception&) {
       // Best effort: the count only sharpens the message.
     }
+    const std::string missing = missing_ranks(store, launch.size);
     throw transport::Timeout(0, me + ": the world did not form in time: " + joined + " of " +
                                     std::to_string(launch.size) +
-                                    " ranks joined the rendezvous (" + e.what() + ")");
+                                    " ranks joined the rendezvous" +
+                                    (missing.empty() ? "" : " (missing: " + missing + ")") + " (" +
+                                    e.what() + ")");
+  }
+  if (!all.empty() && all[0] == kFailed) {
+    const std::string verdict(all.begin() + 1, all.end());
+    const auto nl = verdict.find('\n');
+    const int first_missing = std::atoi(verdict.c_str());
+    try {
+      store.add("world/verdict_read", 1);
+    } catch (const std::exception&) {
+      // Rank 0 waits only so long for it.
+    }
+    throw transport::Timeout(first_missing,
+                             me + ": the world did not form in time: rank 0 gave up waiting for " +
+                                 verdict.substr(nl == std::string::npos ? 0 : nl + 1) +
+                                 " (missing from the rendezvous)");
   }
   size_t r = 0;
   for (uint8_t c : all) {

@@ -227,7 +227,9 @@ class JobRunner {
       say(what);
       failure_code_ = exit_code_of(status);
       if (!kill_at_) term_at_ = Clock::now() + opt_.abort_grace;
-    } else if (opt_.verbose) {
+    } else if (opt_.verbose || (WIFSIGNALED(status) && !signalled_ && !interrupt_signal_)) {
+      // A rank killed by a signal the launcher did not send is a cause even
+      // when a peer that noticed its death was reaped first.
       say(what);
     }
   }
@@ -267,6 +269,7 @@ class JobRunner {
   }
 
   void signal_all(int sig) {
+    signalled_ = true;
     for (const Rank& r : ranks_) r.child.signal(sig);
   }
 
@@ -276,6 +279,7 @@ class JobRunner {
   std::vector<Rank> ranks_;  // destroyed before mux_ and signals_: kills and reaps what is left
   std::optional<int> failure_code_;
   int interrupt_signal_ = 0;
+  bool signalled_ = false;  // the launcher has signalled the ranks
   std::optional<Clock::time_point> term_at_;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> drain_deadline_;

@@ -6,6 +6,8 @@
 //  - reaps ranks as they exit; the first rank that fails is named once, the
 //    others get abort_grace to fail on their own (printing their own error,
 //    which names the failed peer), then SIGTERM, then SIGKILL kill_after later;
+//    a rank killed by a signal that the launcher did not send is named too,
+//    even when it is not the first failure reaped;
 //  - forwards SIGINT/SIGTERM/SIGHUP to the ranks; a second one sends SIGKILL;
 //  - ends once every rank is reaped and its output drained.
 #pragma once
