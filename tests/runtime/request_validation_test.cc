@@ -51,7 +51,7 @@ TEST(RequestValidation, RefusesWhatThisRankCanTellIsWrong) {
   Request device = request(CollectiveKind::kAllreduce, {4});
   device.device.id = 0;
   EXPECT_EQ(refusal(device, 0, sets),
-            "rank 0: allreduce 't': device tensors (cuda:0) are not served by this runtime yet");
+            "rank 0: allreduce 't': " + device_tensor_refusal(GpuOperations::kNccl, 0));
   Request null = request(CollectiveKind::kAllreduce, {4});
   null.output = nullptr;
   EXPECT_EQ(refusal(null, 0, sets), "rank 0: allreduce 't': null input or output buffer");

@@ -231,7 +231,7 @@ TEST_F(Stranger, NothingListensBeyondLoopbackInALoopbackJob) {
 
 // ---- the rendezvous store --------------------------------------------------
 
-constexpr char kStoreRefusal[] = "ringlet store: refused message";
+constexpr char kStoreRefusal[] = "store: refused message";
 
 // Connects past the store's hello; `nonce` gets the connection's nonce.
 UniqueFd store_connect(wire::Nonce* nonce = nullptr) {
