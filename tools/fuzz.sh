@@ -26,9 +26,7 @@ declare -A max_len=(
 )
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(store_frames negotiation_messages tcp_frames shm_slots)
-  # The data link's handshake, where its pure parser is in the tree.
-  [ -f transport/tcp/handshake.cc ] && targets+=(tcp_handshake)
+  targets=(store_frames negotiation_messages tcp_frames shm_slots tcp_handshake)
 fi
 
 # libFuzzer's runtime comes with clang's compiler-rt; Debian ships it apart.

@@ -1,7 +1,7 @@
 // The negotiation messages every rank decodes from every other rank's slot
 // each cycle (runtime::decode), and what the decoded fields then drive: the
-// Negotiator's table, validation and fusion, and the response cache's slots
-// (the erasures a rank asks for, the cached bits it sets).
+// Negotiator's table, validation and fusion, and the cache coordinator
+// (the erasures a rank asks for, the cached bits it sets, the AND of them).
 //
 // Input: ranks (1 + byte % 4), fusion threshold (0, or 1 << (byte % 31)),
 // cache capacity (byte % 8), then cycles: per rank, a u16 length and that many
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/runtime/negotiation.h"
-#include "core/runtime/response_cache.h"
+#include "core/runtime/cache_coordinator.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int ranks = 1 + input.u8() % 4;
   const uint8_t t = input.u8();
   const int64_t threshold = t == 0 ? 0 : int64_t{1} << (t % 31);
-  ResponseCache cache(input.u8() % 8);
+  CacheCoordinator cache(input.u8() % 8);
   Negotiator negotiator(ranks);
 
   for (int cycle = 0; cycle < 64 && !input.empty(); ++cycle) {
@@ -67,40 +67,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
 
-    // The response cache: erasures first, then the slots every rank set.
-    for (const RankMessage& m : messages) {
-      for (uint32_t slot : m.invalidate) cache.erase(slot);
-    }
-    std::vector<Response> cached;
-    size_t bits = SIZE_MAX;
-    for (const RankMessage& m : messages) bits = std::min(bits, m.cached_bits.size());
-    for (size_t i = 0; i < bits; ++i) {
-      uint8_t all = 0xff;
-      for (const RankMessage& m : messages) all &= m.cached_bits[i];
-      for (int b = 0; b < 8; ++b) {
-        if (!(all & (1u << b))) continue;
-        const Metadata* md = cache.at(static_cast<uint32_t>(i * 8 + b));
-        if (!md) continue;
-        Response resp;
-        resp.kind = md->kind;
-        resp.names = {md->name};
-        resp.meta = {*md};
-        resp.bytes = md->elements() * static_cast<int64_t>(ringlet::dtype_size(md->dtype));
-        cached.push_back(std::move(resp));
-      }
-    }
-
+    // The response cache as the runtime coordinates it: erasures, then the
+    // slots every rank set.
+    std::vector<Response> cached = cache.agreed(messages, std::vector<bool>(ranks, false));
     const std::vector<Response> responses =
         negotiator.add_cycle(messages, threshold, std::move(cached));
     for (const Response& resp : responses) {
       check(!resp.names.empty());
       if (!resp.error.empty()) continue;
       check(resp.meta.size() == resp.names.size());
-      if (resp.group) continue;
-      for (const Metadata& m : resp.meta) {
-        if (cacheable(m)) cache.put(m);
-      }
     }
+    cache.record(responses);
     negotiator.waiting();
     negotiator.take_join_result();
   }

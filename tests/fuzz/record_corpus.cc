@@ -11,8 +11,7 @@
 //                          store read them, the store's replies as a client did;
 //   tcp_frames/            runs of data-link frames (headers and payloads);
 //   shm_slots/             the same runs' sizes, as a shm sender's slot headers;
-//   tcp_handshake/         the data link's handshake frames (where the link
-//                          authenticates with handshake.h's frames);
+//   tcp_handshake/         the data link's handshake frames (handshake.h);
 //   negotiation_messages/  runs of the messages other ranks sent in negotiation.
 // Every byte is caught where it enters the process: this program defines
 // recv, recvmsg and close, which the library's calls reach before libc's.
