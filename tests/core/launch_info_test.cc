@@ -95,15 +95,16 @@ TEST(LaunchInfo, OpenMpiWinsOverSlurm) {
 TEST(LaunchInfo, JobIdsWithoutRingletJobIdAreRandom) {
   const Env ompi = {{"OMPI_COMM_WORLD_RANK", "0"},
                     {"OMPI_COMM_WORLD_SIZE", "2"},
-                    {"OMPI_MCA_ess_base_jobid", "77"}};
-  const Env slurm = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "991"}};
+                    {"OMPI_MCA_ess_base_jobid", "7700123499"}};
+  const Env slurm = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "9915551234"}};
   for (const Env& env : {ompi, slurm, Env{}}) {
     const std::string a = detect(env).job_id;
     const std::string b = detect(env).job_id;
     EXPECT_TRUE(valid_job_id(a)) << a;
     EXPECT_NE(a, b) << "two draws gave the same id";
-    EXPECT_EQ(a.find("77"), std::string::npos) << a;
-    EXPECT_EQ(a.find("991"), std::string::npos) << a;
+    // Ten-digit job numbers: a random id holds one by chance about once in 10^11 draws.
+    EXPECT_EQ(a.find("7700123499"), std::string::npos) << a;
+    EXPECT_EQ(a.find("9915551234"), std::string::npos) << a;
     // 64 random bits, as hex, behind the launcher's name.
     EXPECT_TRUE(std::regex_match(a, std::regex("[a-z]+-[0-9a-f]{16}"))) << a;
   }
@@ -128,7 +129,7 @@ TEST(LaunchInfo, Slurm) {
   const LaunchInfo i = detect({{"SLURM_PROCID", "7"},
                                {"SLURM_NTASKS", "16"},
                                {"SLURM_LOCALID", "3"},
-                               {"SLURM_JOB_ID", "991"},
+                               {"SLURM_JOB_ID", "9915551234"},
                                {"SLURM_STEP_ID", "2"}});
   EXPECT_EQ(i.launcher, "slurm");
   EXPECT_EQ(i.rank, 7);
