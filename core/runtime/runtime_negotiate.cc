@@ -53,7 +53,9 @@ std::vector<Response> Runtime::negotiate(ProcessSet& set, RankMessage& mine,
   try {
     messages = exchange(set, mine);
   } catch (const std::exception& e) {
-    throw RuntimeError(kind_of(e), std::string("negotiation failed: ") + e.what());
+    common::Failure f = failure_from(e, rank_);
+    f.set_cause("negotiation failed: " + f.cause());
+    throw RuntimeError(f);
   }
   fail_stalled(set, messages, tl);
   const int n = static_cast<int>(set.ranks.size());
@@ -126,12 +128,11 @@ void Runtime::inspect_stalls(ProcessSet& set, const std::vector<RankMessage>& me
   StallVerdict verdict = set.stall.inspect(waiting, Clock::now());
   if (!verdict.warning.empty()) {
     const Config& c = comm_->config();
-    common::log(
-        common::LogLevel::kWarning,
-        "stall: tensors submitted by some ranks have waited more than %d s for the others "
-        "(ranks submitting different names, or only some ranks submitting, deadlock "
-        "training)%s",
-        c.stall_check_seconds, verdict.warning.c_str());
+    common::log(common::LogLevel::kWarning,
+                "stall: tensors submitted by some ranks have waited more than %d s for the others "
+                "(ranks submitting different names, or only some ranks submitting, deadlock "
+                "training)%s",
+                c.stall_check_seconds, verdict.warning.c_str());
     std::lock_guard lock(mu_);
     ++stats_.stall_warnings;
   }
