@@ -393,7 +393,10 @@ void Communicator::abort(const common::Failure& why) {
   // Published as "<lost rank or -1> <message>": a peer that reads it learns
   // which rank was lost without reading the message.
   const int lost = why.kind() == common::FailureKind::kPeerLost ? why.peer() : -1;
-  const std::string published = std::to_string(lost) + " " + failure_;
+  // The collective is left out: the peers that read it name their own.
+  const std::string published =
+      std::to_string(lost) + " " +
+      (why.rank() >= 0 ? "rank " + std::to_string(why.rank()) + ": " : std::string()) + why.cause();
   if (store_ != nullptr) {
     // On a thread and a connection of its own: rank 0 (the store) may be
     // gone, and this rank's own client may be busy asking why a peer failed.

@@ -53,9 +53,11 @@ std::vector<Response> Runtime::negotiate(ProcessSet& set, RankMessage& mine,
   try {
     messages = exchange(set, mine);
   } catch (const std::exception& e) {
-    common::Failure f = failure_from(e, rank_);
-    f.set_cause("negotiation failed: " + f.cause());
-    throw RuntimeError(f);
+    // The negotiation's own collective is part of what failed, not the
+    // collective of the tensors that fail with it.
+    const common::Failure f = failure_from(e, rank_);
+    throw RuntimeError(
+        common::Failure(f.kind(), rank_, f.peer(), "negotiation failed: " + f.body()));
   }
   fail_stalled(set, messages, tl);
   const int n = static_cast<int>(set.ranks.size());
