@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "core/config.h"
-#include "ringlet/transport/transport.h"
 
 namespace ringlet::api {
 namespace {
@@ -14,25 +13,6 @@ std::string where(std::string_view call, int rank) {
   text += call;
   if (rank >= 0) text += " on rank " + std::to_string(rank);
   return text;
-}
-
-// The core's messages often start with "rank R: " for this rank, which
-// where() has already said.
-std::string without_own_rank(std::string what, int rank) {
-  const std::string own = "rank " + std::to_string(rank) + ": ";
-  if (rank >= 0 && what.rfind(own, 0) == 0) what.erase(0, own.size());
-  return what;
-}
-
-// Transport errors already name the peer in their text; the peer number is
-// added only when the text does not carry it.
-std::string peer_part(const transport::Error& e, int rank) {
-  std::string what = without_own_rank(e.what(), rank);
-  if (e.peer() >= 0 && what.find("peer") == std::string::npos &&
-      what.find("rank") == std::string::npos) {
-    return "peer " + std::to_string(e.peer()) + ": " + what;
-  }
-  return what;
 }
 
 }  // namespace
@@ -51,10 +31,23 @@ ErrorCode code_of(core::runtime::ErrorKind kind) {
     case ErrorKind::kShutdown:
     case ErrorKind::kStalled:
       return ErrorCode::kAborted;
+    case ErrorKind::kConfig:
+      return ErrorCode::kConfig;
+    case ErrorKind::kTransport:
     case ErrorKind::kInternal:
       return ErrorCode::kInternal;
   }
   return ErrorCode::kInternal;
+}
+
+Error error_of(const common::Failure& f, std::string_view call, int rank) {
+  // where() names this rank; a failure reported by another rank (which
+  // should not reach here) keeps its own.
+  const int own = rank >= 0 ? rank : f.rank();
+  std::string text = where(call, own) + ": ";
+  if (f.kind() == common::FailureKind::kTransport) text += "transport error: ";
+  text += f.rank() < 0 || f.rank() == own ? f.body() : std::string(f.what());
+  return Error(code_of(f.kind()), text);
 }
 
 void rethrow_as_error(std::string_view call, int rank) {
@@ -62,25 +55,14 @@ void rethrow_as_error(std::string_view call, int rank) {
     throw;
   } catch (const Error&) {
     throw;
-  } catch (const core::runtime::RuntimeError& e) {
-    throw Error(code_of(e.kind()), where(call, rank) + ": " + without_own_rank(e.what(), rank));
-  } catch (const core::ConfigError& e) {
-    // Configuration messages already say "ringlet: ..." and name the variable.
-    throw Error(ErrorCode::kConfig, where(call, rank) + ": " + without_own_rank(e.what(), rank));
-  } catch (const transport::PeerLost& e) {
-    throw Error(ErrorCode::kPeerLost, where(call, rank) + ": peer lost: " + peer_part(e, rank));
-  } catch (const transport::Timeout& e) {
-    throw Error(ErrorCode::kTimeout, where(call, rank) + ": timed out: " + peer_part(e, rank));
-  } catch (const transport::Error& e) {
-    throw Error(ErrorCode::kInternal,
-                where(call, rank) + ": transport error: " + peer_part(e, rank));
+  } catch (const common::Failure& e) {
+    throw error_of(e, call, rank);
   } catch (const std::invalid_argument& e) {
-    throw Error(ErrorCode::kInvalidArgument,
-                where(call, rank) + ": " + without_own_rank(e.what(), rank));
+    throw Error(ErrorCode::kInvalidArgument, where(call, rank) + ": " + e.what());
   } catch (const std::bad_alloc&) {
     throw Error(ErrorCode::kInternal, where(call, rank) + ": out of memory");
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::kInternal, where(call, rank) + ": " + without_own_rank(e.what(), rank));
+    throw Error(ErrorCode::kInternal, where(call, rank) + ": " + e.what());
   } catch (...) {
     throw Error(ErrorCode::kInternal, where(call, rank) + ": unknown exception");
   }

@@ -15,6 +15,11 @@ namespace ringlet::api {
 // caller: the collective never ran and will not.
 ErrorCode code_of(core::runtime::ErrorKind kind);
 
+// The public error for a failure met in `call` on `rank`: its code from the
+// kind, its message formatted once from the fields,
+// "ringlet: <call> on rank <rank>: <collective> of <tensor> failed: <cause>".
+Error error_of(const common::Failure& f, std::string_view call, int rank);
+
 // Call inside a catch block: rethrows the exception in flight as an Error
 // whose message says which call failed on which rank and why. `rank` is -1
 // before the rank is known.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -212,8 +213,9 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   const int me = parent.rank();
   const auto mine = std::find(members.begin(), members.end(), me);
   if (mine == members.end() || !std::is_sorted(members.begin(), members.end())) {
-    throw std::invalid_argument("rank " + std::to_string(me) + ": process set '" + name +
-                                "': members must be ascending and include this rank");
+    throw std::invalid_argument("process set '" + name +
+                                "': members must be ascending and include rank " +
+                                std::to_string(me));
   }
   std::unique_ptr<Communicator> c(new Communicator());
   c->config_ = parent.config_;
@@ -245,9 +247,10 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   return c;
 }
 
-std::string Communicator::failure() const {
-  if (!failure_.empty() || parent_ == nullptr) return failure_;
-  return parent_->failure();
+common::Failure Communicator::failure() const {
+  if (first_) return *first_;
+  if (parent_ != nullptr && parent_->failed()) return parent_->failure();
+  return common::Failure(common::FailureKind::kInternal, failure_);
 }
 
 transport::Pair& Communicator::pair(int peer) {
@@ -370,31 +373,40 @@ void Communicator::wait_all(std::span<transport::Request* const> requests,
   }
 }
 
-void Communicator::abort(const std::string& why) {
+void Communicator::abort(const common::Failure& why) {
   if (parent_ != nullptr) {
     if (!failure_.empty()) return;
-    failure_ = why.empty() ? "aborted" : why;
+    failure_ = why.what();
+    first_ = why;
     if (window_ != nullptr) {
       try {
-        window_->abort(failure_);
+        window_->abort(why);
       } catch (...) {
       }
     }
-    parent_->abort(failure_);  // tells every peer, members or not
+    parent_->abort(why);  // tells every peer, members or not
     return;
   }
   if (failed()) return;
-  failure_ = why.empty() ? "aborted" : why;
+  failure_ = why.what();
+  first_ = why;
+  // Published as "<lost rank or -1> <message>": a peer that reads it learns
+  // which rank was lost without reading the message.
+  const int lost = why.kind() == common::FailureKind::kPeerLost ? why.peer() : -1;
+  // The collective is left out: the peers that read it name their own.
+  const std::string published =
+      std::to_string(lost) + " " +
+      (why.rank() >= 0 ? "rank " + std::to_string(why.rank()) + ": " : std::string()) + why.cause();
   if (store_ != nullptr) {
     // On a thread and a connection of its own: rank 0 (the store) may be
     // gone, and this rank's own client may be busy asking why a peer failed.
     // Closing the links below tells the peers at once either way; the reason
     // only says why.
     abort_publisher_ =
-        std::jthread([host_port = rendezvous_, secret = secret_, me = rank(), why = failure_] {
+        std::jthread([host_port = rendezvous_, secret = secret_, me = rank(), published] {
           try {
             StoreClient client(host_port, secret, me, Clock::now() + std::chrono::seconds(2));
-            client.set(abort_key(me), std::vector<uint8_t>(why.begin(), why.end()));
+            client.set(abort_key(me), std::vector<uint8_t>(published.begin(), published.end()));
           } catch (...) {
             // Best effort: the peers learn of the failure from the closed links.
           }
@@ -407,7 +419,7 @@ void Communicator::abort(const std::string& why) {
   for (transport::SharedWindow* w : windows) {
     if (w == nullptr) continue;
     try {
-      w->abort(failure_);
+      w->abort(why);
     } catch (...) {
     }
   }
@@ -415,16 +427,26 @@ void Communicator::abort(const std::string& why) {
   pairs_.resize(world_.size);
 }
 
-std::string Communicator::failure_of(int peer, std::chrono::milliseconds wait) {
+std::optional<Communicator::PeerFailure> Communicator::failure_of(int peer,
+                                                                  std::chrono::milliseconds wait) {
   // Peers in errors are the world's ranks (the links are the world's).
   if (parent_ != nullptr) return parent_->failure_of(peer, wait);
-  if (store_ == nullptr || peer < 0 || peer >= size() || peer == rank()) return {};
+  if (store_ == nullptr || peer < 0 || peer >= size() || peer == rank()) return std::nullopt;
+  std::vector<uint8_t> v;
   try {
-    auto v = store_->get(abort_key(peer), Clock::now() + wait);
-    return std::string(v.begin(), v.end());
+    v = store_->get(abort_key(peer), Clock::now() + wait);
   } catch (...) {
-    return {};
+    return std::nullopt;
   }
+  const std::string text(v.begin(), v.end());
+  const size_t space = text.find(' ');
+  if (space == std::string::npos) return std::nullopt;
+  PeerFailure f;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + space, f.lost);
+  if (ec != std::errc() || end != text.data() + space) return std::nullopt;
+  f.what = text.substr(space + 1);
+  if (f.what.empty()) return std::nullopt;
+  return f;
 }
 
 }  // namespace ringlet::core

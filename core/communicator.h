@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "core/bootstrap/world.h"
 #include "core/config.h"
+#include "ringlet/common/failure.h"
 #include "ringlet/transport/shared_window.h"
 #include "ringlet/transport/transport.h"
 
@@ -73,7 +75,7 @@ class Communicator {
   // Marks this communicator failed so that peers waiting on it stop at once:
   // publishes `why` in the store (on a thread of its own: the store's owner,
   // rank 0, may be gone), aborts the window and closes every link.
-  void abort(const std::string& why);
+  void abort(const common::Failure& why);
 
   // Decides again whether waits spin, for `threads` busy threads per rank
   // (the runtime's background thread beside the application's). Only where
@@ -81,10 +83,15 @@ class Communicator {
   void set_busy_threads_per_rank(int threads);
   // A process set's communicator fails with its parent and aborts it.
   bool failed() const { return !failure_.empty() || (parent_ != nullptr && parent_->failed()); }
-  std::string failure() const;
+  // The failure that failed it first (this communicator's or its parent's).
+  common::Failure failure() const;
   // Why `peer` failed, as it published with abort(), if that appears within
-  // `wait`; "" otherwise.
-  std::string failure_of(int peer, std::chrono::milliseconds wait);
+  // `wait`: its message, and the rank it lost (-1 unless it lost one).
+  struct PeerFailure {
+    std::string what;
+    int lost = -1;
+  };
+  std::optional<PeerFailure> failure_of(int peer, std::chrono::milliseconds wait);
 
   StoreClient& store() { return parent_ != nullptr ? parent_->store() : *store_; }
   collectives::Workspace& workspace() { return *workspace_; }
@@ -106,7 +113,8 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Pair>> pairs_;        // per peer, lazily
   std::unique_ptr<transport::SharedWindow> window_;
   bool spin_auto_ = false;  // RINGLET_SPIN=auto: spinning decided from the placement
-  std::string failure_;
+  std::string failure_;                   // first_'s message
+  std::optional<common::Failure> first_;  // the first failure
   // Publishes this rank's failure under its own store connection; joined at
   // destruction (bounded: a 2 s connect, then one set).
   std::jthread abort_publisher_;

@@ -14,12 +14,19 @@
 #include <string_view>
 #include <vector>
 
+#include "ringlet/common/failure.h"
 #include "ringlet/common/logging.h"
 
 namespace ringlet::core {
 
-class ConfigError : public std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A bad environment variable or launch; the cause names the variable.
+class ConfigError : public common::Failure {
+ public:
+  explicit ConfigError(std::string cause)
+      : Failure(common::FailureKind::kConfig, std::move(cause)) {}
+  // `rank`: the rank that reports (this one).
+  ConfigError(int rank, std::string cause)
+      : Failure(common::FailureKind::kConfig, rank, -1, std::move(cause)) {}
 };
 
 enum class TransportKind { kAuto, kShm, kTcp, kUcx };

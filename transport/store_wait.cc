@@ -8,8 +8,9 @@ std::vector<uint8_t> get_or_timeout(KeyValue& store, const std::string& key, Dea
     return store.get(key, deadline);
   } catch (const std::exception& e) {
     if (Clock::now() < deadline) throw;  // a real store failure, not our deadline
-    throw Timeout(
-        peer, "rank " + std::to_string(self) + ": timed out " + context + " (" + e.what() + ")");
+    const auto* f = dynamic_cast<const common::Failure*>(&e);
+    throw Timeout(self, peer,
+                  "timed out " + context + " (" + (f ? f->cause() : std::string(e.what())) + ")");
   }
 }
 

@@ -1,8 +1,8 @@
 #include "core/bootstrap/mpi_bootstrap.h"
 
 #include <array>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -34,8 +34,7 @@ bool needs_mpi_bootstrap(const LaunchInfo& launch) {
 bool mpi_bootstrap_available() { return false; }
 
 void complete_launch_with_mpi(LaunchInfo& launch) {
-  throw ConfigError("rank " + std::to_string(launch.rank) + " was started by " +
-                    launch.launcher +
+  throw ConfigError("rank " + std::to_string(launch.rank) + " was started by " + launch.launcher +
                     " without RINGLET_RENDEZVOUS, and this build has no MPI to find the other "
                     "ranks with: set RINGLET_RENDEZVOUS or launch with ringletrun");
 }
@@ -59,8 +58,8 @@ std::string mpi_error(int code) {
 
 void check_mpi(int code, const char* call, int rank) {
   if (code != MPI_SUCCESS) {
-    throw ConfigError("rank " + std::to_string(rank) + ": " + call +
-                      " failed during the MPI bootstrap: " + mpi_error(code));
+    throw ConfigError(rank,
+                      std::string(call) + " failed during the MPI bootstrap: " + mpi_error(code));
   }
 }
 
@@ -83,8 +82,7 @@ std::string random_hex(size_t bytes, int rank) {
   try {
     return transport::random_hex(bytes);
   } catch (const std::system_error& e) {
-    throw ConfigError("rank " + std::to_string(rank) + ": no random bytes for the job secret: " +
-                      e.what());
+    throw ConfigError(rank, std::string("no random bytes for the job secret: ") + e.what());
   }
 }
 
@@ -121,12 +119,12 @@ uint16_t free_port(const std::string& address, int rank) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (int rc = getaddrinfo(address.c_str(), "0", &hints, &found); rc != 0) {
-    throw ConfigError("rank " + std::to_string(rank) + ": cannot resolve " + address +
-                      " for the rendezvous store: " + gai_strerror(rc));
+    throw ConfigError(
+        rank, "cannot resolve " + address + " for the rendezvous store: " + gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(found, freeaddrinfo);
   int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw ConfigError("rank " + std::to_string(rank) + ": socket(): " + strerror(errno));
+  if (fd < 0) throw ConfigError(rank, std::string("socket(): ") + strerror(errno));
   sockaddr_storage sa{};
   socklen_t len = sizeof sa;
   bool ok = ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
@@ -134,8 +132,8 @@ uint16_t free_port(const std::string& address, int rank) {
   int err = errno;
   ::close(fd);
   if (!ok) {
-    throw ConfigError("rank " + std::to_string(rank) + ": no free TCP port on " + address +
-                      " for the rendezvous store: " + strerror(err));
+    throw ConfigError(
+        rank, "no free TCP port on " + address + " for the rendezvous store: " + strerror(err));
   }
   return ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
                                         : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
@@ -158,8 +156,8 @@ void complete_launch_with_mpi(LaunchInfo& launch) {
     int finalized = 0;
     check_mpi(MPI_Finalized(&finalized), "MPI_Finalized", hint);
     if (finalized) {
-      throw ConfigError("rank " + std::to_string(hint) +
-                        ": MPI was already finalized, so it cannot complete the launch; set "
+      throw ConfigError(hint,
+                        "MPI was already finalized, so it cannot complete the launch; set "
                         "RINGLET_RENDEZVOUS or launch with ringletrun");
     }
     // FUNNELED: only the thread that calls init() talks to MPI, and only here.

@@ -25,6 +25,7 @@
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
 #include "ringlet/common/duration_text.h"
+#include "ringlet/common/failure.h"
 
 namespace ringlet::core {
 
@@ -95,8 +96,8 @@ UniqueFd try_connect(const std::string& host, const std::string& port, Deadline 
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(list, freeaddrinfo);
   for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
-    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         a->ai_protocol));
+    UniqueFd fd(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (!fd) continue;
     if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
       why = std::strerror(errno);
@@ -129,7 +130,6 @@ struct StoreClient::Impl {
     std::tie(host, port) = split_host_port(address);
   }
 
-  std::string who() const { return "rank " + std::to_string(rank); }
   std::string where() const { return "the rendezvous store at " + address + " (rank 0)"; }
 
   void connect(Deadline deadline);
@@ -168,8 +168,9 @@ void StoreClient::Impl::connect(Deadline deadline) {
     if (fd && greet(deadline, why)) return;
     fd.reset();
     if (Clock::now() >= deadline) {
-      throw transport::Timeout(0, who() + ": could not reach " + where() + " within " +
-                                      seconds_text(Clock::now() - start) + ": " + why);
+      throw transport::Timeout(rank, 0,
+                               "could not reach " + where() + " within " +
+                                   seconds_text(Clock::now() - start) + ": " + why);
     }
     // The server may simply not be up yet, or the last session's still closing:
     // retry a little later.
@@ -203,7 +204,8 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   }
   if (!std::equal(wire::kMagic.begin(), wire::kMagic.end(), rx.begin())) {
     fd.reset();
-    throw std::runtime_error(who() + ": " + where() + " did not greet as a Ringlet store");
+    throw common::Failure(common::FailureKind::kInternal, rank, -1,
+                          where() + " did not greet as a Ringlet store");
   }
   wire::Nonce nonce;
   std::copy(rx.begin() + wire::kMagic.size(), rx.begin() + wire::kHelloBytes, nonce.begin());
@@ -218,8 +220,10 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
 bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
   std::vector<uint8_t> id;
   try {
-    auto reply = exchange(wire::Op::kTryGet, wire::key_payload(kInstanceKey), deadline, "its identity");
-    if (!reply.payload.empty() && reply.payload[0] != 0) id.assign(reply.payload.begin() + 1, reply.payload.end());
+    auto reply =
+        exchange(wire::Op::kTryGet, wire::key_payload(kInstanceKey), deadline, "its identity");
+    if (!reply.payload.empty() && reply.payload[0] != 0)
+      id.assign(reply.payload.begin() + 1, reply.payload.end());
   } catch (const transport::Timeout&) {
     throw;
   } catch (const std::exception& e) {
@@ -237,7 +241,8 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
     for (size_t i = 0; i < 4; ++i) pid |= static_cast<uint32_t>(id[8 + i]) << (8 * i);
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
-    if (pid == static_cast<uint32_t>(::getpid()) && std::string(id.begin() + 12, id.end()) == host) {
+    if (pid == static_cast<uint32_t>(::getpid()) &&
+        std::string(id.begin() + 12, id.end()) == host) {
       instance.clear();
       return true;
     }
@@ -256,7 +261,7 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
 void StoreClient::Impl::lost(const std::string& what, const std::string& detail) {
   fd.reset();
   // The store lives in rank 0: losing it is losing that peer.
-  throw transport::PeerLost(0, who() + ": lost " + where() + " during " + what + detail);
+  throw transport::PeerLost(rank, 0, "lost " + where() + " during " + what + detail);
 }
 
 wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payload,
@@ -272,8 +277,9 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
     }
     fd.reset();
     if (Clock::now() >= deadline) {
-      throw transport::Timeout(0, who() + ": could not reach " + where() + " within " +
-                                      seconds_text(Clock::now() - start) + ": " + why);
+      throw transport::Timeout(rank, 0,
+                               "could not reach " + where() + " within " +
+                                   seconds_text(Clock::now() - start) + ": " + why);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -287,7 +293,7 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
     pollfd p{fd.get(), POLLOUT, 0};
     if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
       fd.reset();
-      throw transport::Timeout(0, who() + ": timed out sending " + what + " to " + where());
+      throw transport::Timeout(rank, 0, "timed out sending " + what + " to " + where());
     }
     ssize_t n = ::send(fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -304,14 +310,15 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
       rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(d.consumed));
       if (d.frame.op == wire::Op::kRefused) {
         fd.reset();
-        throw std::runtime_error(
-            who() + ": " + where() + " refused " + what + ": " +
-            std::string(d.frame.payload.begin(), d.frame.payload.end()) +
-            " (is RINGLET_SECRET the same on every rank?)");
+        throw common::Failure(common::FailureKind::kInternal, rank, -1,
+                              where() + " refused " + what + ": " +
+                                  std::string(d.frame.payload.begin(), d.frame.payload.end()) +
+                                  " (is RINGLET_SECRET the same on every rank?)");
       }
       if (d.frame.op == wire::Op::kError) {
-        throw std::runtime_error(who() + ": " + where() + " could not do " + what + ": " +
-                                 std::string(d.frame.payload.begin(), d.frame.payload.end()));
+        throw common::Failure(common::FailureKind::kInternal, rank, -1,
+                              where() + " could not do " + what + ": " +
+                                  std::string(d.frame.payload.begin(), d.frame.payload.end()));
       }
       return std::move(d.frame);
     }
@@ -320,9 +327,9 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) {
       fd.reset();  // a late reply would arrive out of step; start afresh next call
-      throw transport::Timeout(0, who() + ": timed out after " +
-                                      seconds_text(Clock::now() - start) + " waiting for " +
-                                      what + " from " + where());
+      throw transport::Timeout(rank, 0,
+                               "timed out after " + seconds_text(Clock::now() - start) +
+                                   " waiting for " + what + " from " + where());
     }
     uint8_t buf[64 * 1024];
     ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
@@ -336,8 +343,8 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
 StoreClient::StoreClient(const std::string& host_port, std::string secret, int rank,
                          Deadline deadline) {
   if (secret.empty()) {
-    throw std::invalid_argument("rank " + std::to_string(rank) +
-                                ": no job secret (RINGLET_SECRET is empty): refusing to talk to "
+    throw std::invalid_argument("no job secret for rank " + std::to_string(rank) +
+                                " (RINGLET_SECRET is empty): refusing to talk to "
                                 "the rendezvous store unauthenticated");
   }
   impl_ = std::make_unique<Impl>(host_port, secret, rank);
@@ -373,8 +380,7 @@ void StoreClient::set(const std::string& key, const std::vector<uint8_t>& value)
 
 std::vector<uint8_t> StoreClient::get(const std::string& key, Deadline deadline) {
   std::lock_guard lock(impl_->mutex);
-  return impl_->call(wire::Op::kGet, wire::key_payload(key), deadline, "key '" + key + "'")
-      .payload;
+  return impl_->call(wire::Op::kGet, wire::key_payload(key), deadline, "key '" + key + "'").payload;
 }
 
 std::optional<std::vector<uint8_t>> StoreClient::try_get(const std::string& key) {
@@ -392,8 +398,9 @@ int64_t StoreClient::add(const std::string& key, int64_t delta) {
   auto reply = impl_->call(wire::Op::kAdd, wire::key_payload(key, d),
                            Clock::now() + kDefaultTimeout, "add to key '" + key + "'");
   if (reply.payload.size() != 8) {
-    throw std::runtime_error(impl_->who() + ": " + impl_->where() +
-                             " answered add to key '" + key + "' with a malformed value");
+    throw common::Failure(
+        common::FailureKind::kInternal, impl_->rank, -1,
+        impl_->where() + " answered add to key '" + key + "' with a malformed value");
   }
   return static_cast<int64_t>(wire::get_u64(reply.payload.data()));
 }
@@ -413,9 +420,9 @@ void StoreClient::barrier(const std::string& name, int size, Deadline deadline) 
     } catch (const std::exception&) {
       // Best effort: the count only improves the message.
     }
-    throw transport::Timeout(0, impl_->who() + ": barrier '" + name + "' timed out with " +
-                                    arrived + " of " + std::to_string(size) +
-                                    " ranks arrived at " + impl_->where());
+    throw transport::Timeout(impl_->rank, 0,
+                             "barrier '" + name + "' timed out with " + arrived + " of " +
+                                 std::to_string(size) + " ranks arrived at " + impl_->where());
   }
 }
 

@@ -86,7 +86,7 @@ constexpr char kFailed = '\0';
 // answers 2N requests rather than N^2 (which matters at thousands of ranks).
 std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std::string& host,
                                             StoreClient& store, transport::Deadline deadline) {
-  const std::string me = "rank " + std::to_string(launch.rank);
+  const int me = launch.rank;
   store.set("world/host/" + std::to_string(launch.rank), {host.begin(), host.end()});
   store.add("world/joined", 1);
   std::vector<std::string> hostnames(launch.size);
@@ -113,8 +113,9 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
         } catch (const std::exception&) {
           // Best effort: the others then fail on their own deadline.
         }
-        throw transport::Timeout(r, me + ": rank " + std::to_string(r) +
-                                        " did not join the rendezvous in time: " + e.what());
+        throw transport::Timeout(
+            me, r,
+            "rank " + std::to_string(r) + " did not join the rendezvous in time: " + e.cause());
       }
       all += hostnames[r] + '\n';
     }
@@ -134,11 +135,11 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
       // Best effort: the count only sharpens the message.
     }
     const std::string missing = missing_ranks(store, launch.size);
-    throw transport::Timeout(0, me + ": the world did not form in time: " + joined + " of " +
-                                    std::to_string(launch.size) +
-                                    " ranks joined the rendezvous" +
-                                    (missing.empty() ? "" : " (missing: " + missing + ")") + " (" +
-                                    e.what() + ")");
+    throw transport::Timeout(me, 0,
+                             "the world did not form in time: " + joined + " of " +
+                                 std::to_string(launch.size) + " ranks joined the rendezvous" +
+                                 (missing.empty() ? "" : " (missing: " + missing + ")") + " (" +
+                                 e.cause() + ")");
   }
   if (!all.empty() && all[0] == kFailed) {
     const std::string verdict(all.begin() + 1, all.end());
@@ -149,8 +150,8 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
     } catch (const std::exception&) {
       // Rank 0 waits only so long for it.
     }
-    throw transport::Timeout(first_missing,
-                             me + ": the world did not form in time: rank 0 gave up waiting for " +
+    throw transport::Timeout(me, first_missing,
+                             "the world did not form in time: rank 0 gave up waiting for " +
                                  verdict.substr(nl == std::string::npos ? 0 : nl + 1) +
                                  " (missing from the rendezvous)");
   }
@@ -174,8 +175,7 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
 World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadline deadline) {
   const std::string host = this_host();
   if (host.find('\n') != std::string::npos) {
-    throw ConfigError("rank " + std::to_string(launch.rank) +
-                      ": RINGLET_HOSTNAME must not contain a newline");
+    throw ConfigError(launch.rank, "RINGLET_HOSTNAME must not contain a newline");
   }
   const std::vector<std::string> hostnames = exchange_hostnames(launch, host, store, deadline);
   World w = derive_world(launch.rank, hostnames);
@@ -193,14 +193,14 @@ World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadl
   // they do not, shared-memory segments and device choices would collide.
   const auto [rank_var, size_var] = local_names(launch.launcher);
   if (launch.local_size && *launch.local_size != w.local_size) {
-    throw ConfigError("rank " + std::to_string(w.rank) + ": " + size_var + "=" +
-                      std::to_string(*launch.local_size) + " but " + std::to_string(w.local_size) +
-                      " ranks report host '" + host + "'");
+    throw ConfigError(w.rank, size_var + "=" + std::to_string(*launch.local_size) + " but " +
+                                  std::to_string(w.local_size) + " ranks report host '" + host +
+                                  "'");
   }
   if (launch.local_rank && *launch.local_rank != w.local_rank) {
-    throw ConfigError("rank " + std::to_string(w.rank) + ": " + rank_var + "=" +
-                      std::to_string(*launch.local_rank) + " but this rank is number " +
-                      std::to_string(w.local_rank) + " (by global rank) of host '" + host + "'");
+    throw ConfigError(w.rank, rank_var + "=" + std::to_string(*launch.local_rank) +
+                                  " but this rank is number " + std::to_string(w.local_rank) +
+                                  " (by global rank) of host '" + host + "'");
   }
   return w;
 }

@@ -1,8 +1,8 @@
 // The collectives' entry points: argument checks, the trivial cases (one rank,
 // nothing to move), the choice of algorithm, and error handling. Any failure
 // aborts the communicator (so that peers stop at once instead of at their
-// deadline) and surfaces as an exception whose message starts with
-// "rank <r>: ", names the peer, and ends with the collective's name.
+// deadline) and surfaces as a common::Failure that carries this rank, the
+// peer and the collective's name as fields.
 #include "core/collectives/collectives.h"
 
 #include <array>
@@ -25,35 +25,38 @@ using collectives::Collective;
 
 using common::seconds_text;
 
-// "rank 3" appears in `text` as a whole word.
-bool names_rank(const std::string& text, int peer) {
-  const std::string needle = "rank " + std::to_string(peer);
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
-    const size_t end = at + needle.size();
-    if (end == text.size() || !std::isdigit(static_cast<unsigned char>(text[end]))) return true;
-  }
-  return false;
-}
-
-// Aborts the communicator with `msg` (which tells the peers at once), then
+// Aborts the communicator with `f` (which tells the peers at once), then
 // adds why `peer` failed if it says so soon: the rank we waited for may have
-// been waiting itself, and its reason names the culprit.
-std::string fail(Communicator& comm, std::string msg, int peer) {
-  comm.abort(msg);
-  const std::string theirs = comm.failure_of(peer, std::chrono::milliseconds(300));
-  if (!theirs.empty() && msg.find(theirs) == std::string::npos) msg += "; " + theirs;
-  return msg;
+// been waiting itself, and its reason names the culprit. A peer that lost a
+// rank makes this failure that loss too, learnt second-hand: the job cannot
+// go on without the lost rank, however this rank noticed.
+void fail(Communicator& comm, common::Failure& f) {
+  comm.abort(f);
+  const int peer = f.peer();
+  const auto theirs = comm.failure_of(peer, std::chrono::milliseconds(300));
+  if (!theirs) return;
+  if (f.cause().find(theirs->what) == std::string::npos) f.add_cause(theirs->what);
+  if (theirs->lost >= 0 && theirs->lost != f.rank() &&
+      (f.kind() == common::FailureKind::kTimeout || f.kind() == common::FailureKind::kPeerLost)) {
+    f.set_kind(common::FailureKind::kPeerLost).set_peer(theirs->lost);
+  }
 }
 
+// Runs a collective's body; any failure leaves as a common::Failure that
+// names this rank and the collective (unless a lower layer already did).
 template <class F>
 void guarded(Communicator& comm, Collective c, F&& body) {
   // Errors name world ranks, also on a process set's communicator.
   const int self = comm.global_rank(comm.rank());
-  const std::string me = "rank " + std::to_string(self) + ": ";
-  const std::string where = " in " + std::string(collectives::to_string(c));
+  const std::string_view name = collectives::to_string(c);
   if (comm.failed()) {
-    throw transport::Error(-1,
-                           me + "the communicator failed earlier (" + comm.failure() + ")" + where);
+    // Reported as what it was (a lost peer stays a lost peer), by this rank,
+    // in this collective.
+    const common::Failure first = comm.failure();
+    common::Failure f(first.kind(), self, first.peer(),
+                      "the communicator failed earlier (" + first.body() + ")");
+    f.in_collective(name);
+    throw f;
   }
   try {
     body();
@@ -61,26 +64,20 @@ void guarded(Communicator& comm, Collective c, F&& body) {
     throw;  // the same on every rank: nothing to abort
   } catch (const std::invalid_argument&) {
     throw;  // a caller's bug, found before anything moved
-  } catch (const transport::Timeout& e) {
-    const std::string msg = me + "timed out after " + seconds_text(comm.config().timeout) +
-                            " waiting for rank " + std::to_string(e.peer()) + where;
-    throw transport::Timeout(e.peer(), fail(comm, msg, e.peer()));
-  } catch (const transport::PeerLost& e) {
-    std::string msg = e.what();
-    if (msg.rfind("rank ", 0) == 0 && msg.find(": ") != std::string::npos &&
-        names_rank(msg.substr(0, msg.find(": ")), self)) {
-      msg = msg.substr(msg.find(": ") + 2);  // drop a "rank <me>: " the transport added
+  } catch (common::Failure& e) {
+    e.at_rank(self);
+    e.in_collective(name);
+    if (e.kind() == common::FailureKind::kTimeout) {
+      e.set_cause("timed out after " + seconds_text(comm.config().timeout) + " waiting for rank " +
+                  std::to_string(e.peer()));
     }
-    if (e.peer() >= 0 && !names_rank(msg, e.peer())) {
-      msg = "lost rank " + std::to_string(e.peer()) + " (" + msg + ")";
-    }
-    throw transport::PeerLost(e.peer(), fail(comm, me + msg + where, e.peer()));
-  } catch (const transport::Error& e) {
-    throw transport::Error(e.peer(), fail(comm, me + e.what() + where, e.peer()));
+    fail(comm, e);
+    throw;
   } catch (const std::exception& e) {
-    const std::string msg = me + e.what() + where;
-    comm.abort(msg);
-    throw transport::Error(-1, msg);
+    transport::Error f(self, -1, e.what());
+    f.in_collective(name);
+    comm.abort(f);
+    throw f;
   }
 }
 

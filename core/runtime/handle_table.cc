@@ -38,13 +38,12 @@ void HandleTable::complete_all(std::vector<std::pair<Handle, Result>>& done) {
   cv_.notify_all();
 }
 
-void HandleTable::fail(Handle h, ErrorKind kind, const std::string& error) {
+void HandleTable::fail(Handle h, common::Failure failure) {
   {
     std::lock_guard lock(mu_);
     auto it = states_.find(h);
     if (it == states_.end() || it->second->done) return;
-    it->second->kind = kind;
-    it->second->error = error.empty() ? "unknown error" : error;
+    it->second->failure = std::move(failure);
     it->second->done = true;
   }
   cv_.notify_all();
@@ -96,7 +95,7 @@ Result HandleTable::take(Handle h, std::chrono::nanoseconds grace) {
   std::unique_ptr<State> s = std::move(it->second);
   states_.erase(it);
   lock.unlock();
-  if (!s->error.empty()) throw RuntimeError(s->kind, s->error);
+  if (s->failure) throw RuntimeError(*s->failure);
   return std::move(s->result);
 }
 

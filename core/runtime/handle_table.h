@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -45,7 +46,10 @@ class HandleTable {
   void complete(Handle h, Result result);
   // Completes several under one lock and one wake-up (a fused response).
   void complete_all(std::vector<std::pair<Handle, Result>>& done);
-  void fail(Handle h, ErrorKind kind, const std::string& error);
+  void fail(Handle h, common::Failure failure);
+  void fail(Handle h, ErrorKind kind, const std::string& error) {
+    fail(h, common::Failure(kind, error));
+  }
 
   // Throws std::invalid_argument for an unknown (never issued or released) handle.
   bool poll(Handle h) const;
@@ -65,8 +69,7 @@ class HandleTable {
  private:
   struct State {
     bool done = false;
-    ErrorKind kind = ErrorKind::kInternal;
-    std::string error;
+    std::optional<common::Failure> failure;
     Result result;
   };
   State& find(Handle h) const;  // mu_ held

@@ -27,8 +27,7 @@ ProcessSetTable::ProcessSetTable(int world_size, int rank)
 
 std::vector<int> ProcessSetTable::checked(std::vector<int> ranks, const std::string& call) const {
   auto bad = [&](const std::string& why) {
-    return RuntimeError(ErrorKind::kInvalidArgument,
-                        "rank " + std::to_string(rank_) + ": " + call + ": " + why);
+    return RuntimeError(ErrorKind::kInvalidArgument, rank_, call + ": " + why);
   };
   if (ranks.empty()) throw bad("a process set needs at least one rank");
   std::sort(ranks.begin(), ranks.end());
@@ -49,10 +48,9 @@ void ProcessSetTable::add_static(std::vector<std::vector<int>> sets) {
     std::vector<int> ranks = checked(std::move(sets[i]), "process set " + std::to_string(i + 1));
     for (size_t k = 0; k < checked_sets.size(); ++k) {
       if (checked_sets[k] == ranks) {
-        throw RuntimeError(ErrorKind::kInvalidArgument,
-                           "rank " + std::to_string(rank_) + ": process sets " +
-                               std::to_string(k + 1) + " and " + std::to_string(i + 1) +
-                               " both hold ranks " + set_text(ranks));
+        throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
+                           "process sets " + std::to_string(k + 1) + " and " +
+                               std::to_string(i + 1) + " both hold ranks " + set_text(ranks));
       }
     }
     checked_sets.push_back(std::move(ranks));

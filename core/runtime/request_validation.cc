@@ -7,9 +7,8 @@
 namespace ringlet::core::runtime {
 
 RuntimeError request_error(const Request& r, int rank, const std::string& why) {
-  return RuntimeError(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank) + ": " +
-                                                       std::string(to_string(r.meta.kind)) + " '" +
-                                                       r.meta.name + "': " + why);
+  return RuntimeError(ErrorKind::kInvalidArgument, rank,
+                      std::string(to_string(r.meta.kind)) + " '" + r.meta.name + "': " + why);
 }
 
 void validate_request(Request& r, int rank, const ProcessSetTable& sets,
@@ -51,10 +50,10 @@ void validate_request(Request& r, int rank, const ProcessSetTable& sets,
       break;
     case CollectiveKind::kBroadcast:
       if (!is_member(m.root)) {
-        throw bad("root " + std::to_string(m.root) + " is not a rank" + in_set + " (ranks " +
-                  (m.process_set == 0 ? "0.." + std::to_string(world_size - 1)
-                                      : set_text(members)) +
-                  ")");
+        throw bad(
+            "root " + std::to_string(m.root) + " is not a rank" + in_set + " (ranks " +
+            (m.process_set == 0 ? "0.." + std::to_string(world_size - 1) : set_text(members)) +
+            ")");
       }
       if (n > 0 && !r.output) throw bad("null buffer");
       break;

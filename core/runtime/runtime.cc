@@ -170,9 +170,8 @@ std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> 
     std::lock_guard lock(mu_);
     for (const GroupMember& m : members) {
       auto bad = [&](const std::string& why) {
-        return RuntimeError(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank_) +
-                                                             ": grouped allreduce member '" +
-                                                             m.name + "': " + why);
+        return RuntimeError(ErrorKind::kInvalidArgument, rank_,
+                            "grouped allreduce member '" + m.name + "': " + why);
       };
       if (m.name.empty()) throw bad("a collective needs a non-empty name");
       if (!seen.insert(m.name).second) throw bad("the name appears twice in the group");
@@ -234,11 +233,10 @@ Result Runtime::synchronize(Handle h) {
 
 Handle Runtime::enqueue_join() {
   std::lock_guard lock(mu_);
-  const std::string me = "rank " + std::to_string(rank_) + ": join: ";
   if (!stopped_.empty())
-    throw RuntimeError(stopped_kind_, me + "the runtime has stopped: " + stopped_);
+    throw RuntimeError(stopped_kind_, rank_, "join: the runtime has stopped: " + stopped_);
   if (join_requested_)
-    throw RuntimeError(ErrorKind::kInvalidArgument, me + "this rank has joined already");
+    throw RuntimeError(ErrorKind::kInvalidArgument, rank_, "join: this rank has joined already");
   join_requested_ = true;
   join_handle_ = handles_.create();
   if (loop_idle_) {
@@ -263,11 +261,13 @@ Handle Runtime::enqueue(Request r) {
   auto bad = [&](const std::string& why) { return request_error(r, rank_, why); };
 
   std::lock_guard lock(mu_);
-  if (!stopped_.empty()) {
-    throw RuntimeError(stopped_kind_, bad("the runtime has stopped: " + stopped_).what());
-  }
-  if (shutdown_requested_)
-    throw RuntimeError(ErrorKind::kShutdown, bad("the runtime is shutting down").what());
+  auto bad_as = [&](ErrorKind kind, const std::string& why) {
+    RuntimeError e = bad(why);
+    e.set_kind(kind);
+    return e;
+  };
+  if (!stopped_.empty()) throw bad_as(stopped_kind_, "the runtime has stopped: " + stopped_);
+  if (shutdown_requested_) throw bad_as(ErrorKind::kShutdown, "the runtime is shutting down");
   if (join_requested_)
     throw bad("this rank has joined; it may submit again once every rank has joined");
   if (!in_flight_.insert(m.name).second) {
@@ -317,9 +317,8 @@ Stats Runtime::stats() const {
 void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
   if (rank_ != 0) return;
   auto tl = std::make_shared<timeline::Timeline>(
-      path, mark_cycles, peer_timeout_, [](const std::string& error) {
-        common::log(common::LogLevel::kError, "%s", error.c_str());
-      });
+      path, mark_cycles, peer_timeout_,
+      [](const std::string& error) { common::log(common::LogLevel::kError, "%s", error.c_str()); });
   std::lock_guard lock(mu_);
   timeline_ = std::move(tl);
 }
@@ -397,9 +396,10 @@ void Runtime::loop() {
           std::lock_guard lock(mu_);
           in_flight_.erase(p.request.meta.name);
         }
-        handles_.fail(p.handle, ErrorKind::kInvalidArgument,
-                      "rank " + std::to_string(rank_) + ": process set " + std::to_string(id) +
-                          " was removed before '" + p.request.meta.name + "' ran");
+        handles_.fail(p.handle,
+                      common::Failure(ErrorKind::kInvalidArgument, rank_, -1,
+                                      "process set " + std::to_string(id) +
+                                          " was removed before '" + p.request.meta.name + "' ran"));
       }
 
       // The world first: it carries shutdown, stall aborts, join and the
@@ -471,7 +471,7 @@ void Runtime::loop() {
       return;
     }
   } catch (const std::exception& e) {
-    fail_everything(kind_of(e), e.what());
+    fail_everything(failure_from(e, rank_));
   }
 }
 

@@ -246,8 +246,14 @@ class Runtime {
   Result run_single(Communicator& comm, const Response& r, Pending& p, timeline::Timeline* tl);
   void count_run(const Response& r);
   void finish(const std::string& name, Result result);
-  void fail(const std::string& name, ErrorKind kind, const std::string& error);
-  void fail_everything(ErrorKind kind, const std::string& error);
+  void fail(const std::string& name, common::Failure failure);
+  void fail(const std::string& name, ErrorKind kind, const std::string& error) {
+    fail(name, common::Failure(kind, rank_, -1, error));
+  }
+  void fail_everything(common::Failure failure);
+  void fail_everything(ErrorKind kind, const std::string& error) {
+    fail_everything(common::Failure(kind, rank_, -1, error));
+  }
 
   std::unique_ptr<Communicator> comm_;
   const int rank_;

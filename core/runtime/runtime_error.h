@@ -1,41 +1,36 @@
-// The error a runtime handle or call fails with. Its message names the tensor,
-// the ranks and the cause, ready for the user; its kind says what the caller
-// can do about it (fix the call, restart the job, ...), so that bindings map
-// it to a status or an exception type without reading the text.
+// The error a runtime handle or call fails with: a common::Failure whose kind
+// says what the caller can do about it (fix the call, restart the job, ...),
+// so that bindings map it to a status or an exception type without reading
+// the text, and whose fields (rank, peer, collective, tensor, cause) the API
+// formats into the user's message.
 #pragma once
 
-#include <cstdint>
-#include <stdexcept>
+#include <exception>
 #include <string>
-#include <string_view>
+
+#include "ringlet/common/failure.h"
 
 namespace ringlet::core::runtime {
 
-enum class ErrorKind : uint8_t {
-  kInvalidArgument,  // this rank's call was wrong (bad shape, duplicate name, unknown set)
-  kMismatch,         // the ranks disagree about a collective (dtype, shape, op, root, ...)
-  kPeerLost,         // a peer died or closed its links
-  kTimeout,          // a peer did not answer within RINGLET_TIMEOUT_SECONDS
-  kShutdown,         // the runtime was shut down (by this rank or another) first
-  kStalled,          // tensors waited for ranks that never submitted them: past
-                     // RINGLET_STALL_TIMEOUT_SECONDS (that collective fails) or
-                     // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (the runtime stops)
-  kInternal,         // anything else
-};
+using ErrorKind = common::FailureKind;
+using common::to_string;
 
-std::string_view to_string(ErrorKind k);  // "invalid argument", "mismatch", ...
-
-class RuntimeError : public std::runtime_error {
+class RuntimeError : public common::Failure {
  public:
-  RuntimeError(ErrorKind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
-  ErrorKind kind() const { return kind_; }
-
- private:
-  ErrorKind kind_;
+  RuntimeError(ErrorKind kind, std::string cause) : Failure(kind, std::move(cause)) {}
+  // `rank`: the rank that reports (this one).
+  RuntimeError(ErrorKind kind, int rank, std::string cause)
+      : Failure(kind, rank, -1, std::move(cause)) {}
+  explicit RuntimeError(const common::Failure& f) : Failure(f) {}
 };
 
-// The kind of an exception caught around a collective: transport errors are
-// PeerLost / Timeout, a RuntimeError keeps its kind, the rest are internal.
-ErrorKind kind_of(const std::exception& e);
+// What a caught exception says as a failure of this rank: a common::Failure
+// keeps its fields, anything else is internal with its text as the cause.
+inline common::Failure failure_from(const std::exception& e, int rank) {
+  const auto* f = dynamic_cast<const common::Failure*>(&e);
+  common::Failure out = f ? *f : common::Failure(ErrorKind::kInternal, e.what());
+  out.at_rank(rank);
+  return out;
+}
 
 }  // namespace ringlet::core::runtime

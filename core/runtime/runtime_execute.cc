@@ -76,8 +76,8 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
       continue;
     }
     if (!joining || resp.kind != CollectiveKind::kAllreduce || set.id != 0) {
-      throw RuntimeError(ErrorKind::kInternal,
-                         "rank " + std::to_string(rank_) + ": negotiation chose '" + resp.names[i] +
+      throw RuntimeError(ErrorKind::kInternal, rank_,
+                         "negotiation chose '" + resp.names[i] +
                              "', which this rank never submitted (internal error)");
     }
     const Metadata& m = resp.meta[i];
@@ -124,13 +124,14 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
       finish(resp.names[0], std::move(result));
     }
   } catch (const std::exception& e) {
-    const std::string msg = std::string(to_string(resp.kind)) + " of " + names_text(resp.names) +
-                            " failed: " + e.what();
+    common::Failure f = failure_from(e, rank_);
+    f.in_collective(to_string(resp.kind));
+    f.for_tensor(names_text(resp.names));
     for (const std::string& name : resp.names) {
       if (tl) tl->op_end(name);
-      fail(name, kind_of(e), msg);
+      fail(name, f);
     }
-    throw RuntimeError(kind_of(e), msg);
+    throw RuntimeError(f);
   }
 }
 
@@ -272,7 +273,8 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
       const int64_t d0 = m.shape[0];
       std::vector<size_t> counts(comm.size());
       for (int r = 0; r < comm.size(); ++r) {
-        counts[r] = common::even_share(static_cast<size_t>(d0), comm.size(), r) * static_cast<size_t>(row);
+        counts[r] =
+            common::even_share(static_cast<size_t>(d0), comm.size(), r) * static_cast<size_t>(row);
       }
       const size_t total = static_cast<size_t>(m.elements());
       const void* src = req.input;
@@ -287,8 +289,8 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
       result.shape = with_first(
           static_cast<int64_t>(counts[comm.rank()] / std::max<int64_t>(row, 1)), req.meta.shape);
       if (row == 0)
-        result.shape[0] =
-            static_cast<int64_t>(common::even_share(static_cast<size_t>(d0), comm.size(), comm.rank()));
+        result.shape[0] = static_cast<int64_t>(
+            common::even_share(static_cast<size_t>(d0), comm.size(), comm.rank()));
       {
         Phase p(tl, resp.names,
                 algorithm_name(comm, collectives::Collective::kReducescatter, total * es),
@@ -349,7 +351,7 @@ void Runtime::forget_cached(const Pending& p) {
     set->second->cache.forget(p.request.meta.name);
 }
 
-void Runtime::fail(const std::string& name, ErrorKind kind, const std::string& error) {
+void Runtime::fail(const std::string& name, common::Failure failure) {
   auto it = reported_.find(name);
   if (it == reported_.end()) return;
   const Handle h = it->second.handle;
@@ -359,10 +361,18 @@ void Runtime::fail(const std::string& name, ErrorKind kind, const std::string& e
     std::lock_guard lock(mu_);
     in_flight_.erase(name);
   }
-  handles_.fail(h, kind, error);
+  failure.at_rank(rank_);
+  handles_.fail(h, std::move(failure));
 }
 
-void Runtime::fail_everything(ErrorKind kind, const std::string& error) {
+void Runtime::fail_everything(common::Failure failure) {
+  failure.at_rank(rank_);
+  // Each handle's failure says what became of it.
+  auto with = [&](const std::string& what) {
+    common::Failure f = failure;
+    f.set_cause(f.cause() + " (" + what + ")");
+    return f;
+  };
   std::vector<Pending> queued;
   std::vector<PendingSetChange> changes(std::make_move_iterator(sent_set_changes_.begin()),
                                         std::make_move_iterator(sent_set_changes_.end()));
@@ -373,19 +383,19 @@ void Runtime::fail_everything(ErrorKind kind, const std::string& error) {
     for (PendingSetChange& c : set_change_queue_) changes.push_back(std::move(c));
     set_change_queue_.clear();
     if (stopped_.empty()) {
-      stopped_ = error;
-      stopped_kind_ = kind;
+      stopped_ = failure.body();
+      stopped_kind_ = failure.kind();
     }
     queued.swap(queue_);
     in_flight_.clear();
     if (join_requested_) join = join_handle_;
     join_requested_ = false;
   }
-  if (join != 0) handles_.fail(join, kind, error + " (join did not complete)");
+  if (join != 0) handles_.fail(join, with("join did not complete"));
   for (PendingSetChange& c : changes)
-    handles_.fail(c.handle, kind, error + " (the process set change did not happen)");
+    handles_.fail(c.handle, with("the process set change did not happen"));
   for (auto& [name, p] : reported_) {
-    handles_.fail(p.handle, kind, error + " ('" + name + "' did not run)");
+    handles_.fail(p.handle, with("'" + name + "' did not run"));
   }
   reported_.clear();
   for (auto& [id, set] : sets_) set->cache.forget_all();
@@ -394,7 +404,7 @@ void Runtime::fail_everything(ErrorKind kind, const std::string& error) {
   }
   unreported_.clear();
   for (Pending& p : queued)
-    handles_.fail(p.handle, kind, error + " ('" + p.request.meta.name + "' did not run)");
+    handles_.fail(p.handle, with("'" + p.request.meta.name + "' did not run"));
 }
 
 }  // namespace ringlet::core::runtime

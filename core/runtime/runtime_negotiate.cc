@@ -53,7 +53,11 @@ std::vector<Response> Runtime::negotiate(ProcessSet& set, RankMessage& mine,
   try {
     messages = exchange(set, mine);
   } catch (const std::exception& e) {
-    throw RuntimeError(kind_of(e), std::string("negotiation failed: ") + e.what());
+    // The negotiation's own collective is part of what failed, not the
+    // collective of the tensors that fail with it.
+    const common::Failure f = failure_from(e, rank_);
+    throw RuntimeError(
+        common::Failure(f.kind(), rank_, f.peer(), "negotiation failed: " + f.body()));
   }
   fail_stalled(set, messages, tl);
   const int n = static_cast<int>(set.ranks.size());
@@ -126,12 +130,11 @@ void Runtime::inspect_stalls(ProcessSet& set, const std::vector<RankMessage>& me
   StallVerdict verdict = set.stall.inspect(waiting, Clock::now());
   if (!verdict.warning.empty()) {
     const Config& c = comm_->config();
-    common::log(
-        common::LogLevel::kWarning,
-        "stall: tensors submitted by some ranks have waited more than %d s for the others "
-        "(ranks submitting different names, or only some ranks submitting, deadlock "
-        "training)%s",
-        c.stall_check_seconds, verdict.warning.c_str());
+    common::log(common::LogLevel::kWarning,
+                "stall: tensors submitted by some ranks have waited more than %d s for the others "
+                "(ranks submitting different names, or only some ranks submitting, deadlock "
+                "training)%s",
+                c.stall_check_seconds, verdict.warning.c_str());
     std::lock_guard lock(mu_);
     ++stats_.stall_warnings;
   }

@@ -13,15 +13,13 @@ namespace ringlet::core::runtime {
 
 Handle Runtime::submit_set_change(SetChange change) {
   std::lock_guard lock(mu_);
-  const std::string me = "rank " + std::to_string(rank_) + ": ";
   if (!stopped_.empty())
-    throw RuntimeError(stopped_kind_, me + "the runtime has stopped: " + stopped_);
+    throw RuntimeError(stopped_kind_, rank_, "the runtime has stopped: " + stopped_);
   if (shutdown_requested_)
-    throw RuntimeError(ErrorKind::kShutdown, me + "the runtime is shutting down");
+    throw RuntimeError(ErrorKind::kShutdown, rank_, "the runtime is shutting down");
   if (join_requested_) {
-    throw RuntimeError(
-        ErrorKind::kInvalidArgument,
-        me + "this rank has joined; process sets cannot change until every rank has");
+    throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
+                       "this rank has joined; process sets cannot change until every rank has");
   }
   const Handle h = handles_.create();
   set_change_queue_.push_back({std::move(change), h});
@@ -45,10 +43,8 @@ int32_t Runtime::add_process_set(std::vector<int> ranks) {
 void Runtime::remove_process_set(int32_t id) {
   nvtx::Range range("REMOVE_PROCESS_SET");
   if (id == 0) {
-    throw RuntimeError(
-        ErrorKind::kInvalidArgument,
-        "rank " + std::to_string(rank_) +
-            ": remove_process_set: process set 0 is the world; it cannot be removed");
+    throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
+                       "remove_process_set: process set 0 is the world; it cannot be removed");
   }
   process_set_ranks(id);  // unknown ids fail here, before the others are involved
   SetChange change;
@@ -59,9 +55,8 @@ void Runtime::remove_process_set(int32_t id) {
 std::vector<int> Runtime::process_set_ranks(int32_t id) const {
   std::optional<std::vector<int>> ranks = set_table_.ranks(id);
   if (!ranks) {
-    throw RuntimeError(
-        ErrorKind::kInvalidArgument,
-        "rank " + std::to_string(rank_) + ": there is no process set " + std::to_string(id));
+    throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
+                       "there is no process set " + std::to_string(id));
   }
   return std::move(*ranks);
 }
@@ -140,21 +135,21 @@ void Runtime::apply_set_changes(const std::vector<RankMessage>& world_messages) 
       } catch (const std::exception& e) {
         // A refused change fails only its handles; a failure while meeting
         // the members (a lost peer) ends the runtime.
-        kind = kind_of(e);
+        common::Failure f = failure_from(e, rank_);
+        kind = f.kind();
         if (kind != ErrorKind::kInvalidArgument) {
-          handles_.fail(
-              mine.handle, kind,
-              "rank " + std::to_string(rank_) + ": " + describe(mine.change) + ": " + e.what());
+          f.set_cause(describe(mine.change) + ": " + f.cause());
+          handles_.fail(mine.handle, std::move(f));
           throw;
         }
-        error = e.what();
+        error = f.cause();
       }
     }
     if (error.empty()) {
       handles_.complete(mine.handle, std::move(result));
     } else {
-      handles_.fail(mine.handle, kind,
-                    "rank " + std::to_string(rank_) + ": " + describe(mine.change) + ": " + error);
+      handles_.fail(mine.handle,
+                    common::Failure(kind, rank_, -1, describe(mine.change) + ": " + error));
     }
   }
 }

@@ -31,6 +31,7 @@ struct Expect {
   // RINGLET_TIMEOUT_SECONDS and RINGLET_START_TIMEOUT_SECONDS
   int timeout_s = 10;
   int start_timeout_s = 10;
+  std::string env;  // more VARIABLE=value settings for every rank, if any
 };
 
 struct Run {
@@ -58,10 +59,10 @@ std::vector<std::string> processes_holding(const std::string& token) {
 Run run_job(const Expect& x, const std::string& token) {
   // The launcher's grace before it stops the ranks is longer than any
   // survivor may take: each must fail on its own, not be killed.
-  const std::string cmd = "RINGLET_ABORT_GRACE_SECONDS=4 RINGLET_TIMEOUT_SECONDS=" +
-                          std::to_string(x.timeout_s) +
-                          " RINGLET_START_TIMEOUT_SECONDS=" + std::to_string(x.start_timeout_s) +
-                          " " RINGLETRUN " -np 3 " FAULT_RANK " " + x.fault + " " + token + " 2>&1";
+  const std::string cmd =
+      "RINGLET_ABORT_GRACE_SECONDS=4 RINGLET_TIMEOUT_SECONDS=" + std::to_string(x.timeout_s) +
+      " RINGLET_START_TIMEOUT_SECONDS=" + std::to_string(x.start_timeout_s) + " " + x.env +
+      " " RINGLETRUN " -np 3 " FAULT_RANK " " + x.fault + " " + token + " 2>&1";
   Run r;
   const auto start = std::chrono::steady_clock::now();
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -148,6 +149,21 @@ TEST(FaultMatrix, KilledDuringAlltoall) { check(killed("alltoall")); }
 TEST(FaultMatrix, KilledDuringBlockingAllgather) { check(killed("sync-allgather")); }
 TEST(FaultMatrix, KilledDuringBlockingBroadcast) { check(killed("sync-broadcast")); }
 TEST(FaultMatrix, KilledDuringBlockingAlltoall) { check(killed("sync-alltoall")); }
+
+// Over TCP a survivor whose own peer is alive learns of the death second-hand:
+// its neighbour's links close, or its wait runs out, and the neighbour's
+// published reason names the dead rank. That is still a lost peer, not a
+// timeout, and it names rank 2, not the neighbour that told it.
+TEST(FaultMatrix, KilledDuringAllgatherOverTcp) {
+  Expect x = killed("allgather");
+  x.env = "RINGLET_TRANSPORT=tcp";
+  check(x);
+}
+TEST(FaultMatrix, KilledDuringBlockingAllgatherOverTcp) {
+  Expect x = killed("sync-allgather");
+  x.env = "RINGLET_TRANSPORT=tcp";
+  check(x);
+}
 
 // A rank that ends between collectives: the others' next collective fails
 // naming it, whether it shut down first or not.

@@ -44,13 +44,15 @@ Runtime& rt() {
   return *g_rt;
 }
 
-// The error a handle fails with ("" when it succeeds).
+// The error a handle fails with ("" when it succeeds), without the rank (the
+// API says "on rank N" once), after checking that the runtime filled it in.
 std::string error_of(Handle h) {
   try {
     rt().synchronize(h);
     return "";
   } catch (const RuntimeError& e) {
-    return e.what();
+    EXPECT_EQ(e.rank(), rt().rank()) << e.what();
+    return e.body();
   }
 }
 

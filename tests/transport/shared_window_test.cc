@@ -112,7 +112,8 @@ TEST_F(SharedWindowTest, AbortStopsEveryoneQuickly) {
     auto w = open(store, lr, n);
     meet(store, "up", lr, {0, 1, 2});
     if (lr == 1) {
-      w->abort("injected failure");
+      w->abort(
+          ringlet::common::Failure(ringlet::common::FailureKind::kInternal, "injected failure"));
     } else {
       auto start = Clock::now();
       try {
@@ -122,6 +123,35 @@ TEST_F(SharedWindowTest, AbortStopsEveryoneQuickly) {
         EXPECT_EQ(e.peer(), kGlobalBase + 1) << e.what();
         EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos) << e.what();
         EXPECT_LT(Clock::now() - start, seconds(1));
+      }
+    }
+    meet(store, "seen", lr, {0, 1, 2});
+  }));
+}
+
+// A rank that aborts because it lost a peer passes the loss on: the others
+// learn second-hand that the job lost that peer, not merely the aborter.
+TEST_F(SharedWindowTest, AbortForALostPeerNamesThatPeer) {
+  constexpr int n = 3;
+  constexpr int kDead = 42;
+  expect_all_passed(run_ranks(n, [&](int lr) {
+    FileStore store(job_.dir);
+    auto w = open(store, lr, n);
+    meet(store, "up", lr, {0, 1, 2});
+    if (lr == 1) {
+      w->abort(PeerLost(kGlobalBase + 1, kDead, "rank 42 died"));
+    } else {
+      try {
+        w->wait_until([] { return false; }, kGlobalBase + 1, Clock::now() + seconds(20));
+        ADD_FAILURE() << "no PeerLost";
+      } catch (const PeerLost& e) {
+        EXPECT_EQ(e.kind(), ringlet::common::FailureKind::kPeerLost);
+        EXPECT_EQ(e.peer(), kDead) << e.what();
+        EXPECT_EQ(e.rank(), kGlobalBase + lr) << e.what();
+        EXPECT_NE(std::string(e.what()).find("aborted by rank " + std::to_string(kGlobalBase + 1)),
+                  std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 42 died"), std::string::npos) << e.what();
       }
     }
     meet(store, "seen", lr, {0, 1, 2});

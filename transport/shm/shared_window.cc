@@ -29,6 +29,7 @@ struct WindowHeader {
   std::atomic<uint32_t> closed;     // the owner destroyed its window
   std::atomic<int32_t> aborted_by;  // global rank + 1 of the aborter; 0: none
   char why[512];                    // the aborter's reason, in its own header
+  int32_t lost = -1;                // the peer the aborter lost, or -1
 };
 // Page-aligned data: 64-byte alignment as promised, and whole pages for copies.
 constexpr size_t kDataOffset = 4096;
@@ -92,8 +93,14 @@ class ShmWindow final : public SharedWindow {
     }
   }
 
-  void abort(const std::string& why) override {
+  void abort(const common::Failure& failure) override {
     WindowHeader* own = header(options_.local_rank);
+    // As told to the others: who failed and why. Each names its own
+    // collective, so this one's is left out.
+    const std::string why =
+        (failure.rank() >= 0 ? "rank " + std::to_string(failure.rank()) + ": " : std::string()) +
+        failure.cause();
+    own->lost = failure.kind() == common::FailureKind::kPeerLost ? failure.peer() : -1;
     size_t n = std::min(why.size(), sizeof own->why - 1);
     std::memcpy(own->why, why.data(), n);
     own->why[n] = '\0';
@@ -107,27 +114,29 @@ class ShmWindow final : public SharedWindow {
 
   void check_peers() override {
     int self = options_.global_ranks[options_.local_rank];
-    std::string prefix = "rank " + std::to_string(self) + ": ";
     int32_t mark = header(options_.local_rank)->aborted_by.load(std::memory_order_acquire);
     if (mark != 0) {
       int who = mark - 1;
       auto it = std::find(options_.global_ranks.begin(), options_.global_ranks.end(), who);
-      std::string why = it == options_.global_ranks.end()
-                            ? std::string("?")
-                            : std::string(header(int(it - options_.global_ranks.begin()))->why);
-      throw PeerLost(who,
-                     prefix + "shared window aborted by rank " + std::to_string(who) + ": " + why);
+      const WindowHeader* theirs = it == options_.global_ranks.end()
+                                       ? nullptr
+                                       : header(int(it - options_.global_ranks.begin()));
+      const std::string why = theirs == nullptr ? std::string("?") : std::string(theirs->why);
+      const int lost = theirs == nullptr || theirs->lost == self ? -1 : theirs->lost;
+      throw PeerLost(self, lost >= 0 ? lost : who,
+                     "shared window aborted by rank " + std::to_string(who) + ": " + why);
     }
     for (int lr = 0; lr < local_size(); ++lr) {
       if (lr == options_.local_rank) continue;
       const WindowHeader* h = header(lr);
       int peer = options_.global_ranks[lr];
       if (h->closed.load(std::memory_order_acquire) != 0) {
-        throw PeerLost(peer, prefix + "rank " + std::to_string(peer) + " closed its shared window");
+        throw PeerLost(self, peer, "rank " + std::to_string(peer) + " closed its shared window");
       }
       if (shm::process_gone(h->pid)) {
-        throw PeerLost(peer, prefix + "rank " + std::to_string(peer) + " (pid " +
-                                 std::to_string(h->pid) + ") died");
+        throw PeerLost(
+            self, peer,
+            "rank " + std::to_string(peer) + " (pid " + std::to_string(h->pid) + ") died");
       }
     }
   }

@@ -65,8 +65,9 @@ class ShmCarrier final : public Carrier {
 
   std::unique_ptr<Pair> connect(int peer, Deadline deadline) override {
     if (peer < 0 || peer >= size_ || peer == rank_) {
-      throw Error(peer, prefix() + "cannot connect to rank " + std::to_string(peer) +
-                            " (job size " + std::to_string(size_) + ")");
+      throw Error(rank_, peer,
+                  "cannot connect to rank " + std::to_string(peer) + " (job size " +
+                      std::to_string(size_) + ")");
     }
     return rank_ > peer ? dial(peer, deadline) : accept(peer, deadline);
   }
@@ -90,15 +91,13 @@ class ShmCarrier final : public Carrier {
     Segment out, in, peer_page;
   };
 
-  std::string prefix() const { return "rank " + std::to_string(rank_) + ": "; }
-
   std::string channel_name(int from, int to) const {
     return "/ringlet-" + job_id_ + "-" + std::to_string(from) + "-" + std::to_string(to);
   }
 
   [[noreturn]] void timed_out(int peer) {
-    throw Timeout(peer,
-                  prefix() + "timed out connecting to rank " + std::to_string(peer) + " over shm");
+    throw Timeout(rank_, peer,
+                  "timed out connecting to rank " + std::to_string(peer) + " over shm");
   }
 
   bool any_ready() const {
@@ -115,8 +114,7 @@ class ShmCarrier final : public Carrier {
     std::string text(value.begin(), value.end());
     int pid = 0, fd = -1;
     if (std::sscanf(text.c_str(), "%d %d", &pid, &fd) != 2) {
-      throw Error(peer,
-                  prefix() + "bad shm rank page '" + text + "' for rank " + std::to_string(peer));
+      throw Error(rank_, peer, "bad shm rank page '" + text + "' for rank " + std::to_string(peer));
     }
     return Segment::open_of_process(pid, fd, kRankPageBytes);
   }
@@ -206,8 +204,8 @@ class ShmCarrier final : public Carrier {
       uint32_t seen = page_->bell.rings.load(std::memory_order_seq_cst);
       if (slot->state.load(std::memory_order_acquire) == ConnectSlot::kMapped) break;
       if (process_gone(page->pid)) {
-        throw PeerLost(
-            peer, prefix() + "rank " + std::to_string(peer) + " exited while connecting over shm");
+        throw PeerLost(rank_, peer,
+                       "rank " + std::to_string(peer) + " exited while connecting over shm");
       }
       if (Clock::now() >= deadline) {
         uint32_t filed = ConnectSlot::kRequested;
@@ -217,9 +215,10 @@ class ShmCarrier final : public Carrier {
         // slot is its own until it does, so leave it there. Our channels are
         // unlinked as `link` goes, and the acceptor's maps of them only wait
         // in its table for a connect() that this failure ends anyway.
-        throw Timeout(peer, prefix() + "timed out connecting to rank " + std::to_string(peer) +
-                                " over shm: rank " + std::to_string(peer) +
-                                " took the request but did not finish mapping the channels");
+        throw Timeout(rank_, peer,
+                      "timed out connecting to rank " + std::to_string(peer) + " over shm: rank " +
+                          std::to_string(peer) +
+                          " took the request but did not finish mapping the channels");
       }
       serve_and_sleep(seen, deadline);
     }

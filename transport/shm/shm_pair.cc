@@ -38,12 +38,9 @@ ShmPair::~ShmPair() {
   ring(peer_page_->bell);
 }
 
-std::string ShmPair::prefix() const { return "rank " + std::to_string(self()) + ": "; }
-
 void ShmPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail(prefix() + "shm carries host memory only (send to rank " + std::to_string(peer()) +
-             ")");
+    req.fail("shm carries host memory only (send to rank " + std::to_string(peer()) + ")");
     return;
   }
   if (!failure_.empty()) {
@@ -56,8 +53,7 @@ void ShmPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind
 
 void ShmPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail(prefix() + "shm carries host memory only (receive from rank " +
-             std::to_string(peer()) + ")");
+    req.fail("shm carries host memory only (receive from rank " + std::to_string(peer()) + ")");
     return;
   }
   if (!failure_.empty()) {
@@ -74,11 +70,11 @@ void ShmPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
 }
 
 bool ShmPair::progress() {
-  if (lost_) throw PeerLost(peer(), failure_);
+  if (lost_) throw PeerLost(self(), peer(), failure_);
   if (!failure_.empty()) return false;
   bool moved = pump_sends();
   moved |= pump_recvs();
-  if (lost_) throw PeerLost(peer(), failure_);
+  if (lost_) throw PeerLost(self(), peer(), failure_);
   if (moved) {
     // One ring per call, not per chunk: the peer re-reads both counters.
     ring(peer_page_->bell);
@@ -86,7 +82,7 @@ bool ShmPair::progress() {
     return true;
   }
   if (out_->mismatch.load(std::memory_order_acquire) != 0) {
-    std::string why = prefix() + "size mismatch with rank " + std::to_string(peer()) + ": rank " +
+    std::string why = "size mismatch with rank " + std::to_string(peer()) + ": rank " +
                       std::to_string(self()) + " sent " + std::to_string(out_->mismatch_sent) +
                       " bytes but rank " + std::to_string(peer()) + " posted a receive of " +
                       std::to_string(out_->mismatch_posted) + " bytes";
@@ -141,7 +137,7 @@ bool ShmPair::pump_recvs() {
       in_->mismatch_sent = h.message_bytes;
       in_->mismatch_posted = r.bytes;
       in_->mismatch.store(1, std::memory_order_release);
-      std::string why = prefix() + "size mismatch with rank " + std::to_string(peer()) + ": rank " +
+      std::string why = "size mismatch with rank " + std::to_string(peer()) + ": rank " +
                         std::to_string(peer()) + " sent " + std::to_string(h.message_bytes) +
                         " bytes but rank " + std::to_string(self()) + " posted a receive of " +
                         std::to_string(r.bytes) + " bytes";
@@ -152,9 +148,8 @@ bool ShmPair::pump_recvs() {
     if (!chunk_fits(h, r.bytes, recv_done_)) {
       // Not what a sender writes: the channel can no longer be trusted.
       lost_ = true;
-      failure_ = prefix() + "corrupt message from rank " + std::to_string(peer()) +
-                 " over shm: a chunk of " + std::to_string(h.chunk_bytes) +
-                 " bytes where at most " +
+      failure_ = "corrupt message from rank " + std::to_string(peer()) + " over shm: a chunk of " +
+                 std::to_string(h.chunk_bytes) + " bytes where at most " +
                  std::to_string(std::min<uint64_t>(kSlotBytes, r.bytes - recv_done_)) + " fit";
       fail_all(failure_);
       return true;  // progress() throws PeerLost
@@ -202,14 +197,14 @@ void ShmPair::check_alive() {
 // closed first does not fail a rank that got everything it needed.
 void ShmPair::peer_gone(const std::string& how) {
   if (pump_recvs()) ring(peer_page_->bell);
-  if (lost_) throw PeerLost(peer(), failure_);  // what it left was corrupt
+  if (lost_) throw PeerLost(self(), peer(), failure_);  // what it left was corrupt
   peer_left_ = true;
-  failure_ = prefix() + "connection to rank " + std::to_string(peer()) + " closed: rank " +
+  failure_ = "connection to rank " + std::to_string(peer()) + " closed: rank " +
              std::to_string(peer()) + " " + how;
   if (!busy()) return;  // later posts fail with failure_
   lost_ = true;
   fail_all(failure_);
-  throw PeerLost(peer(), failure_);
+  throw PeerLost(self(), peer(), failure_);
 }
 
 void ShmPair::fail_all(const std::string& why) {

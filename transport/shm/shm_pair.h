@@ -55,7 +55,6 @@ class ShmPair final : public Pair {
   bool peer_closed() const;
   void peer_gone(const std::string& how);
   void fail_all(const std::string& why);
-  std::string prefix() const;
 
   Segment out_segment_;
   Segment in_segment_;

@@ -37,7 +37,7 @@ std::string peer_text(int fd) {
 Acceptor::Acceptor(Fd listener, hs::Identity me) : listener_(std::move(listener)), me_(me) {
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_.valid()) {
-    throw Error(-1, "rank " + std::to_string(me_.rank) + ": tcp: " + errno_text("eventfd"));
+    throw Error(me_.rank, -1, "tcp: " + errno_text("eventfd"));
   }
   thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
 }

@@ -74,8 +74,9 @@ class TcpCarrier final : public Carrier {
         pairs_(std::make_shared<PairList>()) {
     if (store_ == nullptr) throw Error(-1, "tcp: CarrierOptions::store is required");
     if (secret_.empty()) {
-      throw Error(-1, prefix() + "tcp: no job secret (CarrierOptions::secret is empty): data "
-                                 "links are never opened unauthenticated");
+      throw Error(rank_, -1,
+                  "tcp: no job secret (CarrierOptions::secret is empty): data "
+                  "links are never opened unauthenticated");
     }
     me_.key = std::span(reinterpret_cast<const uint8_t*>(secret_.data()), secret_.size());
     me_.job = hs::job_digest(job_id_);
@@ -94,8 +95,9 @@ class TcpCarrier final : public Carrier {
 
   std::unique_ptr<Pair> connect(int peer, Deadline deadline) override {
     if (peer < 0 || peer >= size_ || peer == rank_) {
-      throw Error(peer, prefix() + "cannot connect to rank " + std::to_string(peer) +
-                            " (job size " + std::to_string(size_) + ")");
+      throw Error(rank_, peer,
+                  "cannot connect to rank " + std::to_string(peer) + " (job size " +
+                      std::to_string(size_) + ")");
     }
     Fd socket = rank_ < peer ? acceptor_->take(peer, deadline) : dial(peer, deadline);
     if (!socket.valid()) timed_out(peer);
@@ -116,11 +118,9 @@ class TcpCarrier final : public Carrier {
   }
 
  private:
-  std::string prefix() const { return "rank " + std::to_string(rank_) + ": "; }
-
   [[noreturn]] void timed_out(int peer) {
-    throw Timeout(peer,
-                  prefix() + "timed out connecting to rank " + std::to_string(peer) + " over tcp");
+    throw Timeout(rank_, peer,
+                  "timed out connecting to rank " + std::to_string(peer) + " over tcp");
   }
 
   // One attempt at the dialer's side of the handshake. False: retry on a fresh
@@ -138,8 +138,9 @@ class TcpCarrier final : public Carrier {
     hs::Bytes32 theirs{};
     std::string why;
     if (!hs::check_challenge(me_, peer, mine, in, theirs, why)) {
-      throw Error(peer, prefix() + "the data-link listener at " + address + " (published by rank " +
-                            std::to_string(peer) + ") failed the handshake: " + why);
+      throw Error(rank_, peer,
+                  "the data-link listener at " + address + " (published by rank " +
+                      std::to_string(peer) + ") failed the handshake: " + why);
     }
     const hs::Frame pr = hs::proof_frame(me_, peer, mine, theirs);
     if (!write_fully(fd, pr.data(), pr.size(), attempt) ||
@@ -156,8 +157,8 @@ class TcpCarrier final : public Carrier {
     std::string address(value.begin(), value.end());
     size_t colon = address.rfind(':');
     if (colon == std::string::npos) {
-      throw Error(peer,
-                  prefix() + "bad tcp address '" + address + "' for rank " + std::to_string(peer));
+      throw Error(rank_, peer,
+                  "bad tcp address '" + address + "' for rank " + std::to_string(peer));
     }
     std::string host = address.substr(0, colon);
     auto port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));

@@ -34,11 +34,9 @@ TcpPair::~TcpPair() {
   pairs.erase(std::remove(pairs.begin(), pairs.end(), this), pairs.end());
 }
 
-std::string TcpPair::name() const { return "rank " + std::to_string(self()) + ": "; }
-
 void TcpPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail(name() + "tcp carries host memory only (send to rank " + std::to_string(peer()) + ")");
+    req.fail("tcp carries host memory only (send to rank " + std::to_string(peer()) + ")");
     return;
   }
   if (!failure_.empty()) {
@@ -51,8 +49,7 @@ void TcpPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind
 
 void TcpPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail(name() + "tcp carries host memory only (receive from rank " + std::to_string(peer()) +
-             ")");
+    req.fail("tcp carries host memory only (receive from rank " + std::to_string(peer()) + ")");
     return;
   }
   if (!failure_.empty()) {
@@ -64,7 +61,7 @@ void TcpPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
 }
 
 bool TcpPair::progress() {
-  if (lost_) throw PeerLost(peer(), failure_);
+  if (lost_) throw PeerLost(self(), peer(), failure_);
   bool moved = pump_sends();
   moved |= pump_recvs();
   return moved;
@@ -122,8 +119,7 @@ bool TcpPair::pump_sends() {
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
       if (errno == EINTR) continue;
-      lose(name() + "connection to rank " + std::to_string(peer()) + " closed (" +
-           errno_text("send") + ")");
+      lose("connection to rank " + std::to_string(peer()) + " closed (" + errno_text("send") + ")");
     }
     moved = true;
     out_done_ += static_cast<size_t>(n);
@@ -145,13 +141,13 @@ bool TcpPair::pump_recvs() {
       dst = reinterpret_cast<char*>(&in_header_) + in_header_got_;
       want = kHeader - in_header_got_;
     } else if (in_header_.kind == kMismatch) {
-      break_pair(name() + "size mismatch with rank " + std::to_string(peer()) + ": rank " +
+      break_pair("size mismatch with rank " + std::to_string(peer()) + ": rank " +
                  std::to_string(self()) + " sent " + std::to_string(in_header_.aux) +
                  " bytes but rank " + std::to_string(peer()) + " posted a receive of " +
                  std::to_string(in_header_.bytes) + " bytes");
       return true;
     } else if (in_header_.kind != kData) {
-      lose(name() + "protocol error on the connection to rank " + std::to_string(peer()) +
+      lose("protocol error on the connection to rank " + std::to_string(peer()) +
            " (bad frame header)");
     } else if (recvs_.empty()) {
       // Leave the payload in the socket: TCP flow control holds the sender
@@ -162,7 +158,7 @@ bool TcpPair::pump_recvs() {
       if (in_header_.bytes != r.bytes) {
         notice_ = {kMismatch, r.bytes, in_header_.bytes};
         notice_pending_ = true;
-        break_pair(name() + "size mismatch with rank " + std::to_string(peer()) + ": rank " +
+        break_pair("size mismatch with rank " + std::to_string(peer()) + ": rank " +
                    std::to_string(peer()) + " sent " + std::to_string(in_header_.bytes) +
                    " bytes but rank " + std::to_string(self()) + " posted a receive of " +
                    std::to_string(r.bytes) + " bytes");
@@ -205,7 +201,7 @@ bool TcpPair::pump_recvs() {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return moved;
     if (n < 0 && errno == EINTR) continue;
-    std::string why = name() + "connection to rank " + std::to_string(peer()) + " closed (" +
+    std::string why = "connection to rank " + std::to_string(peer()) + " closed (" +
                       (n == 0 ? std::string("peer closed the socket") : errno_text("recv")) + ")";
     if (!busy() && in_header_got_ == 0 && out_frame_ == Frame::kNone) {
       // A peer that finished and left is no error until this pair is used
@@ -242,7 +238,7 @@ void TcpPair::lose(const std::string& why) {
   out_frame_ = Frame::kNone;
   notice_pending_ = false;
   fail_all(why);
-  throw PeerLost(peer(), why);
+  throw PeerLost(self(), peer(), why);
 }
 
 }  // namespace ringlet::transport::tcp

@@ -70,7 +70,6 @@ class TcpPair final : public Pair {
   [[noreturn]] void lose(const std::string& why);
   void break_pair(const std::string& why);
   void fail_all(const std::string& why);
-  std::string name() const;
 
   Fd socket_;
   std::shared_ptr<PairList> list_;

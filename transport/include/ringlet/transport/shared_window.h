@@ -78,8 +78,10 @@ class SharedWindow {
 
   // Marks the window failed (another rank saw an error) and wakes everyone,
   // so peers stop waiting at once instead of at their deadline.
-  virtual void abort(const std::string& why) = 0;
-  // Throws PeerLost if a local peer died or the window was aborted.
+  virtual void abort(const common::Failure& why) = 0;
+  // Throws PeerLost if a local peer died or the window was aborted. Aborted
+  // because a peer was lost, it names that peer (learnt second-hand), else
+  // the rank that aborted.
   virtual void check_peers() = 0;
 
   // How waits spin, yield and sleep from now on (the runtime adds a busy

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ringlet/common/failure.h"
+
 namespace ringlet::transport {
 
 using Clock = std::chrono::steady_clock;
@@ -30,24 +32,35 @@ using Deadline = Clock::time_point;
 // memory only by carriers that say so (supports(kCuda)).
 enum class MemoryKind : uint8_t { kHost, kCuda };
 
-// Any failure to move bytes. peer() is the global rank on the other side, or -1.
-class Error : public std::runtime_error {
+// Any failure to move bytes: a common::Failure whose kind says which.
+// peer() is the global rank on the other side, or -1; rank() the rank that
+// reports, where the thrower knows it (a layer above fills it in otherwise).
+// The cause never starts with "rank N: ".
+class Error : public common::Failure {
  public:
-  Error(int peer, const std::string& what) : std::runtime_error(what), peer_(peer) {}
-  int peer() const { return peer_; }
+  Error(int peer, std::string cause) : Error(-1, peer, std::move(cause)) {}
+  Error(int rank, int peer, std::string cause)
+      : Error(common::FailureKind::kTransport, rank, peer, std::move(cause)) {}
 
- private:
-  int peer_;
+ protected:
+  Error(common::FailureKind kind, int rank, int peer, std::string cause)
+      : common::Failure(kind, rank, peer, std::move(cause)) {}
 };
 
 // The peer closed its side, exited or died. Every later post on the pair fails too.
 class PeerLost : public Error {
-  using Error::Error;
+ public:
+  PeerLost(int peer, std::string cause) : PeerLost(-1, peer, std::move(cause)) {}
+  PeerLost(int rank, int peer, std::string cause)
+      : Error(common::FailureKind::kPeerLost, rank, peer, std::move(cause)) {}
 };
 
 // A wait ran past its deadline; peer() is the rank that did not answer.
 class Timeout : public Error {
-  using Error::Error;
+ public:
+  Timeout(int peer, std::string cause) : Timeout(-1, peer, std::move(cause)) {}
+  Timeout(int rank, int peer, std::string cause)
+      : Error(common::FailureKind::kTimeout, rank, peer, std::move(cause)) {}
 };
 
 // The rendezvous store as the transports see it: a key-value map shared by
@@ -136,9 +149,9 @@ class Carrier {
 struct CarrierOptions {
   int rank = 0;
   int size = 1;
-  std::string job_id;       // names shared-memory segments; unique per job
+  std::string job_id;         // names shared-memory segments; unique per job
   KeyValue* store = nullptr;  // addresses are published and looked up here
-  std::string interface;    // tcp: network interface to listen on ("" = `address`)
+  std::string interface;      // tcp: network interface to listen on ("" = `address`)
   // tcp: the IPv4 address to listen on and publish when no interface is
   // named; "" = 127.0.0.1 (tcp/tcp_carrier.cc says how the core chooses it).
   std::string address;
