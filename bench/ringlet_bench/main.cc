@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "harness.h"
 #include "options.h"
+#include "ringlet/common/host_name.h"
 #include "table.h"
 
 using namespace ringlet::bench;
@@ -42,9 +43,7 @@ void check_same_world(const Options& o, const std::vector<std::unique_ptr<Backen
 }
 
 std::string describe_rank() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return "Pid " + std::to_string(getpid()) + " on " + host + " device cpu";
+  return "Pid " + std::to_string(getpid()) + " on " + ringlet::common::host_name() + " device cpu";
 }
 
 int run(const Options& o) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "ringlet/common/host_name.h"
 #include "ringlet/transport/random.h"
 
 #ifdef RINGLET_HAVE_MPI
@@ -181,7 +182,7 @@ void complete_launch_with_mpi(LaunchInfo& launch) {
   // working name resolution; otherwise rank 0's routable address is needed.
   constexpr int kHostLen = 256;
   std::vector<char> mine(kHostLen, 0);
-  gethostname(mine.data(), kHostLen - 1);
+  common::host_name().copy(mine.data(), kHostLen - 1);
   std::vector<char> all(static_cast<size_t>(kHostLen) * size, 0);
   check_mpi(MPI_Allgather(mine.data(), kHostLen, MPI_CHAR, all.data(), kHostLen, MPI_CHAR,
                           MPI_COMM_WORLD),

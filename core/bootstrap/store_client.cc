@@ -26,6 +26,7 @@
 #include "core/bootstrap/store_wire.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/failure.h"
+#include "ringlet/common/host_name.h"
 
 namespace ringlet::core {
 
@@ -239,10 +240,8 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
   if (id.size() >= 12) {
     uint32_t pid = 0;
     for (size_t i = 0; i < 4; ++i) pid |= static_cast<uint32_t>(id[8 + i]) << (8 * i);
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
     if (pid == static_cast<uint32_t>(::getpid()) &&
-        std::string(id.begin() + 12, id.end()) == host) {
+        std::string(id.begin() + 12, id.end()) == common::host_name()) {
       instance.clear();
       return true;
     }

@@ -29,6 +29,7 @@
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
 #include "core/config.h"
+#include "ringlet/common/host_name.h"
 #include "ringlet/common/logging.h"
 #include "ringlet/transport/random.h"
 
@@ -150,9 +151,8 @@ struct StoreServer::Impl {
     transport::random_bytes(std::span(instance).first(8));
     const auto pid = static_cast<uint32_t>(::getpid());
     for (size_t i = 0; i < 4; ++i) instance[8 + i] = static_cast<uint8_t>(pid >> (8 * i));
-    char hostname[256] = {};
-    ::gethostname(hostname, sizeof hostname - 1);
-    instance.insert(instance.end(), hostname, hostname + std::strlen(hostname));
+    const std::string machine = common::host_name();
+    instance.insert(instance.end(), machine.begin(), machine.end());
     data[kInstanceKey] = std::move(instance);
   }
 

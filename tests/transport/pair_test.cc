@@ -345,6 +345,52 @@ TEST_P(PairTest, DialerTimesOutWhenPeerNeverConnects) {
   EXPECT_NO_THROW(accepted = idle->connect(1, Clock::now() + milliseconds(500)));
 }
 
+// A dialer gives up at its deadline, not a poll or a sleep later: when the
+// peer never starts (no address or rank page in the store), and for shm when
+// the peer exists but never serves the request it filed.
+TEST_P(PairTest, DialerGivesUpAtItsDeadline) {
+  FileStore store(job_.dir);
+  CarrierOptions second{1, 2, job_.job_id, &store, "", "", job_.secret};
+  const bool tcp = GetParam() == "tcp";
+  auto dialer = tcp ? make_tcp_carrier(second) : make_shm_carrier(second);
+  // Late is bounded generously: a loaded machine (or a sanitizer) may hold
+  // the process off the core for a while, but never seconds per wait slice.
+  const auto limit = milliseconds(300);
+  const auto late = seconds(2);
+  auto start = Clock::now();
+  EXPECT_THROW(dialer->connect(0, start + limit), Timeout);
+  auto took = Clock::now() - start;
+  EXPECT_GE(took, limit);
+  EXPECT_LT(took, limit + late) << "gave up long after its deadline";
+  if (tcp) return;  // a tcp peer that exists answers on its own thread
+
+  CarrierOptions first{0, 2, job_.job_id, &store, "", "", job_.secret};
+  auto idle = make_shm_carrier(first);
+  start = Clock::now();
+  EXPECT_THROW(dialer->connect(0, start + limit), Timeout);
+  took = Clock::now() - start;
+  EXPECT_GE(took, limit);
+  EXPECT_LT(took, limit + late) << "gave up long after its deadline";
+
+  // The request it gave up is taken back: the same two carriers connect at
+  // the next try, and the channels of the failed tries are gone (TearDown).
+  std::unique_ptr<Pair> accepted;
+  std::string accept_error;
+  std::thread acceptor([&] {
+    try {
+      accepted = idle->connect(1, Clock::now() + seconds(20));
+    } catch (const std::exception& e) {
+      accept_error = e.what();
+    }
+  });
+  std::unique_ptr<Pair> dialed;
+  EXPECT_NO_THROW(dialed = dialer->connect(0, Clock::now() + seconds(20)));
+  acceptor.join();
+  EXPECT_TRUE(accept_error.empty()) << accept_error;
+  EXPECT_TRUE(dialed != nullptr);
+  EXPECT_TRUE(accepted != nullptr);
+}
+
 // Connections that arrive while a rank waits for another peer are kept for
 // it, so connect() may be called in any order, even one with a cycle.
 TEST_P(PairTest, ConnectInAnyOrder) {

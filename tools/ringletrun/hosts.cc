@@ -1,10 +1,9 @@
 #include "hosts.h"
 
-#include <unistd.h>
-
 #include <charconv>
-#include <climits>
 #include <stdexcept>
+
+#include "ringlet/common/host_name.h"
 
 namespace ringletrun {
 namespace {
@@ -103,10 +102,6 @@ bool is_local_host(std::string_view host, std::string_view this_hostname) {
           this_hostname.find('.') == std::string_view::npos);
 }
 
-std::string this_hostname() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return {};
-  return buf;
-}
+std::string this_hostname() { return ringlet::common::host_name(); }
 
 }  // namespace ringletrun

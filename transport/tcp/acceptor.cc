@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <iostream>
 
+#include "ringlet/common/logging.h"
 #include "ringlet/transport/random.h"
 
 namespace ringlet::transport::tcp {
@@ -63,8 +63,9 @@ Fd Acceptor::take(int peer, Deadline deadline) {
 // Logged, not thrown: a stranger must not be able to fail the job.
 void Acceptor::refuse(const Pending& p, const std::string& why) {
   ++refused_;
-  std::cerr << "ringlet: rank " << me_.rank << ": refused a tcp data-link connection from "
-            << p.from << ": " << why << std::endl;
+  // The logger's prefix names this rank.
+  common::log(common::LogLevel::kWarning, "refused a tcp data-link connection from %s: %s",
+              p.from.c_str(), why.c_str());
 }
 
 void Acceptor::run(const std::stop_token& stop) {
