@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "core/bootstrap/hmac.h"
+#include "ringlet/common/hmac.h"
 #include "core/collectives/workspace.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/logging.h"
@@ -159,7 +159,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   // which the other hosts can reach as rank 0 reached them.
   opts.address = w.single_host() ? "127.0.0.1" : c->store_->local_address();
   {
-    const auto key = bootstrap::secret_key(launch.secret);
+    const auto key = common::secret_key(launch.secret);
     opts.secret.assign(key.begin(), key.end());
   }
   transport::Carrier* shm = nullptr;

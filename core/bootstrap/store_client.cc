@@ -30,7 +30,7 @@
 
 namespace ringlet::core {
 
-using bootstrap::Hmac;
+using common::Hmac;
 using bootstrap::UniqueFd;
 using transport::Clock;
 using transport::Deadline;
@@ -127,7 +127,7 @@ UniqueFd try_connect(const std::string& host, const std::string& port, Deadline 
 
 struct StoreClient::Impl {
   Impl(const std::string& address, const std::string& secret, int rank)
-      : address(address), rank(rank), hmac(bootstrap::secret_key(secret)) {
+      : address(address), rank(rank), hmac(common::secret_key(secret)) {
     std::tie(host, port) = split_host_port(address);
   }
 

@@ -35,7 +35,7 @@
 
 namespace ringlet::core {
 
-using bootstrap::Hmac;
+using common::Hmac;
 using bootstrap::UniqueFd;
 namespace wire = bootstrap::wire;
 
@@ -133,7 +133,7 @@ constexpr char kInstanceKey[] = "ringlet.store/instance";
 
 struct StoreServer::Impl {
   Impl(const std::string& host, uint16_t port, const std::string& secret)
-      : hmac(bootstrap::secret_key(secret)), listeners(listen_on(host, port)) {
+      : hmac(common::secret_key(secret)), listeners(listen_on(host, port)) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
     getsockname(listeners.front().get(), reinterpret_cast<sockaddr*>(&addr), &len);

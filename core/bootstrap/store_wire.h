@@ -17,9 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "core/bootstrap/hmac.h"
+#include "ringlet/common/hmac.h"
 
 namespace ringlet::core::bootstrap::wire {
+
+using common::Digest;
+using common::Hmac;
 
 enum class Op : uint8_t {
   kSet = 1,  // key, value -> ok

@@ -102,7 +102,7 @@ TEST(StoreRobustness, NoSecretIsRefused) {
   StoreServer server(0, kSecret);
   wire::Nonce nonce;
   UniqueFd fd = raw_connect(server.port(), &nonce);
-  bootstrap::Hmac empty(std::vector<uint8_t>{0});
+  common::Hmac empty(std::vector<uint8_t>{0});
   wire::Channel ch{&empty, nonce, wire::Direction::kToServer, 0};
   send_all(fd, wire::encode(ch, wire::Op::kSet, wire::key_payload("k", std::vector<uint8_t>{1})));
   EXPECT_TRUE(wait_refused(server, 1));
@@ -224,7 +224,7 @@ TEST(StoreRobustness, UnknownOpIsRefusedEvenWhenAuthentic) {
   StoreServer server(0, kSecret);
   wire::Nonce nonce;
   UniqueFd fd = raw_connect(server.port(), &nonce);
-  bootstrap::Hmac hmac(bootstrap::secret_key(kSecret));
+  common::Hmac hmac(common::secret_key(kSecret));
   wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0};
   const auto frame = wire::encode(ch, static_cast<wire::Op>(42), wire::key_payload("k"));
   send_all(fd, frame);
@@ -234,7 +234,7 @@ TEST(StoreRobustness, UnknownOpIsRefusedEvenWhenAuthentic) {
 
 TEST(StoreRobustness, ReplayedFramesAreRefused) {
   StoreServer server(0, kSecret);
-  bootstrap::Hmac hmac(bootstrap::secret_key(kSecret));
+  common::Hmac hmac(common::secret_key(kSecret));
   wire::Nonce nonce;
   UniqueFd fd = raw_connect(server.port(), &nonce);
   wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0};

@@ -18,17 +18,17 @@
 #include <cstdlib>
 #include <vector>
 
-#include "core/bootstrap/hmac.h"
+#include "ringlet/common/hmac.h"
 #include "core/bootstrap/store_wire.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {
 
 namespace wire = ringlet::core::bootstrap::wire;
-using ringlet::core::bootstrap::Hmac;
+using ringlet::common::Hmac;
 
 const Hmac& job_key() {
-  static const Hmac hmac(ringlet::core::bootstrap::secret_key("feedfacecafebeef"));
+  static const Hmac hmac(ringlet::common::secret_key("feedfacecafebeef"));
   return hmac;
 }
 

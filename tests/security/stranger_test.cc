@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "core/bootstrap/fd.h"
-#include "core/bootstrap/hmac.h"
+#include "ringlet/common/hmac.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
 #include "ringlet/transport/random.h"
@@ -248,7 +248,7 @@ TEST_F(Stranger, StoreRefusesNoSecret) {
   UniqueFd fd = store_connect(&nonce);
   // What a client without a secret could make: a MAC under the empty key
   // (HMAC pads it to zeros, the same as the key 0x00).
-  ringlet::core::bootstrap::Hmac empty(std::vector<uint8_t>{0});
+  ringlet::common::Hmac empty(std::vector<uint8_t>{0});
   wire::Channel ch{&empty, nonce, wire::Direction::kToServer, 0};
   ASSERT_TRUE(send_all(fd, wire::encode(ch, wire::Op::kSet, wire::key_payload("world/hosts"))));
   EXPECT_TRUE(closed_by_peer(fd));
@@ -265,7 +265,7 @@ TEST_F(Stranger, StoreRefusesAReplayedMessage) {
   const size_t before = count_of(job_log(), kStoreRefusal);
   // A recording: an authentic frame on one connection (what an eavesdropper
   // on the job's own traffic would hold)...
-  ringlet::core::bootstrap::Hmac key(ringlet::core::bootstrap::secret_key(g_job->secret));
+  ringlet::common::Hmac key(ringlet::common::secret_key(g_job->secret));
   wire::Nonce nonce;
   UniqueFd first = store_connect(&nonce);
   wire::Channel ch{&key, nonce, wire::Direction::kToServer, 0};
@@ -381,7 +381,7 @@ TEST_F(Stranger, DataLinkRefusesAWrongSecret) {
 TEST_F(Stranger, DataLinkRefusesAReplayedHandshake) {
   const size_t before = count_of(job_log(), kLinkRefusal);
   // A recording of a complete, successful handshake as rank 1...
-  const std::vector<uint8_t> key = ringlet::core::bootstrap::secret_key(g_job->secret);
+  const std::vector<uint8_t> key = ringlet::common::secret_key(g_job->secret);
   const hs::Identity me = as_rank1(key);
   hs::Frame recorded_hello{}, recorded_proof{};
   {
@@ -424,7 +424,7 @@ TEST_F(Stranger, DataLinkRefusesATruncatedFrame) {
   const size_t before = count_of(job_log(), kLinkRefusal);
   {
     UniqueFd fd = dial(g_job->link);
-    const std::vector<uint8_t> key = ringlet::core::bootstrap::secret_key(g_job->secret);
+    const std::vector<uint8_t> key = ringlet::common::secret_key(g_job->secret);
     const hs::Frame h = hs::hello(as_rank1(key), 0, nonce());
     ASSERT_TRUE(send_all(fd, std::span(h).first(hs::kFrameBytes / 2)));
   }  // closed mid-frame
@@ -434,7 +434,7 @@ TEST_F(Stranger, DataLinkRefusesATruncatedFrame) {
 TEST_F(Stranger, DataLinkDropsASlowDrip) {
   const size_t before = count_of(job_log(), kLinkRefusal);
   UniqueFd fd = dial(g_job->link);
-  const std::vector<uint8_t> key = ringlet::core::bootstrap::secret_key(g_job->secret);
+  const std::vector<uint8_t> key = ringlet::common::secret_key(g_job->secret);
   const hs::Frame h = hs::hello(as_rank1(key), 0, nonce());
   // One byte every 100 ms would take 11 s for the frame: the listener gives
   // a handshake 5 s, then drops it (the job's collectives run on meanwhile).

@@ -1,13 +1,10 @@
 #include "tcp/handshake.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
+
+#include "ringlet/common/hmac.h"
 
 namespace ringlet::transport::tcp::handshake {
 namespace {
@@ -33,7 +30,7 @@ uint32_t get_u32(const uint8_t* p) {
 }
 
 bool same(std::span<const uint8_t> a, std::span<const uint8_t> b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return common::Hmac::equal(a, b);
 }
 
 std::string rank_text(int32_t r) { return "rank " + std::to_string(r); }
@@ -67,9 +64,8 @@ bool accept_frame(const Identity& me, std::span<const uint8_t> bytes, Kind kind,
 }  // namespace
 
 Bytes32 job_digest(std::string_view job_id) {
-  Bytes32 out{};
-  SHA256(reinterpret_cast<const unsigned char*>(job_id.data()), job_id.size(), out.data());
-  return out;
+  return common::sha256(
+      {reinterpret_cast<const uint8_t*>(job_id.data()), job_id.size()});
 }
 
 Frame encode(const Message& m) {
@@ -135,14 +131,7 @@ Bytes32 proof(std::span<const uint8_t> key, bool dialing, const Bytes32& dialer_
   put_u32(ranks, static_cast<uint32_t>(prover));
   put_u32(ranks + 4, static_cast<uint32_t>(verifier));
   data.insert(data.end(), ranks, ranks + 8);
-  Bytes32 out{};
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), data.data(), data.size(),
-           out.data(), &len) == nullptr ||
-      len != out.size()) {
-    throw std::runtime_error("tcp: HMAC-SHA256 failed in OpenSSL");
-  }
-  return out;
+  return common::Hmac(std::vector<uint8_t>(key.begin(), key.end())).compute({data});
 }
 
 Frame hello(const Identity& me, int32_t peer, const Bytes32& dialer_nonce) {

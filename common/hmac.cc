@@ -1,13 +1,28 @@
-#include "core/bootstrap/hmac.h"
+#include "ringlet/common/hmac.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 
+#include <mutex>
 #include <stdexcept>
 
-namespace ringlet::core::bootstrap {
+namespace ringlet::common {
 namespace {
+
+// OpenSSL frees its tables from an atexit handler by default. A process that
+// returns from main with the job still up runs that handler before Ringlet's
+// own teardown, whose store thread may still authenticate a peer's message:
+// it would call into a cleaned-up library. Initialising without the handler
+// leaves the tables to the process's end.
+void init_openssl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) != 1)
+      throw std::runtime_error("ringlet: OpenSSL failed to initialise");
+  });
+}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -32,8 +47,16 @@ std::vector<uint8_t> secret_key(std::string_view secret) {
   return key;
 }
 
+Digest sha256(std::span<const uint8_t> bytes) {
+  init_openssl_once();
+  Digest out{};
+  SHA256(bytes.data(), bytes.size(), out.data());
+  return out;
+}
+
 Hmac::Hmac(std::vector<uint8_t> key) : key_(std::move(key)) {
   if (key_.empty()) throw std::invalid_argument("ringlet: HMAC-SHA256 with an empty key");
+  init_openssl_once();
 }
 
 Digest Hmac::compute(std::initializer_list<std::span<const uint8_t>> parts) const {
@@ -49,7 +72,7 @@ Digest Hmac::compute(std::initializer_list<std::span<const uint8_t>> parts) cons
   if (HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), data.data(), data.size(),
            out.data(), &len) == nullptr ||
       len != out.size()) {
-    throw std::runtime_error("ringlet store: HMAC-SHA256 failed in OpenSSL");
+    throw std::runtime_error("ringlet: HMAC-SHA256 failed in OpenSSL");
   }
   return out;
 }
@@ -58,4 +81,4 @@ bool Hmac::equal(std::span<const uint8_t> a, std::span<const uint8_t> b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-}  // namespace ringlet::core::bootstrap
+}  // namespace ringlet::common

@@ -1,4 +1,5 @@
-// HMAC-SHA256 under the job secret, for the rendezvous store's messages.
+// HMAC-SHA256 under the job secret: the rendezvous store's messages and the
+// tcp data-link handshake. The one place that calls OpenSSL.
 #pragma once
 
 #include <array>
@@ -9,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ringlet::core::bootstrap {
+namespace ringlet::common {
 
 using Digest = std::array<uint8_t, 32>;
 
@@ -17,6 +18,9 @@ using Digest = std::array<uint8_t, 32>;
 // hex string (what ringletrun generates), else the text's own bytes, so every
 // rank of a job derives the same key from the same variable.
 std::vector<uint8_t> secret_key(std::string_view secret);
+
+// SHA-256 of `bytes`.
+Digest sha256(std::span<const uint8_t> bytes);
 
 class Hmac {
  public:
@@ -34,4 +38,4 @@ class Hmac {
   std::vector<uint8_t> key_;
 };
 
-}  // namespace ringlet::core::bootstrap
+}  // namespace ringlet::common
