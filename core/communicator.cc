@@ -9,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -64,6 +65,27 @@ size_t llc_bytes() {
   if (unit == 'K') v <<= 10;
   if (unit == 'M') v <<= 20;
   return static_cast<size_t>(v);
+}
+
+// RINGLET_SPIN=auto. With more ranks (or busy threads) than cores a spinning
+// rank holds the core that the rank it waits for needs: going straight to
+// sched_yield was 20x faster for a 4 KiB allreduce at 4 ranks on 2 cores. With
+// a core of its own, spinning is the fastest wait (0.7 us at 2 ranks), and it
+// must outlast a peer's round of a collective (0.2-0.5 ms for a 1 MiB round):
+// a rank that sleeps between rounds pays a futex wake-up in every round, and
+// on a virtual machine, whose idle vCPU halts, that took a 16 MiB allreduce's
+// p99 to 2-4x its median (with a 1 ms spin: 1.3-1.7x).
+constexpr std::chrono::microseconds kAutoSpinTime{1000};
+
+transport::WaitPolicy wait_policy(int spin_iterations, bool oversubscribed) {
+  transport::WaitPolicy p;
+  if (spin_iterations >= 0) {
+    p.spin_iterations = spin_iterations;
+    return p;
+  }
+  p.spin_iterations = 0;
+  p.spin_time = oversubscribed ? std::chrono::microseconds(0) : kAutoSpinTime;
+  return p;
 }
 
 }  // namespace
@@ -125,14 +147,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   // Read once: hardware_concurrency() opens a sysfs file on every call.
   c->workspace_->tuning.oversubscribed =
       static_cast<unsigned>(c->world_.local_size) > std::thread::hardware_concurrency();
-  // With more ranks than cores a spinning rank holds the core that the rank
-  // it waits for needs: going straight to sched_yield was 20x faster for a
-  // 4 KiB allreduce at 4 ranks on 2 cores, while a core of its own makes
-  // spinning the fastest wait (0.7 us at 2 ranks).
-  c->spin_auto_ = c->config_.spin_iterations < 0;
-  if (c->spin_auto_) {
-    c->config_.spin_iterations = c->workspace_->tuning.oversubscribed ? 0 : 2000;
-  }
+  c->wait_policy_ =
+      wait_policy(c->config_.spin_iterations, c->workspace_->tuning.oversubscribed);
   const World& w = c->world_;
 
   if (config.transport == TransportKind::kShm && !w.single_host()) {
@@ -188,7 +204,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     wo.bytes_per_rank = config.shm_window_bytes;
     wo.job_id = w.job_id;
     wo.store = c->store_.get();
-    wo.wait.spin_iterations = c->config_.spin_iterations;
+    wo.wait = c->wait_policy_;
     c->window_ = transport::SharedWindow::create(wo, start);
   }
 
@@ -219,6 +235,7 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   }
   std::unique_ptr<Communicator> c(new Communicator());
   c->config_ = parent.config_;
+  c->wait_policy_ = parent.wait_policy_;
   c->workspace_->tuning = parent.workspace_->tuning;
   c->parent_ = &parent;
   parent.subsets_.push_back(c.get());
@@ -237,7 +254,7 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
     wo.job_id = c->world_.job_id;
     wo.name = name;
     wo.store = &parent.store();
-    wo.wait.spin_iterations = c->config_.spin_iterations;
+    wo.wait = c->wait_policy_;
     c->window_ = transport::SharedWindow::create(wo, deadline);
   }
   // Links the parent has not connected yet are connected now, in the order
@@ -279,15 +296,10 @@ int Communicator::rank_of_global(int global) const {
 transport::Deadline Communicator::deadline() const { return Clock::now() + config_.timeout; }
 
 void Communicator::set_busy_threads_per_rank(int threads) {
-  if (!spin_auto_) return;
   const bool oversubscribed =
       static_cast<unsigned>(world_.local_size * threads) > std::thread::hardware_concurrency();
-  config_.spin_iterations = oversubscribed ? 0 : 2000;
-  if (window_) {
-    transport::WaitPolicy policy;
-    policy.spin_iterations = config_.spin_iterations;
-    window_->set_wait_policy(policy);
-  }
+  wait_policy_ = wait_policy(config_.spin_iterations, oversubscribed);
+  if (window_) window_->set_wait_policy(wait_policy_);
 }
 
 bool Communicator::progress_or_wait(std::span<transport::Pair* const> pairs, int& idle,
@@ -300,16 +312,19 @@ bool Communicator::progress_or_wait(std::span<transport::Pair* const> pairs, int
     idle = 0;
     return true;
   }
-  // Spin a bounded number of turns and at most kSpinTime: a turn on TCP is a
-  // syscall, and under oversubscription every spinning turn is stolen from
-  // the rank that would make progress. Then yield a little, then block.
+  // Spin as the wait policy says: for its spin time (auto), or a bounded
+  // number of turns and at most kSpinTime (a turn on TCP is a syscall). Then
+  // yield a little, then block.
   constexpr auto kSpinTime = std::chrono::microseconds(20);
   constexpr int kYields = 20;
   if (idle == 0) idle_since_ = Clock::now();
   ++idle;
-  const int spin = config_.spin_iterations;
+  const transport::WaitPolicy& policy = wait_policy_;
+  const auto spin_time = policy.spin_time.count() > 0 ? policy.spin_time : kSpinTime;
+  const int spin = policy.spin_time.count() > 0 ? std::numeric_limits<int>::max() / 2
+                                                : policy.spin_iterations;
   if (idle < spin) {
-    if ((idle & 15) != 0 || Clock::now() - idle_since_ < kSpinTime) {
+    if ((idle & 15) != 0 || Clock::now() - idle_since_ < spin_time) {
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #endif

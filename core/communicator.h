@@ -77,9 +77,9 @@ class Communicator {
   // rank 0, may be gone), aborts the window and closes every link.
   void abort(const common::Failure& why);
 
-  // Decides again whether waits spin, for `threads` busy threads per rank
-  // (the runtime's background thread beside the application's). Only where
-  // RINGLET_SPIN was left to auto.
+  // Decides again how waits spin, for `threads` busy threads per rank (the
+  // runtime's background thread beside the application's). Changes nothing
+  // unless RINGLET_SPIN was left to auto.
   void set_busy_threads_per_rank(int threads);
   // A process set's communicator fails with its parent and aborts it.
   bool failed() const { return !failure_.empty() || (parent_ != nullptr && parent_->failed()); }
@@ -112,7 +112,7 @@ class Communicator {
   std::vector<transport::Carrier*> carrier_of_;                // per peer
   std::vector<std::unique_ptr<transport::Pair>> pairs_;        // per peer, lazily
   std::unique_ptr<transport::SharedWindow> window_;
-  bool spin_auto_ = false;  // RINGLET_SPIN=auto: spinning decided from the placement
+  transport::WaitPolicy wait_policy_;  // from RINGLET_SPIN and the placement
   std::string failure_;                   // first_'s message
   std::optional<common::Failure> first_;  // the first failure
   // Publishes this rank's failure under its own store connection; joined at

@@ -255,8 +255,8 @@ std::vector<EnvVar> build_table() {
   t.push_back(row("RINGLET_SHM_WINDOW_BYTES", "16M", "a byte count > 0, with optional K|M|G suffix",
                   "shared-memory window per rank", byte_size(&Config::shm_window_bytes)));
   t.push_back(row("RINGLET_SPIN", "auto", "auto or an integer >= 0",
-                  "polls before a waiting rank yields, then sleeps; auto = 2000, or 0 when "
-                  "ranks outnumber cores",
+                  "polls before a waiting rank yields, then sleeps; auto = poll for up to "
+                  "1 ms, or not at all when ranks outnumber cores",
                   [](const std::string& value, Config& config) {
                     if (value == "auto") {
                       config.spin_iterations = -1;

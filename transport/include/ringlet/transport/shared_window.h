@@ -33,6 +33,12 @@ struct alignas(64) Doorbell {
 // sleeps on a futex.
 struct WaitPolicy {
   int spin_iterations = 2000;
+  // When set, spinning goes on until this much time has passed, whatever
+  // the count (RINGLET_SPIN=auto). A fixed count is a different time on
+  // every CPU; what matters is outlasting a peer busy with one round of a
+  // collective, so that the waiting rank never pays for a futex sleep and a
+  // wake-up between rounds.
+  std::chrono::microseconds spin_time{0};
   int yield_iterations = 50;
   std::chrono::microseconds sleep_slice{2000};  // re-checks liveness between slices
 };
@@ -99,8 +105,13 @@ class SharedWindow {
 template <class Ready>
 void SharedWindow::wait_until(Ready&& ready, int waiting_for, Deadline deadline) {
   const WaitPolicy& p = policy();
-  for (int i = 0; i < p.spin_iterations; ++i) {
+  const Clock::time_point spin_end = Clock::now() + p.spin_time;
+  for (int i = 0;; ++i) {
     if (ready()) return;
+    if (i >= p.spin_iterations &&
+        (p.spin_time.count() == 0 || ((i & 63) == 0 && Clock::now() >= spin_end))) {
+      break;
+    }
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
