@@ -74,7 +74,8 @@ size_t llc_bytes() {
 // must outlast a peer's round of a collective (0.2-0.5 ms for a 1 MiB round):
 // a rank that sleeps between rounds pays a futex wake-up in every round, and
 // on a virtual machine, whose idle vCPU halts, that took a 16 MiB allreduce's
-// p99 to 2-4x its median (with a 1 ms spin: 1.3-1.7x).
+// p99 to 2-4x its median where a 1 ms spin kept it at 1.3-1.7x (in the runs
+// quiet enough to tell; under a noisy host both reach 4x).
 constexpr std::chrono::microseconds kAutoSpinTime{1000};
 
 transport::WaitPolicy wait_policy(int spin_iterations, bool oversubscribed) {
