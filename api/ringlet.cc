@@ -163,6 +163,7 @@ int64_t elements_of(const Tensor& t, const char* what) {
 core::runtime::Device device_of(const Tensor& t) {
   core::runtime::Device d;
   d.id = t.device;
+  d.cuda_stream = t.stream;
   return d;
 }
 
@@ -176,9 +177,9 @@ Result to_public(core::runtime::Result&& r) {
 
 }  // namespace
 
-void init() { init({}); }
+namespace {
 
-void init(const std::vector<std::vector<int>>& process_sets) {
+void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_start) {
   Session& s = session();
   std::lock_guard lock(s.mu);
   if (initialized(s)) {
@@ -195,7 +196,7 @@ void init(const std::vector<std::vector<int>>& process_sets) {
     std::unique_ptr<core::Communicator> comm = core::Communicator::create(config, launch);
     s.world = comm->world();
     s.sync_sequence.store(0, std::memory_order_relaxed);
-    if (config.timeline.empty() && process_sets.empty()) {
+    if (config.timeline.empty() && process_sets.empty() && !runtime_from_start) {
       s.comm = std::move(comm);
     } else {
       s.rt = std::make_shared<Runtime>(std::move(comm), process_sets);
@@ -203,6 +204,16 @@ void init(const std::vector<std::vector<int>>& process_sets) {
   } catch (...) {
     api::rethrow_as_error("init", rank);
   }
+}
+
+}  // namespace
+
+void init() { start({}, false); }
+
+void init(const std::vector<std::vector<int>>& process_sets) { start(process_sets, false); }
+
+void init_with_runtime(const std::vector<std::vector<int>>& process_sets) {
+  start(process_sets, true);
 }
 
 // Shutting down what is not running is a no-op, so that cleanup paths

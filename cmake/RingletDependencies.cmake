@@ -70,8 +70,22 @@ ringlet_resolve_option(UCX UCX_FOUND)
 find_package(MPI COMPONENTS C)
 ringlet_resolve_option(MPI MPI_C_FOUND)
 
-find_package(Python3 COMPONENTS Interpreter Development.Module)
-ringlet_resolve_option(PYTHON Python3_Development.Module_FOUND)
+# Python: the extension module is built with nanobind, found through the
+# interpreter that will import it (pip install nanobind).
+set(_python_found OFF)
+if(NOT RINGLET_WITH_PYTHON STREQUAL "OFF")
+  find_package(Python 3.9 COMPONENTS Interpreter Development.Module)
+  if(Python_FOUND)
+    execute_process(COMMAND ${Python_EXECUTABLE} -m nanobind --cmake_dir
+                    OUTPUT_VARIABLE _nanobind_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+                    RESULT_VARIABLE _nanobind_rc ERROR_QUIET)
+    if(_nanobind_rc EQUAL 0)
+      find_package(nanobind CONFIG PATHS ${_nanobind_dir} NO_DEFAULT_PATH)
+      set(_python_found ${nanobind_FOUND})
+    endif()
+  endif()
+endif()
+ringlet_resolve_option(PYTHON _python_found)
 
 if(RINGLET_BUILD_TESTS)
   find_package(GTest REQUIRED)

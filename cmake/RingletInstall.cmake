@@ -1,5 +1,25 @@
 # Installed: the shared library, the public headers, the CLIs, a CMake package
 # (find_package(Ringlet) -> Ringlet::ringlet) and a pkg-config file (ringlet.pc).
+#
+# Under scikit-build-core (pip install .) the install prefix is the wheel's
+# site-packages: the library goes into the package beside the extension
+# module, and the commands into ringlet/bin, run by the console scripts of
+# ringlet/_commands.py.
+if(SKBUILD)
+  install(TARGETS ringlet LIBRARY DESTINATION ringlet)
+  foreach(tool ringletrun ringlet-bench ringlet-topo)
+    if(TARGET ${tool})
+      set_target_properties(${tool} PROPERTIES INSTALL_RPATH "$ORIGIN/..")
+      install(TARGETS ${tool} RUNTIME DESTINATION ringlet/bin)
+    endif()
+  endforeach()
+  # One file, not three: a wheel would copy the version symlinks.
+  set_property(TARGET ringlet PROPERTY VERSION)
+  set_property(TARGET ringlet PROPERTY SOVERSION)
+  set_target_properties(ringlet PROPERTIES INSTALL_RPATH "$ORIGIN")
+  return()
+endif()
+
 include(CMakePackageConfigHelpers)
 
 install(TARGETS ringlet EXPORT RingletTargets

@@ -31,3 +31,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# Python: what builds the bindings (nanobind; scikit-build-core for
+# `pip install .`), runs their tests (pytest) and the training examples (the
+# frameworks, from PyPI). Pinned in tools/python-requirements.txt; pip's own
+# cache keeps a second install from downloading again.
+python_requirements="$(dirname "$0")/python-requirements.txt"
+if ! python3 "$(dirname "$0")/python_requirements_met.py" "$python_requirements"; then
+  echo "install-deps: installing Python packages from $python_requirements"
+  python3 -m pip install --quiet --disable-pip-version-check -r "$python_requirements"
+fi

@@ -55,6 +55,12 @@ void init();
 // same list. Static sets need the runtime from the start, so synchronous
 // calls go through it from the first one.
 void init(const std::vector<std::vector<int>>& process_sets);
+// init() whose runtime starts with the job, so that every collective, the
+// synchronous ones included, goes through negotiation from the first call.
+// For callers whose ranks may not make the same first calls in the same
+// order (the Python bindings: one rank may start an asynchronous collective
+// while another enters a barrier).
+void init_with_runtime(const std::vector<std::vector<int>>& process_sets = {});
 void shutdown();
 bool is_initialized();
 
@@ -103,6 +109,7 @@ struct Tensor {
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;  // elements per dimension; empty: a scalar
   int device = -1;             // -1: host memory; >= 0: CUDA ordinal
+  void* stream = nullptr;      // the cudaStream_t that produced a device tensor
 };
 
 // What synchronize() hands back. `data` holds the output of the collectives

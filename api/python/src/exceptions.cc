@@ -1,0 +1,39 @@
+#include "exceptions.h"
+
+#include <nanobind/nanobind.h>
+
+#include "ringlet/ringlet.h"
+
+namespace nb = nanobind;
+
+namespace ringlet::python {
+namespace {
+
+void raise(const Error& e) {
+  // The classes live in Python, where users import them from; the module is
+  // part of this package, so importing it cannot fail short of a broken
+  // install, and then the error still reaches the caller as RuntimeError.
+  try {
+    nb::object exceptions = nb::module_::import_("ringlet.common.exceptions");
+    nb::object type = exceptions.attr("exception_for_code")(static_cast<int>(e.code()));
+    nb::object error = type(e.what());
+    error.attr("code") = static_cast<int>(e.code());
+    PyErr_SetObject(type.ptr(), error.ptr());
+  } catch (const nb::python_error&) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+}  // namespace
+
+void register_exception_translator() {
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      raise(e);
+    }
+  });
+}
+
+}  // namespace ringlet::python

@@ -1,0 +1,194 @@
+// ringlet._ringlet: the C++ API as the framework layers need it. Tensors come
+// in as DLPack; what only negotiation can size (allgather, alltoall,
+// reducescatter) goes back as a numpy byte array that owns the runtime's
+// buffer, which the framework layer reinterprets without a copy. Every call
+// that waits for other ranks releases the GIL, so that the framework's own
+// threads (and other Python threads) run meanwhile.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "exceptions.h"
+#include "ringlet/ringlet.h"
+#include "tensor_view.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ringlet::python {
+namespace {
+
+using Input = nb::ndarray<nb::ro>;
+using Output = nb::ndarray<>;
+using Bytes = nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>;
+
+ReduceOp reduce_op(int op) { return static_cast<ReduceOp>(op); }
+
+// The bytes of a result as a numpy array that keeps them alive.
+Bytes bytes_of(std::vector<std::byte>&& data) {
+  auto* owned = new std::vector<std::byte>(std::move(data));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+  const size_t n = owned->size();
+  return Bytes(owned->data(), {n}, owner);
+}
+
+std::tuple<std::optional<Bytes>, std::vector<int64_t>, std::vector<int64_t>> synchronize_handle(
+    int64_t handle) {
+  Result result;
+  {
+    nb::gil_scoped_release released;
+    result = synchronize(handle);
+  }
+  std::optional<Bytes> data;
+  if (!result.shape.empty() || !result.data.empty()) data = bytes_of(std::move(result.data));
+  return {std::move(data), std::move(result.shape), std::move(result.received_splits)};
+}
+
+}  // namespace
+}  // namespace ringlet::python
+
+NB_MODULE(_ringlet, m) {
+  using namespace ringlet;
+  using namespace ringlet::python;
+  register_exception_translator();
+
+  m.def(
+      "init",
+      [](std::optional<std::vector<std::vector<int>>> process_sets) {
+        nb::gil_scoped_release released;
+        init_with_runtime(process_sets.value_or(std::vector<std::vector<int>>{}));
+      },
+      "process_sets"_a = nb::none());
+  m.def("shutdown", [] {
+    nb::gil_scoped_release released;
+    shutdown();
+  });
+  m.def("is_initialized", &is_initialized);
+  m.def("rank", [] { return rank(); });
+  m.def("size", [] { return size(); });
+  m.def("local_rank", &local_rank);
+  m.def("local_size", &local_size);
+  m.def("cross_rank", &cross_rank);
+  m.def("cross_size", &cross_size);
+  m.def("build_info", &build_info);
+
+  m.def(
+      "allreduce_async",
+      [](const std::string& name, const Input& in, const Output& out, int op, double prescale,
+         double postscale, int process_set, uintptr_t stream) {
+        return allreduce_async(name, tensor_view(in, "allreduce_async", name, stream),
+                               tensor_view(out, "allreduce_async", name, stream),
+                               reduce_op(op), prescale, postscale, process_set);
+      },
+      "name"_a, "input"_a, "output"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
+      "stream"_a = 0);
+  m.def(
+      "grouped_allreduce_async",
+      [](const std::vector<std::string>& names, const std::vector<Input>& ins,
+         const std::vector<Output>& outs, int op, double prescale, double postscale,
+         int process_set, uintptr_t stream) {
+        if (ins.size() != names.size() || outs.size() != names.size()) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      "grouped allreduce: " + std::to_string(names.size()) + " names for " +
+                          std::to_string(ins.size()) + " inputs and " +
+                          std::to_string(outs.size()) + " outputs");
+        }
+        std::vector<Tensor> in_views, out_views;
+        for (size_t i = 0; i < names.size(); ++i) {
+          in_views.push_back(tensor_view(ins[i], "grouped_allreduce_async", names[i], stream));
+          out_views.push_back(tensor_view(outs[i], "grouped_allreduce_async", names[i], stream));
+        }
+        return grouped_allreduce_async(names, in_views, out_views, reduce_op(op), prescale,
+                                       postscale, process_set);
+      },
+      "names"_a, "inputs"_a, "outputs"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
+      "stream"_a = 0);
+  m.def(
+      "allgather_async",
+      [](const std::string& name, const Input& in, int process_set, uintptr_t stream) {
+        return allgather_async(name, tensor_view(in, "allgather_async", name, stream), process_set);
+      },
+      "name"_a, "input"_a, "process_set"_a, "stream"_a = 0);
+  m.def(
+      "broadcast_async",
+      [](const std::string& name, const Output& inout, int root, int process_set,
+         uintptr_t stream) {
+        return broadcast_async(name, tensor_view(inout, "broadcast_async", name, stream), root, process_set);
+      },
+      "name"_a, "tensor"_a, "root"_a, "process_set"_a, "stream"_a = 0);
+  m.def(
+      "reducescatter_async",
+      [](const std::string& name, const Input& in, int op, double prescale, double postscale,
+         int process_set, uintptr_t stream) {
+        return reducescatter_async(name, tensor_view(in, "reducescatter_async", name, stream), reduce_op(op), prescale,
+                                   postscale, process_set);
+      },
+      "name"_a, "input"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
+      "stream"_a = 0);
+  m.def(
+      "alltoall_async",
+      [](const std::string& name, const Input& in, std::vector<int64_t> splits, int process_set,
+         uintptr_t stream) {
+        return alltoall_async(name, tensor_view(in, "alltoall_async", name, stream), std::move(splits), process_set);
+      },
+      "name"_a, "input"_a, "splits"_a, "process_set"_a, "stream"_a = 0);
+
+  m.def("poll", &poll, "handle"_a);
+  m.def(
+      "wait",
+      [](int64_t handle, double timeout_seconds) {
+        nb::gil_scoped_release released;
+        wait(handle, std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+      },
+      "handle"_a, "timeout_seconds"_a);
+  m.def("synchronize", &synchronize_handle, "handle"_a,
+        "Waits for the handle and releases it: (bytes or None, shape, received splits).");
+  m.def("join", [] {
+    nb::gil_scoped_release released;
+    return join();
+  });
+  m.def(
+      "barrier",
+      [](int process_set) {
+        nb::gil_scoped_release released;
+        barrier(process_set);
+      },
+      "process_set"_a = 0);
+
+  m.def(
+      "add_process_set",
+      [](const std::vector<int>& ranks) {
+        nb::gil_scoped_release released;
+        return add_process_set(ranks);
+      },
+      "ranks"_a);
+  m.def(
+      "remove_process_set",
+      [](int id) {
+        nb::gil_scoped_release released;
+        remove_process_set(id);
+      },
+      "id"_a);
+  m.def("process_set_ranks", &process_set_ranks, "id"_a);
+  m.def("process_set_rank", &process_set_rank, "id"_a);
+  m.def("process_set_size", &process_set_size, "id"_a);
+
+  m.def("start_timeline", &start_timeline, "file"_a, "mark_cycles"_a = false);
+  m.def("stop_timeline", &stop_timeline);
+
+  // The values of ringlet::ReduceOp, for the framework layers' op tables.
+  m.attr("OP_SUM") = static_cast<int>(ReduceOp::kSum);
+  m.attr("OP_PROD") = static_cast<int>(ReduceOp::kProd);
+  m.attr("OP_MIN") = static_cast<int>(ReduceOp::kMin);
+  m.attr("OP_MAX") = static_cast<int>(ReduceOp::kMax);
+  m.attr("OP_AVG") = static_cast<int>(ReduceOp::kAvg);
+}

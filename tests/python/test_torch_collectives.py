@@ -1,0 +1,278 @@
+"""Every ringlet.torch collective, for every dtype it serves, in place and
+not, synchronous and asynchronous, against results computed here from every
+rank's known input."""
+
+import pytest
+import torch
+
+from conftest import input_of
+
+REDUCIBLE = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+             torch.uint8, torch.int32, torch.int64]
+MOVABLE = REDUCIBLE + [torch.bool, torch.int16, torch.complex64]
+
+
+def expected_reduction(hvd, op, shape, dtype, ranks=None):
+    ranks = list(range(hvd.size())) if ranks is None else ranks
+    inputs = torch.stack([input_of(r, shape, dtype).to(torch.float64) for r in ranks])
+    if op == hvd.Sum:
+        out = inputs.sum(0)
+    elif op == hvd.Average:
+        out = inputs.sum(0) / len(ranks)
+        if not dtype.is_floating_point:
+            out = torch.floor(out)
+    elif op == hvd.Min:
+        out = inputs.min(0).values
+    elif op == hvd.Max:
+        out = inputs.max(0).values
+    else:
+        out = inputs.prod(0)
+    return out
+
+
+def close(actual, expected, dtype):
+    tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(dtype, 1e-6)
+    return torch.allclose(actual.to(torch.float64), expected, rtol=tol, atol=tol)
+
+
+def test_job_shape(rt):
+    assert 0 <= rt.rank() < rt.size()
+    assert 0 <= rt.local_rank() < rt.local_size()
+    assert rt.cross_size() >= 1 and 0 <= rt.cross_rank() < rt.cross_size()
+    assert rt.is_initialized() and rt.is_homogeneous()
+    assert rt.nccl_built() == 0 and isinstance(rt.nccl_built(), int)
+    assert rt.cuda_built() is False and rt.rocm_built() is False
+    assert rt.gloo_built() is False and isinstance(rt.mpi_built(), bool)
+
+
+@pytest.mark.parametrize("dtype", REDUCIBLE, ids=str)
+@pytest.mark.parametrize("op", ["Sum", "Average", "Min", "Max", "Product"])
+def test_allreduce(rt, dtype, op):
+    op = getattr(rt, op)
+    if op == rt.Product and dtype in (torch.int8, torch.uint8):
+        shape = (3,)  # keep the product inside the type's range
+    else:
+        shape = (2, 5)
+    x = input_of(rt.rank(), shape, dtype)
+    if dtype in (torch.int8, torch.uint8) and op == rt.Product:
+        x = torch.ones(shape, dtype=dtype) + (rt.rank() % 2)
+        want = torch.full(shape, float(2 ** (rt.size() // 2)), dtype=torch.float64)
+    else:
+        want = expected_reduction(rt, op, shape, dtype)
+    before = x.clone()
+    out = rt.allreduce(x, op=op, name="x")
+    assert torch.equal(x, before), "allreduce changed its input"
+    assert out.dtype == dtype and out.shape == x.shape
+    assert close(out, want, dtype), (out, want)
+    # in place, and asynchronous
+    y = x.clone()
+    assert rt.allreduce_(y, op=op, name="y") is y
+    assert close(y, want, dtype)
+    z = x.clone()
+    handle = rt.allreduce_async_(z, op=op, name="z")
+    assert rt.synchronize(handle) is z and close(z, want, dtype)
+    out = rt.synchronize(rt.allreduce_async(x, op=op))
+    assert close(out, want, dtype)
+
+
+def test_allreduce_defaults_to_average_and_takes_the_deprecated_average(rt):
+    x = input_of(rt.rank(), (4,), torch.float32)
+    mean = expected_reduction(rt, rt.Average, (4,), torch.float32)
+    assert close(rt.allreduce(x), mean, torch.float32)
+    with pytest.warns(DeprecationWarning):
+        total = rt.allreduce(x, average=False)
+    assert close(total, mean * rt.size(), torch.float32)
+    with pytest.raises(ValueError):
+        rt.allreduce(x, average=True, op=rt.Sum)
+
+
+def test_prescale_and_postscale(rt):
+    x = input_of(rt.rank(), (6,), torch.float64)
+    total = expected_reduction(rt, rt.Sum, (6,), torch.float64)
+    out = rt.allreduce(x, op=rt.Sum, prescale_factor=0.5, postscale_factor=3.0)
+    assert torch.allclose(out, total * 1.5)
+    out = rt.allreduce(x, op=rt.Average, prescale_factor=2.0)
+    assert torch.allclose(out, total * 2.0 / rt.size())
+    rs = rt.reducescatter(torch.stack([x] * rt.size()), op=rt.Sum, postscale_factor=0.25)
+    assert torch.allclose(rs, (total * 0.25).unsqueeze(0))
+
+
+def test_scalars_and_empty_tensors(rt):
+    out = rt.allreduce(torch.tensor(float(rt.rank() + 1)), op=rt.Sum)
+    assert out.shape == () and out.item() == sum(range(1, rt.size() + 1))
+    empty = rt.allreduce(torch.empty(0, 3), op=rt.Sum)
+    assert empty.shape == (0, 3)
+
+
+def test_compression_fp16(rt):
+    x = input_of(rt.rank(), (8,), torch.float32)
+    out = rt.allreduce(x, op=rt.Sum, compression=rt.Compression.fp16)
+    assert out.dtype == torch.float32
+    assert close(out, expected_reduction(rt, rt.Sum, (8,), torch.float32), torch.float16)
+
+
+def test_grouped_allreduce(rt):
+    shapes = [(3,), (2, 2), (5,)]
+    xs = [input_of(rt.rank(), s, torch.float32, salt=i) for i, s in enumerate(shapes)]
+    outs = rt.grouped_allreduce(xs, op=rt.Sum, name="g")
+    for i, (s, out) in enumerate(zip(shapes, outs)):
+        want = sum(input_of(r, s, torch.float32, salt=i).double() for r in range(rt.size()))
+        assert torch.allclose(out.double(), want)
+    ys = [x.clone() for x in xs]
+    assert all(a is b for a, b in zip(rt.grouped_allreduce_(ys, op=rt.Max), ys))
+    handles = rt.grouped_allreduce_async(xs)
+    assert len(handles) == 3 and all(isinstance(rt.synchronize(h), torch.Tensor)
+                                     for h in handles)
+
+
+@pytest.mark.parametrize("dtype", MOVABLE, ids=str)
+def test_allgather(rt, dtype):
+    rows = rt.rank() + 1  # ranks differ in dimension 0
+    x = input_of(rt.rank(), (rows, 3), dtype if dtype != torch.complex64 else torch.float32)
+    if dtype == torch.complex64:
+        x = torch.complex(x, -x)
+    out = rt.allgather(x, name="ag")
+    parts = []
+    for r in range(rt.size()):
+        p = input_of(r, (r + 1, 3), dtype if dtype != torch.complex64 else torch.float32)
+        parts.append(torch.complex(p, -p) if dtype == torch.complex64 else p)
+    want = torch.cat(parts)
+    assert out.dtype == dtype and torch.equal(out, want)
+    assert torch.equal(rt.synchronize(rt.allgather_async(x)), want)
+
+
+def test_grouped_allgather(rt):
+    xs = [torch.full((rt.rank() + 1,), float(rt.rank())), torch.ones(2, 2) * rt.rank()]
+    outs = rt.grouped_allgather(xs, name="gg")
+    assert outs[0].tolist() == [float(r) for r in range(rt.size()) for _ in range(r + 1)]
+    assert outs[1].shape == (2 * rt.size(), 2)
+
+
+@pytest.mark.parametrize("dtype", MOVABLE, ids=str)
+def test_broadcast(rt, dtype):
+    for root in range(rt.size()):
+        x = input_of(rt.rank(), (2, 3), dtype if dtype != torch.complex64 else torch.float32)
+        if dtype == torch.complex64:
+            x = torch.complex(x, x)
+        want = input_of(root, (2, 3), dtype if dtype != torch.complex64 else torch.float32)
+        if dtype == torch.complex64:
+            want = torch.complex(want, want)
+        before = x.clone()
+        out = rt.broadcast(x, root, name=f"b{root}")
+        assert torch.equal(out, want) and torch.equal(x, before)
+        assert rt.broadcast_(x, root, name=f"b_{root}") is x and torch.equal(x, want)
+
+
+def test_broadcast_async(rt):
+    x = torch.full((4,), float(rt.rank()))
+    h = rt.broadcast_async(x, 0)
+    y = torch.full((4,), float(rt.rank()))
+    h_ = rt.broadcast_async_(y, rt.size() - 1)
+    assert torch.equal(rt.synchronize(h), torch.zeros(4))
+    rt.synchronize(h_)
+    assert torch.equal(y, torch.full((4,), float(rt.size() - 1)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+def test_alltoall(rt, dtype):
+    n = rt.size()
+    # rank r sends j + 1 rows to rank j, each row holding (r, j)
+    splits = [j + 1 for j in range(n)]
+    rows = [torch.tensor([[r_, j]]) for r_ in [rt.rank()] for j in range(n) for _ in range(j + 1)]
+    x = torch.cat(rows).to(dtype)
+    out, received = rt.alltoall(x, splits=splits, name="a2a")
+    assert received.tolist() == [rt.rank() + 1] * n
+    want = torch.cat([torch.tensor([[r, rt.rank()]] * (rt.rank() + 1)) for r in range(n)])
+    assert torch.equal(out, want.to(dtype))
+    even = rt.alltoall(torch.arange(2 * n) + 100 * rt.rank())
+    assert even.tolist() == [100 * r + 2 * rt.rank() + k for r in range(n) for k in range(2)]
+    splits_tensor = torch.tensor(splits, dtype=torch.int32)
+    out2, _ = rt.synchronize(rt.alltoall_async(x, splits=splits_tensor))
+    assert torch.equal(out2, out)
+
+
+@pytest.mark.parametrize("op", ["Sum", "Average", "Max"])
+def test_reducescatter(rt, op):
+    op = getattr(rt, op)
+    n = rt.size()
+    rows = 2 * n + 1  # uneven: the first member gets one row more
+    x = input_of(rt.rank(), (rows, 2), torch.float32)
+    full = expected_reduction(rt, op, (rows, 2), torch.float32)
+    share = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+    start = sum(share[:rt.rank()])
+    out = rt.reducescatter(x, op=op, name="rs")
+    assert torch.allclose(out.double(), full[start:start + share[rt.rank()]])
+    outs = rt.grouped_reducescatter([x, x * 2], op=op)
+    assert torch.allclose(outs[1].double(), 2 * full[start:start + share[rt.rank()]])
+
+
+def test_poll_and_synchronize(rt):
+    h = rt.allreduce_async(torch.ones(1000), name="p")
+    rt.synchronize(h)
+    assert rt.synchronize(h) is None  # synchronized already, as in Horovod
+    h = rt.allreduce_async(torch.ones(10), name="q")
+    while not rt.poll(h):
+        pass
+    assert torch.equal(rt.synchronize(h), torch.ones(10))
+
+
+def test_join(rt):
+    # The last rank runs one more allreduce than the others; those that
+    # joined contribute zeros to it.
+    last = rt.size() - 1
+    if rt.rank() == last:
+        out = rt.allreduce(torch.ones(3), op=rt.Sum, name="after_join")
+        assert torch.equal(out, torch.ones(3))
+    assert rt.join() == last
+
+
+def test_barrier(rt):
+    for _ in range(3):
+        rt.barrier()
+
+
+def test_process_sets(rt):
+    if rt.size() < 2:
+        pytest.skip("needs two ranks")
+    evens = rt.add_process_set([r for r in range(rt.size()) if r % 2 == 0])
+    try:
+        assert evens.included() == (rt.rank() % 2 == 0)
+        if evens.included():
+            out = rt.allreduce(torch.ones(2) * rt.rank(), op=rt.Sum, process_set=evens)
+            assert out.tolist() == [float(sum(evens.ranks))] * 2
+            g = rt.allgather(torch.tensor([rt.rank()]), process_set=evens)
+            assert g.tolist() == evens.ranks
+            b = rt.broadcast(torch.tensor([rt.rank()]), evens.ranks[-1], process_set=evens)
+            assert b.item() == evens.ranks[-1]
+            rt.barrier(process_set=evens)
+            assert evens.size() == len(evens.ranks) and evens.rank() == evens.ranks.index(
+                rt.rank())
+        with pytest.raises(ValueError):
+            rt.add_process_set(evens)  # registered already
+    finally:
+        assert rt.remove_process_set(evens)
+    assert not rt.remove_process_set(rt.global_process_set)
+
+
+def test_static_process_sets():
+    import ringlet.torch as hvd
+    low = hvd.ProcessSet([0, 1])
+    hvd.init(process_sets=[low])
+    try:
+        assert low.process_set_id == 1
+        if low.included():
+            assert hvd.allreduce(torch.ones(1), op=hvd.Sum, process_set=low).item() == 2.0
+        hvd.barrier()  # a rank's shutdown ends what the others still run
+    finally:
+        hvd.shutdown()
+
+
+def test_init_twice_and_again_after_shutdown():
+    import ringlet.torch as hvd
+    hvd.init()
+    hvd.init()  # a no-op while initialized, as in Horovod
+    hvd.shutdown()
+    assert not hvd.is_initialized()
+    hvd.init()
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()
+    hvd.shutdown()

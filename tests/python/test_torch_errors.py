@@ -1,0 +1,92 @@
+"""Every error is a Python exception on every rank, and the job goes on
+after it: nothing hangs."""
+
+import pytest
+import torch
+
+from ringlet.common import exceptions
+
+
+def still_works(rt):
+    assert rt.allreduce(torch.ones(2), op=rt.Sum).tolist() == [float(rt.size())] * 2
+
+
+def test_mismatched_shapes_raise_on_every_rank(rt):
+    with pytest.raises(exceptions.MismatchError) as err:
+        rt.allreduce(torch.ones(2 + rt.rank()), name="shapes")
+    assert isinstance(err.value, rt.HorovodInternalError)
+    assert isinstance(err.value, RuntimeError)
+    assert "shapes" in str(err.value) and err.value.code == 7
+    still_works(rt)
+
+
+def test_mismatched_dtypes_raise_on_every_rank(rt):
+    dtype = torch.float32 if rt.rank() == 0 else torch.float64
+    with pytest.raises(rt.HorovodInternalError, match="dtypes"):
+        rt.allreduce(torch.ones(3, dtype=dtype), name="dtypes")
+    still_works(rt)
+
+
+def test_mismatched_ops_and_roots_raise(rt):
+    with pytest.raises(rt.HorovodInternalError):
+        rt.allreduce(torch.ones(3), op=rt.Sum if rt.rank() == 0 else rt.Max, name="ops")
+    with pytest.raises(rt.HorovodInternalError):
+        rt.broadcast(torch.ones(3), rt.rank(), name="roots")
+    still_works(rt)
+
+
+def test_allgather_with_other_trailing_dims_raises(rt):
+    with pytest.raises(rt.HorovodInternalError):
+        rt.allgather(torch.ones(2, 2 + rt.rank()), name="trailing")
+    still_works(rt)
+
+
+def test_duplicate_name_in_flight_is_a_value_error(rt):
+    # Rank 0's first "twice" cannot complete before the others submit theirs,
+    # which they do only after the barrier.
+    if rt.rank() == 0:
+        h = rt.allreduce_async(torch.ones(4), name="twice")
+        with pytest.raises(ValueError, match="already in flight"):
+            rt.allreduce_async(torch.ones(4), name="twice")
+    rt.barrier()
+    if rt.rank() != 0:
+        h = rt.allreduce_async(torch.ones(4), name="twice")
+    assert torch.equal(rt.synchronize(h), torch.ones(4))
+    still_works(rt)
+
+
+def test_unsupported_dtype_says_so(rt):
+    with pytest.raises(ValueError, match="bool.*not supported"):
+        rt.allreduce(torch.ones(3, dtype=torch.bool), name="bools")
+    with pytest.raises(ValueError, match="int16.*not supported"):
+        rt.allreduce(torch.ones(3, dtype=torch.int16), name="shorts")
+    still_works(rt)
+
+
+def test_non_contiguous_tensor_says_so(rt):
+    with pytest.raises(ValueError, match="not contiguous"):
+        rt.allreduce_(torch.ones(4, 4).t(), name="transposed")
+    still_works(rt)
+
+
+def test_adasum_is_not_implemented(rt):
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        rt.allreduce(torch.ones(2), op=rt.Adasum)
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        rt.DistributedOptimizer(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1),
+                                op=rt.Adasum)
+
+
+def test_bad_root_is_an_error(rt):
+    with pytest.raises((ValueError, RuntimeError)):
+        rt.broadcast(torch.ones(2), rt.size() + 3, name="bad_root")
+    still_works(rt)
+
+
+def test_calls_before_init_are_value_errors():
+    import ringlet.torch as hvd
+    assert not hvd.is_initialized()
+    with pytest.raises(ValueError, match="init"):
+        hvd.rank()
+    with pytest.raises(ValueError):
+        hvd.allreduce(torch.ones(1))
