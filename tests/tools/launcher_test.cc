@@ -280,6 +280,20 @@ TEST(Launcher, FlagsBecomeTheRanksSettings) {
   }
 }
 
+TEST(Launcher, HorovodrunTuningFlagsBecomeTheirVariables) {
+  Result r = run_ringletrun(
+      {"--fusion-threshold-mb", "32", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
+       "--timeline-mark-cycles", "--log-level", "debug", "--no-hierarchical-allreduce", "-np",
+       "1", "sh", "-c",
+       "echo \"$HOROVOD_FUSION_THRESHOLD $HOROVOD_CYCLE_TIME $HOROVOD_CACHE_CAPACITY "
+       "$HOROVOD_TIMELINE_MARK_CYCLES $HOROVOD_LOG_LEVEL $HOROVOD_HIERARCHICAL_ALLREDUCE\""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(rank_lines(r.out, 0), std::vector<std::string>{"33554432 2.5 0 1 debug 0"}) << r.out;
+  Result bad = run_ringletrun({"--log-level", "LOUD", "-np", "1", "true"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--log-level"), std::string::npos) << bad.err;
+}
+
 TEST(Launcher, StartTimeoutDefaultsToThirtyUnlessTheEnvironmentSaysOtherwise) {
   const char* script = "echo \"$RINGLET_START_TIMEOUT_SECONDS\"";
   Result r = run_ringletrun({"-np", "1", "sh", "-c", script});
@@ -541,7 +555,7 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
   Result r = run_ringletrun({"--check-build"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Ringlet v", 0), 0u) << r.out;
-  for (const char* want : {"Available Frameworks:", "    [ ] PyTorch",
+  for (const char* want : {"Available Frameworks:", "] PyTorch",
                            "Available Controllers:", "    [X] Ringlet store (TCP)",
                            "Available Tensor Operations:", "    [X] Ringlet ring (CPU)", "NCCL",
                            "Available Transports:", "[X] shm  [X] tcp  "}) {

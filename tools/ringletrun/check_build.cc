@@ -1,5 +1,9 @@
 #include "check_build.h"
 
+#include <sys/wait.h>
+
+#include <cstdio>
+
 #ifndef RINGLET_BUILD_CUDA
 #error "RINGLET_BUILD_* must come from tools/ringletrun/CMakeLists.txt"
 #endif
@@ -27,6 +31,13 @@ BuildFeatures built_features() {
 
 std::string_view built_version() { return RINGLET_VERSION; }
 
+bool python_has_module(const std::string& module) {
+  const std::string command = "python3 -c 'import importlib.util, sys; sys.exit(0 if "
+                              "importlib.util.find_spec(\"" + module + "\") else 1)' 2>/dev/null";
+  const int status = std::system(command.c_str());
+  return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 std::string format_check_build(const BuildFeatures& f, std::string_view version) {
   // [X] only for what a job of this build can run today. A library found at
   // build time whose path is not served yet (the collectives refuse it at
@@ -38,10 +49,14 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
     return text;
   };
   std::string out = "Ringlet v" + std::string(version) + ":\n\n";
-  // The framework bindings are not built yet, whatever Python was found.
+  // ringlet.torch needs the Python binding and torch; the TensorFlow and
+  // Keras bindings are not written yet.
   out += "Available Frameworks:\n";
   item(out, false, "TensorFlow");
-  item(out, false, "PyTorch");
+  std::string torch = "PyTorch";
+  if (!f.python) torch += " (this build has no Python binding)";
+  else if (!f.torch) torch += " (python3 cannot import torch: pip install torch)";
+  item(out, f.python && f.torch, torch);
   item(out, false, "Keras");
   out += "\nAvailable Controllers:\n";
   item(out, true, "Ringlet store (TCP)");

@@ -16,7 +16,13 @@ struct BuildFeatures {
   bool ucx = false;
   bool mpi = false;
   bool python = false;
+  // Frameworks importable by the python3 the ranks would run (found at run
+  // time: they are installed apart from Ringlet).
+  bool torch = false;
 };
+
+// Whether `python3` on PATH can import `module` (without importing it).
+bool python_has_module(const std::string& module);
 
 // The features this binary was configured with.
 BuildFeatures built_features();

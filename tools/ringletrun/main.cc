@@ -38,6 +38,13 @@ struct Args {
   std::string timeline;
   std::string network_interface;
   std::optional<int> start_timeout;
+  // horovodrun's tuning flags, each the environment variable it names.
+  std::optional<double> fusion_threshold_mb;
+  std::optional<double> cycle_time_ms;
+  std::optional<int> cache_capacity;
+  bool timeline_mark_cycles = false;
+  std::string log_level;
+  std::optional<bool> hierarchical_allreduce;
   bool verbose = false;
   bool check_build = false;
   std::vector<std::string> command;
@@ -77,6 +84,23 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
                  "seconds the ranks wait for each other at start-up "
                  "(sets RINGLET_START_TIMEOUT_SECONDS; default 30)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--fusion-threshold-mb", args.fusion_threshold_mb,
+                 "fuse tensors up to this many MiB per collective (sets HOROVOD_FUSION_THRESHOLD)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--cycle-time-ms", args.cycle_time_ms,
+                 "milliseconds between negotiation cycles (sets HOROVOD_CYCLE_TIME)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cache-capacity", args.cache_capacity,
+                 "responses kept in the response cache (sets HOROVOD_CACHE_CAPACITY)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--timeline-mark-cycles", args.timeline_mark_cycles,
+               "mark negotiation cycles in the timeline (sets HOROVOD_TIMELINE_MARK_CYCLES=1)");
+  app.add_option("--log-level", args.log_level, "sets HOROVOD_LOG_LEVEL for the ranks")
+      ->check(CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"},
+                            CLI::ignore_case));
+  app.add_flag("--hierarchical-allreduce,!--no-hierarchical-allreduce",
+               args.hierarchical_allreduce,
+               "sets HOROVOD_HIERARCHICAL_ALLREDUCE (refused by the ranks: not served yet)");
   app.add_flag("--verbose", args.verbose, "say what ringletrun does");
   app.add_flag("--check-build", args.check_build, "print what this build contains and exit");
   app.footer(
@@ -181,6 +205,17 @@ std::optional<std::chrono::milliseconds> abort_grace(std::string& error) {
 void apply_flags(const Args& args, Environment& env) {
   if (!args.timeline.empty()) env.set("HOROVOD_TIMELINE", args.timeline);
   if (!args.network_interface.empty()) env.set("RINGLET_NETWORK_INTERFACE", args.network_interface);
+  if (args.fusion_threshold_mb) {
+    const double bytes = std::round(*args.fusion_threshold_mb * 1024 * 1024);
+    env.set("HOROVOD_FUSION_THRESHOLD", std::to_string(static_cast<long long>(bytes)));
+  }
+  if (args.cycle_time_ms) env.set("HOROVOD_CYCLE_TIME", CLI::detail::to_string(*args.cycle_time_ms));
+  if (args.cache_capacity) env.set("HOROVOD_CACHE_CAPACITY", std::to_string(*args.cache_capacity));
+  if (args.timeline_mark_cycles) env.set("HOROVOD_TIMELINE_MARK_CYCLES", "1");
+  if (!args.log_level.empty()) env.set("HOROVOD_LOG_LEVEL", args.log_level);
+  if (args.hierarchical_allreduce) {
+    env.set("HOROVOD_HIERARCHICAL_ALLREDUCE", *args.hierarchical_allreduce ? "1" : "0");
+  }
   // The flag wins; without it a value from the environment stands, else 30 s.
   if (args.start_timeout) {
     env.set("RINGLET_START_TIMEOUT_SECONDS", std::to_string(*args.start_timeout));
@@ -222,7 +257,9 @@ int run(int argc, char** argv) {
   Args args;
   if (auto code = parse_args(argc, argv, args)) return *code;
   if (args.check_build) {
-    std::cout << format_check_build(built_features(), built_version());
+    BuildFeatures features = built_features();
+    if (features.python) features.torch = python_has_module("torch");
+    std::cout << format_check_build(features, built_version());
     return 0;
   }
   if (!args.np) return usage_error("-np N is required: the number of ranks to start");
