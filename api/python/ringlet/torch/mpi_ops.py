@@ -8,13 +8,11 @@ input alone and (when not async) are differentiable with Horovod's gradient
 rules; the forms with one work in place.
 """
 
-import itertools
-import threading
-
 import torch
 
 from ringlet import _ringlet
 from ringlet.common import basics as _basics
+from ringlet.common import handles as _handles
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.torch.compression import Compression
 
@@ -30,25 +28,10 @@ Product = _basics.Product
 _REDUCIBLE = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
               torch.uint8, torch.int32, torch.int64}
 
-# Unnamed collectives are numbered per process set: the members of a set
-# call the same sequence, whatever else each runs outside it.
-_noname_counters = {}
-_basics.call_at_init(_noname_counters.clear)
-_handle_lock = threading.Lock()
-# handle -> (a function of (bytes, shape, received splits) giving the result,
-# the tensors the core reads or writes until then, kept alive here).
-_handle_map = {}
-
-
-def _next_unnamed(process_set):
-    counter = _noname_counters.setdefault(_set_id(process_set), itertools.count())
-    return next(counter)
-
-
-def _op_name(prefix, name, process_set):
-    if name is None:
-        return f"{prefix}.noname.{_next_unnamed(process_set)}"
-    return f"{prefix}.{name}"
+_op_name = _handles.op_name
+_register = _handles.register
+poll = _handles.poll
+synchronize = _handles.synchronize
 
 
 def _stream_of(tensor):
@@ -78,12 +61,6 @@ def _from_bytes(data, shape, dtype):
     if dtype != torch.uint8:
         flat = flat.view(dtype)
     return flat.reshape(shape)
-
-
-def _register(handle, finish, *buffers):
-    with _handle_lock:
-        _handle_map[handle] = (finish, buffers)
-    return handle
 
 
 # ---------------------------------------------------------------- allreduce
@@ -278,14 +255,9 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return _Allgather.apply(tensor, name, process_set)
 
 
-def _group_base(name, process_set):
-    """The shared prefix of a grouped collective's members' names."""
-    return "grouped." + (name if name is not None else f"noname.{_next_unnamed(process_set)}")
-
-
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts allgathering each tensor of a list; returns the list of handles."""
-    base = _group_base(name, process_set)
+    base = _handles.group_base(name, process_set)
     return [allgather_async(t, f"{base}.{i}", process_set) for i, t in enumerate(tensors)]
 
 
@@ -466,7 +438,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    base = _group_base(name, process_set)
+    base = _handles.group_base(name, process_set)
     return [reducescatter_async(t, f"{base}.{i}", op, process_set, prescale_factor,
                                 postscale_factor) for i, t in enumerate(tensors)]
 
@@ -482,26 +454,6 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 
 
 # ---------------------------------------------------------------- completion
-
-def poll(handle):
-    """True when ``synchronize(handle)`` would return without waiting."""
-    return _ringlet.poll(handle)
-
-
-def synchronize(handle):
-    """Waits for an asynchronous collective and returns its result.
-
-    Raises the collective's error (a HorovodInternalError subclass for
-    failures across ranks) on every rank where it failed.
-    """
-    with _handle_lock:
-        entry = _handle_map.pop(handle, None)
-    if entry is None:  # synchronized already: Horovod returns None too
-        return None
-    finish, _buffers = entry
-    data, shape, received = _ringlet.synchronize(handle)
-    return finish(data, shape, received)
-
 
 def join(device=-1):
     """Says this rank has no more data: the others' allreduces go on with it contributing

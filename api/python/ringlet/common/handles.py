@@ -1,0 +1,64 @@
+"""What every framework module shares about asynchronous collectives: the
+names of unnamed ones, and the handles in flight with what completes them."""
+
+import itertools
+import threading
+
+from ringlet import _ringlet
+from ringlet.common import basics
+from ringlet.common.process_sets import id_of
+
+# Unnamed collectives are numbered per process set: the members of a set
+# call the same sequence, whatever else each runs outside it.
+_noname_counters = {}
+basics.call_at_init(_noname_counters.clear)
+
+_lock = threading.Lock()
+# handle -> (a function of (bytes, shape, received splits) giving the result,
+# the buffers the core reads or writes until then, kept alive here).
+_in_flight = {}
+
+
+def _next_unnamed(process_set):
+    counter = _noname_counters.setdefault(id_of(process_set), itertools.count())
+    return next(counter)
+
+
+def op_name(prefix, name, process_set):
+    """The collective's name on the wire: "<prefix>.<name>" or "<prefix>.noname.<n>"."""
+    if name is None:
+        return f"{prefix}.noname.{_next_unnamed(process_set)}"
+    return f"{prefix}.{name}"
+
+
+def group_base(name, process_set):
+    """The shared prefix of a grouped collective's members' names."""
+    return "grouped." + (name if name is not None else f"noname.{_next_unnamed(process_set)}")
+
+
+def register(handle, finish, *buffers):
+    """Remembers how to complete ``handle``, and keeps ``buffers`` alive until then."""
+    with _lock:
+        _in_flight[handle] = (finish, buffers)
+    return handle
+
+
+def poll(handle):
+    """True when ``synchronize(handle)`` would return without waiting."""
+    return _ringlet.poll(handle)
+
+
+def synchronize(handle):
+    """Waits for an asynchronous collective and returns its result.
+
+    Raises the collective's error (a HorovodInternalError subclass for
+    failures across ranks) on every rank where it failed. A handle
+    synchronized already gives None, as in Horovod.
+    """
+    with _lock:
+        entry = _in_flight.pop(handle, None)
+    if entry is None:
+        return None
+    finish, _buffers = entry
+    data, shape, received = _ringlet.synchronize(handle)
+    return finish(data, shape, received)

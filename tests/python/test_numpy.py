@@ -1,0 +1,88 @@
+"""ringlet.numpy: the collectives on numpy arrays, against results computed
+here from every rank's known input."""
+
+import numpy as np
+import pytest
+
+from ringlet.common import exceptions
+
+DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64]
+
+
+def input_of(rank, shape, dtype):
+    n = int(np.prod(shape))
+    return ((np.arange(n) % 7) + rank + 1).astype(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["Sum", "Average", "Min", "Max"])
+def test_allreduce(rn, dtype, op):
+    x = input_of(rn.rank(), (3, 4), dtype)
+    everyone = np.stack([input_of(r, (3, 4), dtype).astype(np.float64) for r in range(rn.size())])
+    want = {"Sum": everyone.sum(0), "Average": everyone.mean(0), "Min": everyone.min(0),
+            "Max": everyone.max(0)}[op]
+    if op == "Average" and not np.issubdtype(dtype, np.floating):
+        want = np.floor(want)
+    out = rn.allreduce(x, op=getattr(rn, op))
+    assert out.dtype == dtype and np.allclose(out, want, rtol=1e-2)
+    y = x.copy()
+    assert rn.allreduce_(y, op=getattr(rn, op)) is y and np.allclose(y, want, rtol=1e-2)
+
+
+def test_grouped_allreduce_and_scales(rn):
+    xs = [np.ones(3, np.float32) * (rn.rank() + 1), np.ones((2, 2), np.float32)]
+    a, b = rn.grouped_allreduce(xs, op=rn.Sum, postscale_factor=2.0)
+    total = sum(range(1, rn.size() + 1))
+    assert np.allclose(a, 2 * total) and np.allclose(b, 2 * rn.size())
+    ys = [x.copy() for x in xs]
+    rn.grouped_allreduce_(ys, op=rn.Max)
+    assert np.allclose(ys[0], rn.size())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.int16, np.complex128],
+                         ids=lambda d: np.dtype(d).name)
+def test_allgather_broadcast_alltoall(rn, dtype):
+    n = rn.size()
+    x = (np.arange((rn.rank() + 1) * 2).reshape(-1, 2) + rn.rank()).astype(dtype)
+    want = np.concatenate([(np.arange((r + 1) * 2).reshape(-1, 2) + r).astype(dtype)
+                           for r in range(n)])
+    got = rn.allgather(x)
+    assert got.dtype == dtype and np.array_equal(got, want)
+    b = rn.broadcast(np.full(4, rn.rank()).astype(dtype), n - 1)
+    assert np.array_equal(b, np.full(4, n - 1).astype(dtype))
+    rows = np.repeat(np.arange(n), 2).astype(dtype)  # two rows of value j to rank j
+    out, received = rn.alltoall(rows, splits=[2] * n)
+    assert received.tolist() == [2] * n
+    assert np.array_equal(out, np.full(2 * n, rn.rank()).astype(dtype))
+
+
+def test_reducescatter(rn):
+    n = rn.size()
+    x = np.ones((n, 3), np.float32) * (rn.rank() + 1)
+    out = rn.reducescatter(x, op=rn.Sum)
+    assert out.shape == (1, 3) and np.allclose(out, sum(range(1, n + 1)))
+    outs = rn.grouped_reducescatter([x, 2 * x], op=rn.Average)
+    assert np.allclose(outs[1], 2 * sum(range(1, n + 1)) / n)
+
+
+def test_objects(rn):
+    assert rn.broadcast_object({"r": rn.rank()}, root_rank=0) == {"r": 0}
+    assert rn.allgather_object(("x", rn.rank())) == [("x", r) for r in range(rn.size())]
+
+
+def test_errors(rn):
+    with pytest.raises(ValueError, match="C-contiguous"):
+        rn.allreduce(np.ones((4, 4)).T)
+    with pytest.raises(exceptions.MismatchError):
+        rn.allreduce(np.ones(2 + rn.rank()), name="shapes")
+    with pytest.raises(ValueError, match="not supported"):
+        rn.allreduce(np.ones(2, dtype=np.bool_), name="bools")
+    assert np.allclose(rn.allreduce(np.ones(2), op=rn.Sum), rn.size())
+
+
+def test_async_and_join(rn):
+    h = rn.allreduce_async(np.ones(5), op=rn.Sum)
+    while not rn.poll(h):
+        pass
+    assert np.allclose(rn.synchronize(h), rn.size())
+    assert rn.join() in range(rn.size())
