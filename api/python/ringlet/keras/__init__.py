@@ -1,0 +1,106 @@
+"""``import ringlet.keras as hvd``: horovod.keras's API for the Keras 2 API
+(tf-keras, what ``tf.keras`` is with ``TF_USE_LEGACY_KERAS=1``) on Ringlet.
+
+Keras 3 is not served yet: importing this module selects tf-keras for
+``tf.keras`` unless ``TF_USE_LEGACY_KERAS`` says otherwise.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+try:
+    import tf_keras as _keras
+except ImportError as e:
+    raise ImportError("ringlet.keras needs tf-keras (the Keras 2 API): pip install "
+                      "'ringlet[keras]' (or pip install tensorflow tf-keras)") from e
+
+import tensorflow as tf
+
+from ringlet.common.basics import (  # noqa: F401
+    init, shutdown, is_initialized, size, rank, local_size, local_rank, cross_size,
+    cross_rank, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
+    gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built, cuda_built, rocm_built,
+    start_timeline, stop_timeline)
+from ringlet.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
+from ringlet.common.process_sets import (  # noqa: F401
+    ProcessSet, global_process_set, add_process_set, remove_process_set)
+from ringlet.keras import callbacks  # noqa: F401
+from ringlet.tensorflow import mpi_ops as _ops
+from ringlet.tensorflow.compression import Compression  # noqa: F401
+from ringlet.tensorflow.functions import (  # noqa: F401
+    allgather_object, broadcast_object, broadcast_variables)
+from ringlet.tensorflow.gradient_tape import reduce_gradients as _reduce_gradients
+from ringlet.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+
+
+class _DistributedOptimizer:
+    """Mixed in before the wrapped optimizer's class: apply_gradients() applies
+    the gradients reduced over the ranks."""
+
+    def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        pairs = list(grads_and_vars)
+        grads = _reduce_gradients([g for g, _ in pairs], self._ringlet_compression,
+                                  self._ringlet_sparse_as_dense, self._ringlet_op,
+                                  self._ringlet_gradient_predivide_factor,
+                                  self._ringlet_process_set, "DistributedOptimizer")
+        return super().apply_gradients(list(zip(grads, [v for _, v in pairs])), *args,
+                                       **kwargs)
+
+
+def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False,
+                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
+                         average_aggregated_gradients=False, num_groups=0, groups=None,
+                         process_set=global_process_set):
+    """A Keras optimizer of the same class and configuration whose apply_gradients()
+    (and so minimize() and model.fit()) uses gradients reduced over the ranks."""
+    if op == Adasum:
+        raise NotImplementedError("op=Adasum is not implemented by Ringlet yet")
+    if backward_passes_per_step != 1:
+        raise NotImplementedError("backward_passes_per_step > 1 is not implemented by "
+                                  "ringlet.keras yet; accumulate gradients in the training step")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor is only meaningful with op=Average")
+    base = optimizer.__class__
+    cls = type(base.__name__, (_DistributedOptimizer, base), {})
+    config = optimizer.get_config()
+    if name is not None:
+        config["name"] = name
+    distributed = cls.from_config(config)
+    distributed._ringlet_compression = compression
+    distributed._ringlet_sparse_as_dense = sparse_as_dense
+    distributed._ringlet_op = op
+    distributed._ringlet_gradient_predivide_factor = gradient_predivide_factor
+    distributed._ringlet_process_set = process_set
+    return distributed
+
+
+def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
+              op=None, compression=Compression.none, process_set=global_process_set):
+    """The reduction of a value (a tensor, array or number) over the ranks, as a numpy value."""
+    return _ops.allreduce(tf.constant(value), average=average, name=name, op=op,
+                          prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                          compression=compression, process_set=process_set).numpy()
+
+
+def allgather(value, name=None, process_set=global_process_set):
+    return _ops.allgather(tf.constant(value), name=name, process_set=process_set).numpy()
+
+
+def broadcast(value, root_rank, name=None, process_set=global_process_set):
+    return _ops.broadcast(tf.constant(value), root_rank, name=name,
+                          process_set=process_set).numpy()
+
+
+def reducescatter(value, name=None, op=Average, process_set=global_process_set):
+    return _ops.reducescatter(tf.constant(value), name=name, op=op,
+                              process_set=process_set).numpy()
+
+
+def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none):
+    """Loads a Keras model saved with a wrapped optimizer, wrapping its optimizer again."""
+    model = _keras.models.load_model(filepath, custom_objects=custom_objects)
+    if model.optimizer is not None:
+        model.optimizer = DistributedOptimizer(model.optimizer, compression=compression)
+    return model

@@ -1,0 +1,306 @@
+"""horovod.tensorflow's collectives on TensorFlow tensors, eager and inside
+``tf.function``.
+
+Eagerly, a tensor's values go to the core as a numpy view and come back as a
+new tensor. Inside a ``tf.function`` each collective is one ``py_function``
+op: TensorFlow runs stateful ops in program order, so every rank submits its
+collectives in the order the function makes them, and the runtime's
+negotiation matches them by name. The differentiable collectives carry
+Horovod's gradient rules through ``tf.custom_gradient``.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from ringlet import _ringlet
+from ringlet import numpy as _np_ops
+from ringlet.common import basics as _basics
+from ringlet.common import handles as _handles
+from ringlet.common.process_sets import global_process_set, id_of as _set_id
+from ringlet.tensorflow.compression import Compression
+
+Average = _basics.Average
+Sum = _basics.Sum
+Adasum = _basics.Adasum
+Min = _basics.Min
+Max = _basics.Max
+Product = _basics.Product
+
+# What the core reduces; bfloat16 is reduced as float32 (numpy has no
+# bfloat16 of its own), the rest only moves as bytes.
+_REDUCIBLE = {tf.float16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int32, tf.int64}
+
+
+def _numpy(tensor):
+    return tensor.numpy() if hasattr(tensor, "numpy") else np.asarray(tensor)
+
+
+def _in_graph(fn, inputs, out_dtypes):
+    """Runs ``fn`` on the inputs' numpy values: at once when eager, else as one op."""
+    if tf.executing_eagerly():
+        outs = fn(*[_numpy(t) for t in inputs])
+        return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(outs, out_dtypes)]
+
+    def eager_fn(*tensors):
+        return fn(*[t.numpy() for t in tensors])
+    return tf.py_function(eager_fn, list(inputs), list(out_dtypes))
+
+
+def _reducible(tensor):
+    """(tensor the core reduces, dtype to cast the result back to or None)."""
+    if tensor.dtype == tf.bfloat16:
+        return tf.cast(tensor, tf.float32), tf.bfloat16
+    if tensor.dtype not in _REDUCIBLE:
+        raise ValueError(f"dtype {tensor.dtype.name} is not supported for reductions (float16, "
+                         f"bfloat16, float32, float64, int8, uint8, int32 and int64 are)")
+    return tensor, None
+
+
+def _allreduce_dense(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    tensor = tf.convert_to_tensor(tensor)
+    src, cast_back = _reducible(tensor)
+    full_name = _handles.op_name("allreduce", name, process_set)
+
+    def run(x):
+        out = np.empty_like(x)
+        handle = _ringlet.allreduce_async(full_name, np.ascontiguousarray(x), out,
+                                          _basics.core_op(op), float(prescale_factor),
+                                          float(postscale_factor), _set_id(process_set))
+        _ringlet.synchronize(handle)
+        return [out]
+
+    (out,) = _in_graph(run, [src], [src.dtype])
+    out.set_shape(tensor.shape) if hasattr(out, "set_shape") else None
+    return tf.cast(out, cast_back) if cast_back is not None else out
+
+
+def _allreduce_indexed_slices(slices, name, op, process_set):
+    # Sparse gradients differ in their indices per rank: gather them whole.
+    if op not in (Average, Sum):
+        raise ValueError("IndexedSlices can only be reduced with op=Average or op=Sum")
+    base = name if name is not None else None
+    values = allgather(slices.values, name=None if base is None else f"{base}.values",
+                       process_set=process_set)
+    indices = allgather(slices.indices, name=None if base is None else f"{base}.indices",
+                        process_set=process_set)
+    if op == Average:
+        members = _ringlet.process_set_size(_set_id(process_set))
+        values = values / tf.cast(members, values.dtype)
+    return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+
+
+def allreduce(tensor, average=None, device_dense="", device_sparse="",
+              compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
+              name=None, process_set=global_process_set, ignore_name_scope=False):
+    """The reduction (Average by default) of ``tensor`` over the ranks.
+
+    ``tf.IndexedSlices`` are gathered whole and summed (or averaged).
+    Differentiable: the gradient is the same allreduce of the incoming gradient.
+    """
+    op = _basics.resolve_op(op, average)
+    _basics.core_op(op)  # refuses Adasum and unknown ops at once
+    if isinstance(tensor, tf.IndexedSlices):
+        return _allreduce_indexed_slices(tensor, name, op, process_set)
+
+    @tf.custom_gradient
+    def reduce(x):
+        compressed, ctx = compression.compress(x)
+        y = compression.decompress(_allreduce_dense(compressed, name, op, prescale_factor,
+                                                    postscale_factor, process_set), ctx)
+
+        def grad(dy):
+            return _allreduce_dense(dy, None, op, prescale_factor, postscale_factor,
+                                    process_set)
+        return y, grad
+
+    return reduce(tf.convert_to_tensor(tensor))
+
+
+def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
+                      compression=Compression.none, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=global_process_set, name=None):
+    """Reduces a list of tensors as one fused collective (one op in a graph)."""
+    op = _basics.resolve_op(op, average)
+    core_op = _basics.core_op(op)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    pairs = [compression.compress(t) for t in tensors]
+    prepared = [_reducible(c) for c, _ in pairs]
+    srcs = [s for s, _ in prepared]
+    base = _handles.op_name("grouped_allreduce", name, process_set)
+    names = [f"{base}.{i}" for i in range(len(srcs))]
+
+    def run(*arrays):
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        outs = [np.empty_like(a) for a in arrays]
+        # One grouped collective per dtype: the core fuses a group of one dtype.
+        by_dtype = {}
+        for i, a in enumerate(arrays):
+            by_dtype.setdefault(a.dtype, []).append(i)
+        handles = []
+        for members in by_dtype.values():
+            handles += _ringlet.grouped_allreduce_async(
+                [names[i] for i in members], [arrays[i] for i in members],
+                [outs[i] for i in members], core_op, float(prescale_factor),
+                float(postscale_factor), _set_id(process_set))
+        for h in handles:
+            _ringlet.synchronize(h)
+        return outs
+
+    outs = _in_graph(run, srcs, [s.dtype for s in srcs])
+    results = []
+    for out, t, (_, cast_back), (_, ctx) in zip(outs, tensors, prepared, pairs):
+        if hasattr(out, "set_shape"):
+            out.set_shape(t.shape)
+        if cast_back is not None:
+            out = tf.cast(out, cast_back)
+        results.append(compression.decompress(out, ctx))
+    return results
+
+
+def _allgather_raw(tensor, name, process_set):
+    full_name = _handles.op_name("allgather", name, process_set)
+    rank = tensor.shape.rank
+
+    def run(x):
+        return [_handles.synchronize(_allgather_async(x, full_name, process_set))]
+
+    (out,) = _in_graph(run, [tensor], [tensor.dtype])
+    if rank is not None and hasattr(out, "set_shape"):
+        out.set_shape([None] + tensor.shape.as_list()[1:])
+    return out
+
+
+def _allgather_async(array, full_name, process_set):
+    """ringlet.numpy's allgather under a name given whole."""
+    array = np.ascontiguousarray(array)
+    if array.ndim == 0:
+        raise ValueError(f"allgather '{full_name}': a scalar has no dimension 0 to concatenate "
+                         f"on")
+    reducible = array.dtype in _np_ops._REDUCIBLE
+    src = array if reducible else array.reshape(array.shape[0], -1).view(np.uint8)
+    handle = _ringlet.allgather_async(full_name, src, _set_id(process_set))
+    dtype, trailing = array.dtype, array.shape[1:]
+
+    def finish(data, shape, splits):
+        if reducible:
+            return data.view(dtype).reshape(shape)
+        return _np_ops._rows_from_bytes(data, shape, dtype, trailing)
+    return _handles.register(handle, finish, src)
+
+
+def allgather(tensor, name=None, process_set=global_process_set, ignore_name_scope=False):
+    """``tensor`` from every rank concatenated on dimension 0 (differentiable)."""
+    tensor = tf.convert_to_tensor(tensor)
+
+    @tf.custom_gradient
+    def gather(x):
+        y = _allgather_raw(x, name, process_set)
+
+        def grad(dy):
+            reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
+            rows = _allgather_raw(tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1]), None,
+                                  process_set)
+            index = _ringlet.process_set_rank(_set_id(process_set))
+            offset = tf.reduce_sum(rows[:index])
+            return tf.slice(reduced, tf.concat([[offset], tf.zeros_like(tf.shape(
+                reduced, out_type=tf.int64)[1:])], 0), tf.shape(x, out_type=tf.int64))
+        return y, grad
+
+    if not tensor.dtype.is_floating:
+        return _allgather_raw(tensor, name, process_set)
+    return gather(tensor)
+
+
+def _broadcast_raw(tensors, root_rank, names, process_set):
+    """One op broadcasting several tensors from ``root_rank``."""
+
+    def run(*arrays):
+        copies = [np.array(a, copy=True, order="C") for a in arrays]
+        handles = [_np_ops.broadcast_async_(c, root_rank, name=n, process_set=process_set)
+                   for c, n in zip(copies, names)]
+        return [_handles.synchronize(h) for h in handles]
+
+    outs = _in_graph(run, tensors, [t.dtype for t in tensors])
+    for out, t in zip(outs, tensors):
+        if hasattr(out, "set_shape"):
+            out.set_shape(t.shape)
+    return outs
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set,
+              ignore_name_scope=False):
+    """``root_rank``'s ``tensor`` on every rank (differentiable: the gradient is the sum
+    of the incoming gradients at the root, zero elsewhere)."""
+    tensor = tf.convert_to_tensor(tensor)
+    full_name = name if name is not None else f"noname.{_handles._next_unnamed(process_set)}"
+
+    @tf.custom_gradient
+    def bcast(x):
+        (y,) = _broadcast_raw([x], root_rank, [full_name], process_set)
+
+        def grad(dy):
+            reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
+            if _ringlet.rank() != root_rank:
+                reduced = tf.zeros_like(reduced)
+            return reduced
+        return y, grad
+
+    if not tensor.dtype.is_floating:
+        return _broadcast_raw([tensor], root_rank, [full_name], process_set)[0]
+    return bcast(tensor)
+
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
+             process_set=global_process_set):
+    """Scatters rows of ``tensor`` (``splits[i]`` to the i-th member, even when None) and
+    gathers the others'; returns (the gathered tensor, the rows received from each rank)."""
+    tensor = tf.convert_to_tensor(tensor)
+    full = _handles.op_name("alltoall", name, process_set)[len("alltoall."):]
+    split_tensor = tf.zeros([0], tf.int32) if splits is None else tf.cast(splits, tf.int32)
+
+    def run(x, s):
+        handle = _np_ops.alltoall_async(np.ascontiguousarray(x), list(s) if s.size else None,
+                                        full, process_set)
+        out, received = _np_ops.synchronize(handle)
+        return [out, received.astype(np.int32)]
+
+    out, received = _in_graph(run, [tensor, split_tensor], [tensor.dtype, tf.int32])
+    if hasattr(out, "set_shape"):
+        out.set_shape([None] + tensor.shape.as_list()[1:])
+    return out, received
+
+
+def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None,
+                  process_set=global_process_set, ignore_name_scope=False, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """This rank's share of dimension 0 of the reduction of ``tensor`` over the ranks."""
+    tensor = tf.convert_to_tensor(tensor)
+    core_op = _basics.core_op(op)
+    compressed, ctx = compression.compress(tensor)
+    src, cast_back = _reducible(compressed)
+    full_name = _handles.op_name("reducescatter", name, process_set)
+
+    def run(x):
+        x = np.ascontiguousarray(x)
+        handle = _ringlet.reducescatter_async(full_name, x, core_op, float(prescale_factor),
+                                              float(postscale_factor), _set_id(process_set))
+        data, shape, _ = _ringlet.synchronize(handle)
+        return [data.view(x.dtype).reshape(shape)]
+
+    (out,) = _in_graph(run, [src], [src.dtype])
+    if hasattr(out, "set_shape"):
+        out.set_shape([None] + tensor.shape.as_list()[1:])
+    if cast_back is not None:
+        out = tf.cast(out, cast_back)
+    return compression.decompress(out, ctx)
+
+
+def join():
+    """This rank has no more data; returns the last rank to join."""
+    return _ringlet.join()
+
+
+def barrier(process_set=global_process_set):
+    _ringlet.barrier(_set_id(process_set))
