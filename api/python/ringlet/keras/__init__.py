@@ -31,7 +31,8 @@ from ringlet.tensorflow.compression import Compression  # noqa: F401
 from ringlet.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_variables)
 from ringlet.tensorflow.gradient_tape import reduce_gradients as _reduce_gradients
-from ringlet.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+from ringlet.tensorflow.mpi_ops import (  # noqa: F401
+    Adasum, Average, Max, Min, Product, Sum, barrier, join)
 
 
 class _DistributedOptimizer:

@@ -1,0 +1,140 @@
+"""ringlet.tensorflow, eager and inside tf.function: the collectives against
+results computed here, the gradient rules, DistributedGradientTape and
+broadcast_variables as the seed training step uses them, and errors."""
+
+import numpy as np
+import pytest
+
+import ringlet.tensorflow  # noqa: F401  (selects the Keras 2 API before tf.keras is used)
+import tensorflow as tf
+
+DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int32,
+          tf.int64]
+
+
+def input_of(rank, shape, dtype):
+    n = int(np.prod(shape))
+    return tf.cast(tf.reshape(tf.range(n) % 7 + rank + 1, shape), dtype)
+
+
+def everyone(rt, shape, dtype):
+    return np.stack([input_of(r, shape, tf.float64).numpy() for r in range(rt.size())])
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_allreduce(rtf, dtype, graph):
+    x = input_of(rtf.rank(), (2, 3), dtype)
+    all_inputs = everyone(rtf, (2, 3), dtype)
+
+    def ops(x):
+        return (rtf.allreduce(x, op=rtf.Sum), rtf.allreduce(x, op=rtf.Max),
+                rtf.allreduce(x, op=rtf.Average))
+
+    run = tf.function(ops) if graph else ops
+    total, high, mean = run(x)
+    tol = 5e-2 if dtype in (tf.float16, tf.bfloat16) else 1e-6
+    assert total.dtype == dtype and total.shape == (2, 3)
+    assert np.allclose(total.numpy().astype(np.float64), all_inputs.sum(0), rtol=tol)
+    assert np.allclose(high.numpy().astype(np.float64), all_inputs.max(0))
+    want_mean = all_inputs.mean(0) if dtype.is_floating else np.floor(all_inputs.mean(0))
+    assert np.allclose(mean.numpy().astype(np.float64), want_mean, rtol=tol)
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
+def test_allgather_broadcast_alltoall_reducescatter(rtf, graph):
+    n, r = rtf.size(), rtf.rank()
+
+    def ops(rows, ints, flags):
+        return (rtf.allgather(rows), rtf.broadcast(ints, n - 1), rtf.allgather(flags),
+                rtf.alltoall(tf.repeat(tf.range(n), 2), splits=[2] * n),
+                rtf.reducescatter(tf.ones([n, 2]) * float(r + 1), op=rtf.Sum))
+
+    run = tf.function(ops) if graph else ops
+    rows = tf.fill([r + 1, 2], float(r))
+    gathered, bcast, flags, (a2a, received), rs = run(rows, tf.constant([r, r], tf.int64),
+                                                     tf.constant([r % 2 == 0]))
+    assert gathered.numpy().tolist() == [[float(q)] * 2 for q in range(n) for _ in range(q + 1)]
+    assert bcast.numpy().tolist() == [n - 1] * 2
+    assert flags.numpy().tolist() == [q % 2 == 0 for q in range(n)]
+    assert a2a.numpy().tolist() == [r] * (2 * n) and received.numpy().tolist() == [2] * n
+    assert np.allclose(rs.numpy(), sum(range(1, n + 1))) and rs.shape == (1, 2)
+
+
+def test_grouped_allreduce_and_scales(rtf):
+    xs = [tf.ones([3]) * (rtf.rank() + 1), tf.ones([2, 2], tf.float64)]
+    a, b = rtf.grouped_allreduce(xs, op=rtf.Sum, postscale_factor=0.5)
+    assert np.allclose(a.numpy(), 0.5 * sum(range(1, rtf.size() + 1)))
+    assert np.allclose(b.numpy(), 0.5 * rtf.size())
+
+
+def test_gradients(rtf):
+    n, r = rtf.size(), rtf.rank()
+    w = [float(q + 1) for q in range(n)]
+    v = tf.Variable(tf.ones([3]))
+    with tf.GradientTape(persistent=True) as tape:
+        total = tf.reduce_sum(rtf.allreduce(v, op=rtf.Sum) * w[r])
+        gathered = tf.reduce_sum(rtf.allgather(tf.reshape(v, [3, 1])) * w[r])
+        bcast = tf.reduce_sum(rtf.broadcast(v, 0) * w[r])
+    assert np.allclose(tape.gradient(total, v).numpy(), sum(w))
+    assert np.allclose(tape.gradient(gathered, v).numpy(), sum(w))
+    assert np.allclose(tape.gradient(bcast, v).numpy(), sum(w) if r == 0 else 0.0)
+
+
+def test_seed_training_step(rtf):
+    """The seed's tf.function step, as written there but for the import."""
+    hvd = rtf
+    tf.random.set_seed(hvd.rank())  # different initial weights on every rank
+    mnist_model = tf.keras.Sequential([
+        tf.keras.layers.Flatten(input_shape=(28, 28)),
+        tf.keras.layers.Dense(16, activation="relu"),
+        tf.keras.layers.Dense(10, activation="softmax")])
+    loss = tf.losses.SparseCategoricalCrossentropy()
+    opt = tf.optimizers.Adam(0.001 * hvd.size())
+
+    @tf.function
+    def training_step(images, labels, first_batch):
+        with tf.GradientTape() as tape:
+            probs = mnist_model(images, training=True)
+            loss_value = loss(labels, probs)
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss_value, mnist_model.trainable_variables)
+        opt.apply_gradients(zip(grads, mnist_model.trainable_variables))
+        if first_batch:
+            hvd.broadcast_variables(mnist_model.variables, root_rank=0)
+            hvd.broadcast_variables(opt.variables(), root_rank=0)
+        return loss_value
+
+    rng = np.random.default_rng(hvd.rank())
+    for batch in range(4):
+        images = tf.constant(rng.random((8, 28, 28), dtype=np.float32))
+        labels = tf.constant(rng.integers(0, 10, 8))
+        training_step(images, labels, batch == 0)
+    for i, var in enumerate(mnist_model.variables):
+        gathered = hvd.allgather(tf.reshape(var, [1, -1]), name=f"check.{i}").numpy()
+        assert np.array_equal(gathered, np.repeat(gathered[:1], hvd.size(), 0)), var.name
+
+
+def test_objects_and_broadcast_variables_eagerly(rtf):
+    assert rtf.broadcast_object({"r": rtf.rank()}, root_rank=0) == {"r": 0}
+    assert rtf.allgather_object(rtf.rank()) == list(range(rtf.size()))
+    v = tf.Variable(tf.fill([2], float(rtf.rank())))
+    rtf.broadcast_variables([v], root_rank=rtf.size() - 1)
+    assert v.numpy().tolist() == [float(rtf.size() - 1)] * 2
+
+
+def test_errors(rtf):
+    with pytest.raises(rtf.HorovodInternalError):
+        rtf.allreduce(tf.ones([2 + rtf.rank()]), name="shapes")
+
+    @tf.function
+    def mismatched():
+        return rtf.allreduce(tf.ones([2 + rtf.rank()]), name="graph_shapes")
+
+    with pytest.raises(Exception, match="graph_shapes"):
+        mismatched()
+    with pytest.raises(ValueError, match="not supported"):
+        rtf.allreduce(tf.constant([True, False]))
+    with pytest.raises(NotImplementedError):
+        rtf.allreduce(tf.ones([2]), op=rtf.Adasum)
+    assert np.allclose(rtf.allreduce(tf.ones([2]), op=rtf.Sum).numpy(), rtf.size())
