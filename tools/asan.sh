@@ -3,7 +3,9 @@
 # out-of-bounds and use-after-free in the buffers the kernels and carriers
 # touch, leaks, misaligned or out-of-range loads (an optimiser may exploit
 # any of them). Builds everything into ./build-asan (CUDA and NCCL off: no
-# device code runs on the host; every other option as in the default build)
+# device code runs on the host; the Python binding off: an uninstrumented
+# python3 cannot load an instrumented extension, the ASan runtime must come
+# first; every other option as in the default build)
 # and runs every test there; any report fails the run. Extra arguments go to
 # ctest.
 #
@@ -42,7 +44,7 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
-  -DRINGLET_WITH_CUDA=OFF -DRINGLET_WITH_NCCL=OFF \
+  -DRINGLET_WITH_CUDA=OFF -DRINGLET_WITH_NCCL=OFF -DRINGLET_WITH_PYTHON=OFF \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
 flags="-fsanitize=thread -g"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DRINGLET_WITH_CUDA=OFF -DRINGLET_WITH_NCCL=OFF \
+  -DRINGLET_WITH_CUDA=OFF -DRINGLET_WITH_NCCL=OFF -DRINGLET_WITH_PYTHON=OFF \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread"
 cmake --build build-tsan --parallel "$(nproc)" --target ringletrun runtime_test process_set_test \

@@ -32,8 +32,10 @@ BuildFeatures built_features() {
 std::string_view built_version() { return RINGLET_VERSION; }
 
 bool python_has_module(const std::string& module) {
-  const std::string command = "python3 -c 'import importlib.util, sys; sys.exit(0 if "
-                              "importlib.util.find_spec(\"" + module + "\") else 1)' 2>/dev/null";
+  const std::string command =
+      "python3 -c 'import importlib.util, sys; sys.exit(0 if "
+      "importlib.util.find_spec(\"" +
+      module + "\") else 1)' 2>/dev/null";
   const int status = std::system(command.c_str());
   return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
@@ -54,8 +56,10 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   out += "Available Frameworks:\n";
   item(out, false, "TensorFlow");
   std::string torch = "PyTorch";
-  if (!f.python) torch += " (this build has no Python binding)";
-  else if (!f.torch) torch += " (python3 cannot import torch: pip install torch)";
+  if (!f.python)
+    torch += " (this build has no Python binding)";
+  else if (!f.torch)
+    torch += " (python3 cannot import torch: pip install torch)";
   item(out, f.python && f.torch, torch);
   item(out, false, "Keras");
   out += "\nAvailable Controllers:\n";

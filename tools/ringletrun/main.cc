@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -96,10 +97,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   app.add_flag("--timeline-mark-cycles", args.timeline_mark_cycles,
                "mark negotiation cycles in the timeline (sets HOROVOD_TIMELINE_MARK_CYCLES=1)");
   app.add_option("--log-level", args.log_level, "sets HOROVOD_LOG_LEVEL for the ranks")
-      ->check(CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"},
-                            CLI::ignore_case));
-  app.add_flag("--hierarchical-allreduce,!--no-hierarchical-allreduce",
-               args.hierarchical_allreduce,
+      ->check(
+          CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case));
+  app.add_flag("--hierarchical-allreduce,!--no-hierarchical-allreduce", args.hierarchical_allreduce,
                "sets HOROVOD_HIERARCHICAL_ALLREDUCE (refused by the ranks: not served yet)");
   app.add_flag("--verbose", args.verbose, "say what ringletrun does");
   app.add_flag("--check-build", args.check_build, "print what this build contains and exit");
@@ -209,7 +209,11 @@ void apply_flags(const Args& args, Environment& env) {
     const double bytes = std::round(*args.fusion_threshold_mb * 1024 * 1024);
     env.set("HOROVOD_FUSION_THRESHOLD", std::to_string(static_cast<long long>(bytes)));
   }
-  if (args.cycle_time_ms) env.set("HOROVOD_CYCLE_TIME", CLI::detail::to_string(*args.cycle_time_ms));
+  if (args.cycle_time_ms) {
+    std::ostringstream ms;  // "2.5", not std::to_string's "2.500000"
+    ms << *args.cycle_time_ms;
+    env.set("HOROVOD_CYCLE_TIME", ms.str());
+  }
   if (args.cache_capacity) env.set("HOROVOD_CACHE_CAPACITY", std::to_string(*args.cache_capacity));
   if (args.timeline_mark_cycles) env.set("HOROVOD_TIMELINE_MARK_CYCLES", "1");
   if (!args.log_level.empty()) env.set("HOROVOD_LOG_LEVEL", args.log_level);

@@ -36,7 +36,8 @@ ReduceOp reduce_op(int op) { return static_cast<ReduceOp>(op); }
 // The bytes of a result as a numpy array that keeps them alive.
 Bytes bytes_of(std::vector<std::byte>&& data) {
   auto* owned = new std::vector<std::byte>(std::move(data));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+  nb::capsule owner(owned,
+                    [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
   const size_t n = owned->size();
   return Bytes(owned->data(), {n}, owner);
 }
@@ -86,8 +87,8 @@ NB_MODULE(_ringlet, m) {
       [](const std::string& name, const Input& in, const Output& out, int op, double prescale,
          double postscale, int process_set, uintptr_t stream) {
         return allreduce_async(name, tensor_view(in, "allreduce_async", name, stream),
-                               tensor_view(out, "allreduce_async", name, stream),
-                               reduce_op(op), prescale, postscale, process_set);
+                               tensor_view(out, "allreduce_async", name, stream), reduce_op(op),
+                               prescale, postscale, process_set);
       },
       "name"_a, "input"_a, "output"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
       "stream"_a = 0);
@@ -122,23 +123,24 @@ NB_MODULE(_ringlet, m) {
       "broadcast_async",
       [](const std::string& name, const Output& inout, int root, int process_set,
          uintptr_t stream) {
-        return broadcast_async(name, tensor_view(inout, "broadcast_async", name, stream), root, process_set);
+        return broadcast_async(name, tensor_view(inout, "broadcast_async", name, stream), root,
+                               process_set);
       },
       "name"_a, "tensor"_a, "root"_a, "process_set"_a, "stream"_a = 0);
   m.def(
       "reducescatter_async",
       [](const std::string& name, const Input& in, int op, double prescale, double postscale,
          int process_set, uintptr_t stream) {
-        return reducescatter_async(name, tensor_view(in, "reducescatter_async", name, stream), reduce_op(op), prescale,
-                                   postscale, process_set);
+        return reducescatter_async(name, tensor_view(in, "reducescatter_async", name, stream),
+                                   reduce_op(op), prescale, postscale, process_set);
       },
-      "name"_a, "input"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
-      "stream"_a = 0);
+      "name"_a, "input"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a, "stream"_a = 0);
   m.def(
       "alltoall_async",
       [](const std::string& name, const Input& in, std::vector<int64_t> splits, int process_set,
          uintptr_t stream) {
-        return alltoall_async(name, tensor_view(in, "alltoall_async", name, stream), std::move(splits), process_set);
+        return alltoall_async(name, tensor_view(in, "alltoall_async", name, stream),
+                              std::move(splits), process_set);
       },
       "name"_a, "input"_a, "splits"_a, "process_set"_a, "stream"_a = 0);
 

@@ -36,12 +36,24 @@ std::optional<DataType> dtype_of(nb::dlpack::dtype t) {
 std::string dtype_text(nb::dlpack::dtype t) {
   const char* kind = "?";
   switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
-    case nb::dlpack::dtype_code::Int: kind = "int"; break;
-    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
-    case nb::dlpack::dtype_code::Float: kind = "float"; break;
-    case nb::dlpack::dtype_code::Bfloat: kind = "bfloat"; break;
-    case nb::dlpack::dtype_code::Complex: kind = "complex"; break;
-    case nb::dlpack::dtype_code::Bool: kind = "bool"; break;
+    case nb::dlpack::dtype_code::Int:
+      kind = "int";
+      break;
+    case nb::dlpack::dtype_code::UInt:
+      kind = "uint";
+      break;
+    case nb::dlpack::dtype_code::Float:
+      kind = "float";
+      break;
+    case nb::dlpack::dtype_code::Bfloat:
+      kind = "bfloat";
+      break;
+    case nb::dlpack::dtype_code::Complex:
+      kind = "complex";
+      break;
+    case nb::dlpack::dtype_code::Bool:
+      kind = "bool";
+      break;
   }
   std::string text = kind + std::to_string(t.bits);
   if (t.lanes != 1) text += "x" + std::to_string(t.lanes);
@@ -76,13 +88,15 @@ Tensor tensor_view(const DlpackFields& array, const char* call, const std::strin
   Tensor t;
   const auto dtype = dtype_of(array.dtype);
   if (!dtype) {
-    refuse(call, name, "has dtype " + dtype_text(array.dtype) +
-                     ", which is not supported (float16, bfloat16, float32, float64, int8, uint8, int32 "
-                     "and int64 are)");
+    refuse(call, name,
+           "has dtype " + dtype_text(array.dtype) +
+               ", which is not supported (float16, bfloat16, float32, float64, int8, uint8, int32 "
+               "and int64 are)");
   }
   t.dtype = *dtype;
   if (!is_dense_row_major(array)) {
-    refuse(call, name, "is not contiguous; pass a contiguous tensor (for instance tensor.contiguous())");
+    refuse(call, name,
+           "is not contiguous; pass a contiguous tensor (for instance tensor.contiguous())");
   }
   switch (array.device_type) {
     case nb::device::cpu::value:
@@ -93,8 +107,9 @@ Tensor tensor_view(const DlpackFields& array, const char* call, const std::strin
       t.stream = reinterpret_cast<void*>(stream);
       break;
     default:
-      refuse(call, name, "lives in memory of DLPack device type " + std::to_string(array.device_type) +
-                       "; Ringlet serves host memory and CUDA devices");
+      refuse(call, name,
+             "lives in memory of DLPack device type " + std::to_string(array.device_type) +
+                 "; Ringlet serves host memory and CUDA devices");
   }
   t.data = const_cast<void*>(array.data);
   t.shape.assign(array.shape, array.shape + array.ndim);

@@ -70,7 +70,8 @@ def _allreduce_dense(tensor, name, op, prescale_factor, postscale_factor, proces
         return [out]
 
     (out,) = _in_graph(run, [src], [src.dtype])
-    out.set_shape(tensor.shape) if hasattr(out, "set_shape") else None
+    if hasattr(out, "set_shape"):
+        out.set_shape(tensor.shape)
     return tf.cast(out, cast_back) if cast_back is not None else out
 
 

@@ -19,7 +19,7 @@ def broadcast_parameters(params, root_rank, prefix=None):
     """
     if isinstance(params, dict):
         items = sorted(params.items())
-    elif isinstance(params, list) or hasattr(params, "__iter__"):
+    elif hasattr(params, "__iter__"):
         items = list(params)
         for item in items:
             if not (isinstance(item, tuple) and len(item) == 2):
