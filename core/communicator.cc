@@ -230,9 +230,9 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   const int me = parent.rank();
   const auto mine = std::find(members.begin(), members.end(), me);
   if (mine == members.end() || !std::is_sorted(members.begin(), members.end())) {
-    throw std::invalid_argument("process set '" + name +
-                                "': members must be ascending and include rank " +
-                                std::to_string(me));
+    throw common::caller_error("process set '" + name +
+                               "': members must be ascending and include rank " +
+                               std::to_string(me));
   }
   std::unique_ptr<Communicator> c(new Communicator());
   c->config_ = parent.config_;

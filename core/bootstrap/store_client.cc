@@ -74,8 +74,8 @@ std::string seconds_text(std::chrono::nanoseconds d) { return common::elapsed_te
 std::pair<std::string, std::string> split_host_port(const std::string& address) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos || colon + 1 == address.size()) {
-    throw std::invalid_argument("ringlet store: address '" + address +
-                                "' is not host:port (RINGLET_RENDEZVOUS)");
+    throw common::caller_error("ringlet store: address '" + address +
+                               "' is not host:port (RINGLET_RENDEZVOUS)");
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -342,9 +342,9 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
 StoreClient::StoreClient(const std::string& host_port, std::string secret, int rank,
                          Deadline deadline) {
   if (secret.empty()) {
-    throw std::invalid_argument("no job secret for rank " + std::to_string(rank) +
-                                " (RINGLET_SECRET is empty): refusing to talk to "
-                                "the rendezvous store unauthenticated");
+    throw common::caller_error("no job secret for rank " + std::to_string(rank) +
+                               " (RINGLET_SECRET is empty): refusing to talk to "
+                               "the rendezvous store unauthenticated");
   }
   impl_ = std::make_unique<Impl>(host_port, secret, rank);
   impl_->connect(deadline);

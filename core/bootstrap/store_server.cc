@@ -404,7 +404,7 @@ StoreServer::StoreServer(uint16_t port, std::string secret)
 
 StoreServer::StoreServer(const std::string& host, uint16_t port, std::string secret) {
   if (secret.empty()) {
-    throw std::invalid_argument(
+    throw common::caller_error(
         "ringlet store: no job secret (RINGLET_SECRET is empty): the store refuses to serve "
         "unauthenticated");
   }

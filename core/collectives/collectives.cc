@@ -62,9 +62,8 @@ void guarded(Communicator& comm, Collective c, F&& body) {
     body();
   } catch (const ConfigError&) {
     throw;  // the same on every rank: nothing to abort
-  } catch (const std::invalid_argument&) {
-    throw;  // a caller's bug, found before anything moved
   } catch (common::Failure& e) {
+    if (e.kind() == common::FailureKind::kInvalidArgument) throw;  // a caller's bug: nothing moved
     e.at_rank(self);
     e.in_collective(name);
     if (e.kind() == common::FailureKind::kTimeout) {
@@ -83,16 +82,16 @@ void guarded(Communicator& comm, Collective c, F&& body) {
 
 void check_types(DataType dtype) {
   if (!is_valid(dtype))
-    throw std::invalid_argument("invalid dtype " + std::to_string(static_cast<int>(dtype)));
+    throw common::caller_error("invalid dtype " + std::to_string(static_cast<int>(dtype)));
 }
 void check_op(ReduceOp op) {
   if (!is_valid(op))
-    throw std::invalid_argument("invalid reduce op " + std::to_string(static_cast<int>(op)));
+    throw common::caller_error("invalid reduce op " + std::to_string(static_cast<int>(op)));
 }
 void check_counts(const Communicator& comm, std::span<const size_t> counts, const char* what) {
   if (counts.size() != static_cast<size_t>(comm.size())) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(counts.size()) +
-                                " entries for " + std::to_string(comm.size()) + " ranks");
+    throw common::caller_error(std::string(what) + " has " + std::to_string(counts.size()) +
+                               " entries for " + std::to_string(comm.size()) + " ranks");
   }
 }
 size_t sum(std::span<const size_t> counts) {
@@ -153,17 +152,17 @@ void allreduce_segments(Communicator& comm, std::span<const kernels::cpu::ConstS
   check_types(dtype);
   check_op(op);
   if (inputs.size() != outputs.size()) {
-    throw std::invalid_argument("allreduce_segments: " + std::to_string(inputs.size()) +
-                                " inputs but " + std::to_string(outputs.size()) + " outputs");
+    throw common::caller_error("allreduce_segments: " + std::to_string(inputs.size()) +
+                               " inputs but " + std::to_string(outputs.size()) + " outputs");
   }
   std::vector<size_t>& start = comm.workspace().segment_start;
   start.resize(inputs.size() + 1);
   start[0] = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].count != outputs[i].count) {
-      throw std::invalid_argument("allreduce_segments: tensor " + std::to_string(i) + " has " +
-                                  std::to_string(inputs[i].count) + " input but " +
-                                  std::to_string(outputs[i].count) + " output elements");
+      throw common::caller_error("allreduce_segments: tensor " + std::to_string(i) + " has " +
+                                 std::to_string(inputs[i].count) + " input but " +
+                                 std::to_string(outputs[i].count) + " output elements");
     }
     start[i + 1] = start[i] + inputs[i].count;
   }
@@ -208,8 +207,8 @@ void allgather(Communicator& comm, const void* send, void* recv,
 void broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root) {
   check_types(dtype);
   if (root < 0 || root >= comm.size()) {
-    throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
-                                std::to_string(comm.size()));
+    throw common::caller_error("broadcast root " + std::to_string(root) + " is not a rank of " +
+                               std::to_string(comm.size()));
   }
   if (count == 0 || comm.size() == 1) return;
   dispatch(collectives::kBroadcastImpls, comm, Collective::kBroadcast, count * dtype_size(dtype),
@@ -239,9 +238,8 @@ void alltoall(Communicator& comm, const void* send, std::span<const size_t> send
   check_counts(comm, recv_counts, "recv_counts");
   if (comm.size() == 1) {
     if (send_counts[0] != recv_counts[0]) {
-      throw std::invalid_argument("alltoall: rank 0 sends itself " +
-                                  std::to_string(send_counts[0]) + " elements but expects " +
-                                  std::to_string(recv_counts[0]));
+      throw common::caller_error("alltoall: rank 0 sends itself " + std::to_string(send_counts[0]) +
+                                 " elements but expects " + std::to_string(recv_counts[0]));
     }
     copy_if_apart(recv, send, send_counts[0] * dtype_size(dtype));
     return;

@@ -12,6 +12,7 @@
 #include "core/bootstrap/fd.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
+#include "ringlet/common/failure.h"
 
 namespace ringlet::core {
 namespace {
@@ -114,14 +115,16 @@ TEST(StoreRobustness, AnEmptySecretIsRefusedAtStart) {
   try {
     StoreServer server(0, "");
     FAIL() << "a store started without a secret";
-  } catch (const std::invalid_argument& e) {
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
     EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
   }
   StoreServer server(0, kSecret);
   try {
     StoreClient client(at(server.port()), "", 3, Clock::now() + 5s);
     FAIL() << "a client started without a secret";
-  } catch (const std::invalid_argument& e) {
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
     EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
   }

@@ -87,4 +87,10 @@ class Failure : public std::runtime_error {
   std::string text_;
 };
 
+// A caller's mistake (a bad argument, an unknown handle), found before
+// anything moved: kInvalidArgument, failing that call only.
+inline Failure caller_error(std::string cause) {
+  return Failure(FailureKind::kInvalidArgument, std::move(cause));
+}
+
 }  // namespace ringlet::common
