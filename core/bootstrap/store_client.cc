@@ -225,15 +225,12 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
         exchange(wire::Op::kTryGet, wire::key_payload(kInstanceKey), deadline, "its identity");
     if (!reply.payload.empty() && reply.payload[0] != 0)
       id.assign(reply.payload.begin() + 1, reply.payload.end());
-  } catch (const transport::Timeout&) {
-    throw;
-  } catch (const std::exception& e) {
-    // Lost while asking (not refused: a wrong secret is final): the store is closing.
-    if (!fd && std::string_view(e.what()).find(" refused ") == std::string_view::npos) {
-      why = e.what();
-      return false;
-    }
-    throw;
+  } catch (const common::Failure& e) {
+    // Lost while asking: the store is closing, worth a retry. Anything else
+    // (a refusal: a wrong secret is final; a deadline) is reported.
+    if (e.kind() != common::FailureKind::kPeerLost) throw;
+    why = e.what();
+    return false;
   }
   // A store served by this very process (tests run server and clients side
   // by side) outlives its clients: it is never a previous session's.
