@@ -366,10 +366,7 @@ void Communicator::wait_all(std::span<transport::Request* const> requests,
   for (;;) {
     bool pending = false;
     for (transport::Request* r : requests) {
-      if (r->failed()) {
-        int peer = pairs.empty() ? -1 : pairs.front()->peer();
-        throw transport::Error(peer, r->error());
-      }
+      if (r->failed()) throw r->failure();  // it names its pair's peer
       pending |= r->pending();
     }
     if (!pending) return;
