@@ -268,12 +268,18 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
 common::Failure Communicator::failure() const {
   if (first_) return *first_;
   if (parent_ != nullptr && parent_->failed()) return parent_->failure();
-  return common::Failure(common::FailureKind::kInternal, failure_);
+  return common::Failure(common::FailureKind::kInternal, "the communicator has not failed");
+}
+
+common::Failure Communicator::failed_earlier() const {
+  const common::Failure first = failure();
+  return common::Failure(first.kind(), global_rank(rank()), first.peer(),
+                         "the communicator failed earlier (" + first.body() + ")");
 }
 
 transport::Pair& Communicator::pair(int peer) {
   if (parent_ != nullptr) return parent_->pair(members_.at(peer));
-  if (failed()) throw transport::PeerLost(peer, "the communicator failed earlier: " + failure_);
+  if (failed()) throw failed_earlier();
   auto& p = pairs_.at(peer);
   if (p == nullptr) p = carrier_of_.at(peer)->connect(peer, deadline());
   return *p;
@@ -388,8 +394,7 @@ void Communicator::wait_all(std::span<transport::Request* const> requests,
 
 void Communicator::abort(const common::Failure& why) {
   if (parent_ != nullptr) {
-    if (!failure_.empty()) return;
-    failure_ = why.what();
+    if (first_) return;
     first_ = why;
     if (window_ != nullptr) {
       try {
@@ -401,7 +406,6 @@ void Communicator::abort(const common::Failure& why) {
     return;
   }
   if (failed()) return;
-  failure_ = why.what();
   first_ = why;
   // Published as "<lost rank or -1> <message>": a peer that reads it learns
   // which rank was lost without reading the message.

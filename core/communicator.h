@@ -82,9 +82,12 @@ class Communicator {
   // unless RINGLET_SPIN was left to auto.
   void set_busy_threads_per_rank(int threads);
   // A process set's communicator fails with its parent and aborts it.
-  bool failed() const { return !failure_.empty() || (parent_ != nullptr && parent_->failed()); }
+  bool failed() const { return first_.has_value() || (parent_ != nullptr && parent_->failed()); }
   // The failure that failed it first (this communicator's or its parent's).
   common::Failure failure() const;
+  // What a call on it reports once it failed: the first failure's kind and
+  // peer, reported by this rank as learnt earlier.
+  common::Failure failed_earlier() const;
   // Why `peer` failed, as it published with abort(), if that appears within
   // `wait`: its message, and the rank it lost (-1 unless it lost one).
   struct PeerFailure {

@@ -52,9 +52,7 @@ void guarded(Communicator& comm, Collective c, F&& body) {
   if (comm.failed()) {
     // Reported as what it was (a lost peer stays a lost peer), by this rank,
     // in this collective.
-    const common::Failure first = comm.failure();
-    common::Failure f(first.kind(), self, first.peer(),
-                      "the communicator failed earlier (" + first.body() + ")");
+    common::Failure f = comm.failed_earlier();
     f.in_collective(name);
     throw f;
   }
