@@ -106,6 +106,10 @@ std::string Failure::body() const {
   return cause;
 }
 
+std::string Failure::told() const {
+  return rank_ >= 0 ? "rank " + std::to_string(rank_) + ": " + cause_ : cause_;
+}
+
 void Failure::refresh() {
   text_ = rank_ >= 0 ? "rank " + std::to_string(rank_) + ": " + body() : body();
 }

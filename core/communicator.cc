@@ -53,6 +53,14 @@ std::string rendezvous_host(const std::string& rendezvous) {
 // Where rank r publishes why it failed.
 std::string abort_key(int rank) { return "ringlet/abort/" + std::to_string(rank); }
 
+// The rank a failure blames: the one lost, or the one waited for in vain; -1
+// for other kinds.
+int culprit_of(const common::Failure& f) {
+  const bool blames =
+      f.kind() == common::FailureKind::kPeerLost || f.kind() == common::FailureKind::kTimeout;
+  return blames ? f.peer() : -1;
+}
+
 // The last-level cache of cpu0 in bytes ("32768K" in sysfs), 0 if unknown.
 size_t llc_bytes() {
   FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
@@ -407,13 +415,12 @@ void Communicator::abort(const common::Failure& why) {
   }
   if (failed()) return;
   first_ = why;
-  // Published as "<lost rank or -1> <message>": a peer that reads it learns
-  // which rank was lost without reading the message.
-  const int lost = why.kind() == common::FailureKind::kPeerLost ? why.peer() : -1;
-  // The collective is left out: the peers that read it name their own.
-  const std::string published =
-      std::to_string(lost) + " " +
-      (why.rank() >= 0 ? "rank " + std::to_string(why.rank()) + ": " : std::string()) + why.cause();
+  // Published as "<kind> <peer or -1> <message>": a peer that reads it learns
+  // how this rank failed and which rank it lost or waited for in vain
+  // without reading the message. The collective is left out: the peers that
+  // read it name their own.
+  const std::string published = std::to_string(static_cast<int>(why.kind())) + " " +
+                                std::to_string(culprit_of(why)) + " " + why.told();
   if (store_ != nullptr) {
     // On a thread and a connection of its own: rank 0 (the store) may be
     // gone, and this rank's own client may be busy asking why a peer failed.
@@ -456,12 +463,21 @@ std::optional<Communicator::PeerFailure> Communicator::failure_of(int peer,
     return std::nullopt;
   }
   const std::string text(v.begin(), v.end());
-  const size_t space = text.find(' ');
-  if (space == std::string::npos) return std::nullopt;
+  const char* at = text.data();
+  const char* const end = text.data() + text.size();
+  // One number and the space after it; false if it is not there.
+  auto number = [&](int& out) {
+    const auto [past, ec] = std::from_chars(at, end, out);
+    if (ec != std::errc() || past == end || *past != ' ') return false;
+    at = past + 1;
+    return true;
+  };
+  int kind = 0;
   PeerFailure f;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + space, f.lost);
-  if (ec != std::errc() || end != text.data() + space) return std::nullopt;
-  f.what = text.substr(space + 1);
+  if (!number(kind) || !number(f.peer)) return std::nullopt;
+  if (kind < 0 || kind > static_cast<int>(common::FailureKind::kInternal)) return std::nullopt;
+  f.kind = static_cast<common::FailureKind>(kind);
+  f.what.assign(at, end);
   if (f.what.empty()) return std::nullopt;
   return f;
 }

@@ -89,10 +89,12 @@ class Communicator {
   // peer, reported by this rank as learnt earlier.
   common::Failure failed_earlier() const;
   // Why `peer` failed, as it published with abort(), if that appears within
-  // `wait`: its message, and the rank it lost (-1 unless it lost one).
+  // `wait`: its message, its kind, and the rank it lost or timed out waiting
+  // for (-1 for other kinds).
   struct PeerFailure {
     std::string what;
-    int lost = -1;
+    common::FailureKind kind = common::FailureKind::kInternal;
+    int peer = -1;
   };
   std::optional<PeerFailure> failure_of(int peer, std::chrono::milliseconds wait);
 
@@ -116,8 +118,7 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Pair>> pairs_;        // per peer, lazily
   std::unique_ptr<transport::SharedWindow> window_;
   transport::WaitPolicy wait_policy_;  // from RINGLET_SPIN and the placement
-  std::string failure_;                   // first_'s message
-  std::optional<common::Failure> first_;  // the first failure
+  std::optional<common::Failure> first_;  // the first failure; set: this communicator failed
   // Publishes this rank's failure under its own store connection; joined at
   // destruction (bounded: a 2 s connect, then one set).
   std::jthread abort_publisher_;

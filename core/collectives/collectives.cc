@@ -28,17 +28,19 @@ using common::seconds_text;
 // Aborts the communicator with `f` (which tells the peers at once), then
 // adds why `peer` failed if it says so soon: the rank we waited for may have
 // been waiting itself, and its reason names the culprit. A peer that lost a
-// rank makes this failure that loss too, learnt second-hand: the job cannot
-// go on without the lost rank, however this rank noticed.
+// rank, or timed out waiting for one, makes this failure that loss or that
+// timeout too, learnt second-hand: the job cannot go on without the rank it
+// names, however this rank noticed.
 void fail(Communicator& comm, common::Failure& f) {
   comm.abort(f);
   const int peer = f.peer();
   const auto theirs = comm.failure_of(peer, std::chrono::milliseconds(300));
   if (!theirs) return;
   if (f.cause().find(theirs->what) == std::string::npos) f.add_cause(theirs->what);
-  if (theirs->lost >= 0 && theirs->lost != f.rank() &&
-      (f.kind() == common::FailureKind::kTimeout || f.kind() == common::FailureKind::kPeerLost)) {
-    f.set_kind(common::FailureKind::kPeerLost).set_peer(theirs->lost);
+  const bool second_hand =
+      f.kind() == common::FailureKind::kTimeout || f.kind() == common::FailureKind::kPeerLost;
+  if (theirs->peer >= 0 && theirs->peer != f.rank() && second_hand) {
+    f.set_kind(theirs->kind).set_peer(theirs->peer);
   }
 }
 
@@ -64,7 +66,9 @@ void guarded(Communicator& comm, Collective c, F&& body) {
     if (e.kind() == common::FailureKind::kInvalidArgument) throw;  // a caller's bug: nothing moved
     e.at_rank(self);
     e.in_collective(name);
-    if (e.kind() == common::FailureKind::kTimeout) {
+    // This rank's own wait ran out (not a report of an earlier failure):
+    // say how long it waited.
+    if (e.kind() == common::FailureKind::kTimeout && !comm.failed()) {
       e.set_cause("timed out after " + seconds_text(comm.config().timeout) + " waiting for rank " +
                   std::to_string(e.peer()));
     }

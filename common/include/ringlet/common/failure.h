@@ -70,6 +70,10 @@ class Failure : public std::runtime_error {
   // "rank R: " + body(): for logs and for code that reads a failure below the API.
   const char* what() const noexcept override { return text_.c_str(); }
 
+  // "rank R: <cause>": what another rank is told, which names its own
+  // collective and tensors.
+  std::string told() const;
+
   // The message without the rank: "<collective> of <tensors> failed: <cause>"
   // (the names quoted, at most four shown), "<cause> in <collective>" or the
   // cause alone.
