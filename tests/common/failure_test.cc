@@ -68,6 +68,13 @@ TEST(Failure, ASecondHandReportTakesTheLostPeer) {
                "allgather");
 }
 
+TEST(Failure, WhatOtherRanksAreToldLeavesTheCollectiveOut) {
+  Failure f(FailureKind::kTimeout, 2, 0, "timed out after 2 s waiting for rank 0");
+  f.in_collective("allgather").for_tensor("grad.0");
+  EXPECT_EQ(f.told(), "rank 2: timed out after 2 s waiting for rank 0");
+  EXPECT_EQ(Failure(FailureKind::kPeerLost, "link closed").told(), "link closed");
+}
+
 TEST(Failure, IsARuntimeErrorForCodeThatOnlyLogs) {
   try {
     throw Failure(FailureKind::kConfig, 3, -1, "HOROVOD_CYCLE_TIME=x is not a number");
