@@ -27,6 +27,7 @@
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/failure.h"
 #include "ringlet/common/host_name.h"
+#include "ringlet/transport/random.h"
 
 namespace ringlet::core {
 
@@ -157,6 +158,7 @@ struct StoreClient::Impl {
   std::mutex mutex;  // one request at a time on the connection
   UniqueFd fd;
   wire::Channel out, in;
+  bool client_nonce_unsent = false;  // goes out with the connection's first frame
   std::vector<uint8_t> rx;
 };
 
@@ -211,8 +213,12 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   wire::Nonce nonce;
   std::copy(rx.begin() + wire::kMagic.size(), rx.begin() + wire::kHelloBytes, nonce.begin());
   rx.clear();
-  out = {&hmac, nonce, wire::Direction::kToServer, 0};
-  in = {&hmac, nonce, wire::Direction::kToClient, 0};
+  // This end's nonce goes out before the first frame (see exchange()).
+  wire::Nonce mine;
+  transport::random_bytes(mine);
+  out = {&hmac, nonce, wire::Direction::kToServer, 0, mine};
+  in = {&hmac, nonce, wire::Direction::kToClient, 0, mine};
+  client_nonce_unsent = true;
 
   verified = false;
   return true;
@@ -284,7 +290,13 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
 
 wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> payload,
                                         Deadline deadline, const std::string& what) {
-  const auto frame = wire::encode(out, op, payload);
+  std::vector<uint8_t> frame;
+  if (client_nonce_unsent) {
+    frame.assign(out.client_nonce.begin(), out.client_nonce.end());
+    client_nonce_unsent = false;
+  }
+  const auto encoded = wire::encode(out, op, payload);
+  frame.insert(frame.end(), encoded.begin(), encoded.end());
   for (size_t sent = 0; sent < frame.size();) {
     pollfd p{fd.get(), POLLOUT, 0};
     if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
