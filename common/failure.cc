@@ -1,5 +1,6 @@
 #include "ringlet/common/failure.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ringlet::common {
@@ -28,6 +29,14 @@ std::string_view to_string(FailureKind k) {
   return "internal";
 }
 
+std::string names_text(std::span<const std::string> names) {
+  std::string s;
+  const size_t shown = std::min<size_t>(names.size(), 4);
+  for (size_t i = 0; i < shown; ++i) s += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > shown) s += " and " + std::to_string(names.size() - shown) + " more";
+  return s;
+}
+
 Failure::Failure(FailureKind kind, int rank, int peer, std::string cause)
     : std::runtime_error(cause), kind_(kind), rank_(rank), peer_(peer), cause_(std::move(cause)) {
   refresh();
@@ -51,7 +60,13 @@ Failure& Failure::in_collective(std::string_view collective) {
 }
 
 Failure& Failure::for_tensor(std::string_view tensor) {
-  if (tensor_.empty()) tensor_ = tensor;
+  if (tensors_.empty()) tensors_.emplace_back(tensor);
+  refresh();
+  return *this;
+}
+
+Failure& Failure::for_tensors(std::span<const std::string> tensors) {
+  if (tensors_.empty()) tensors_.assign(tensors.begin(), tensors.end());
   refresh();
   return *this;
 }
@@ -83,12 +98,16 @@ Failure& Failure::add_cause(std::string_view more) {
 
 std::string Failure::body() const {
   const std::string cause = cause_.empty() ? std::string("unknown error") : cause_;
-  if (!tensor_.empty()) {
-    return (collective_.empty() ? std::string("collective") : collective_) + " of " + tensor_ +
-           " failed: " + cause;
+  if (!tensors_.empty()) {
+    return (collective_.empty() ? std::string("collective") : collective_) + " of " +
+           names_text(tensors_) + " failed: " + cause;
   }
   if (!collective_.empty()) return cause + " in " + collective_;
   return cause;
+}
+
+std::string Failure::told() const {
+  return rank_ >= 0 ? "rank " + std::to_string(rank_) + ": " + cause_ : cause_;
 }
 
 void Failure::refresh() {

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "ringlet/common/failure.h"
+
 namespace ringlet::common {
 namespace {
 
@@ -55,7 +57,7 @@ Digest sha256(std::span<const uint8_t> bytes) {
 }
 
 Hmac::Hmac(std::vector<uint8_t> key) : key_(std::move(key)) {
-  if (key_.empty()) throw std::invalid_argument("ringlet: HMAC-SHA256 with an empty key");
+  if (key_.empty()) throw caller_error("ringlet: HMAC-SHA256 with an empty key");
   init_openssl_once();
 }
 

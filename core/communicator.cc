@@ -53,6 +53,14 @@ std::string rendezvous_host(const std::string& rendezvous) {
 // Where rank r publishes why it failed.
 std::string abort_key(int rank) { return "ringlet/abort/" + std::to_string(rank); }
 
+// The rank a failure blames: the one lost, or the one waited for in vain; -1
+// for other kinds.
+int culprit_of(const common::Failure& f) {
+  const bool blames =
+      f.kind() == common::FailureKind::kPeerLost || f.kind() == common::FailureKind::kTimeout;
+  return blames ? f.peer() : -1;
+}
+
 // The last-level cache of cpu0 in bytes ("32768K" in sysfs), 0 if unknown.
 size_t llc_bytes() {
   FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
@@ -230,9 +238,9 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   const int me = parent.rank();
   const auto mine = std::find(members.begin(), members.end(), me);
   if (mine == members.end() || !std::is_sorted(members.begin(), members.end())) {
-    throw std::invalid_argument("process set '" + name +
-                                "': members must be ascending and include rank " +
-                                std::to_string(me));
+    throw common::caller_error("process set '" + name +
+                               "': members must be ascending and include rank " +
+                               std::to_string(me));
   }
   std::unique_ptr<Communicator> c(new Communicator());
   c->config_ = parent.config_;
@@ -268,12 +276,18 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
 common::Failure Communicator::failure() const {
   if (first_) return *first_;
   if (parent_ != nullptr && parent_->failed()) return parent_->failure();
-  return common::Failure(common::FailureKind::kInternal, failure_);
+  return common::Failure(common::FailureKind::kInternal, "the communicator has not failed");
+}
+
+common::Failure Communicator::failed_earlier() const {
+  const common::Failure first = failure();
+  return common::Failure(first.kind(), global_rank(rank()), first.peer(),
+                         "the communicator failed earlier (" + first.body() + ")");
 }
 
 transport::Pair& Communicator::pair(int peer) {
   if (parent_ != nullptr) return parent_->pair(members_.at(peer));
-  if (failed()) throw transport::PeerLost(peer, "the communicator failed earlier: " + failure_);
+  if (failed()) throw failed_earlier();
   auto& p = pairs_.at(peer);
   if (p == nullptr) p = carrier_of_.at(peer)->connect(peer, deadline());
   return *p;
@@ -366,10 +380,7 @@ void Communicator::wait_all(std::span<transport::Request* const> requests,
   for (;;) {
     bool pending = false;
     for (transport::Request* r : requests) {
-      if (r->failed()) {
-        int peer = pairs.empty() ? -1 : pairs.front()->peer();
-        throw transport::Error(peer, r->error());
-      }
+      if (r->failed()) throw r->failure();  // it names its pair's peer
       pending |= r->pending();
     }
     if (!pending) return;
@@ -391,8 +402,7 @@ void Communicator::wait_all(std::span<transport::Request* const> requests,
 
 void Communicator::abort(const common::Failure& why) {
   if (parent_ != nullptr) {
-    if (!failure_.empty()) return;
-    failure_ = why.what();
+    if (first_) return;
     first_ = why;
     if (window_ != nullptr) {
       try {
@@ -404,15 +414,13 @@ void Communicator::abort(const common::Failure& why) {
     return;
   }
   if (failed()) return;
-  failure_ = why.what();
   first_ = why;
-  // Published as "<lost rank or -1> <message>": a peer that reads it learns
-  // which rank was lost without reading the message.
-  const int lost = why.kind() == common::FailureKind::kPeerLost ? why.peer() : -1;
-  // The collective is left out: the peers that read it name their own.
-  const std::string published =
-      std::to_string(lost) + " " +
-      (why.rank() >= 0 ? "rank " + std::to_string(why.rank()) + ": " : std::string()) + why.cause();
+  // Published as "<kind> <peer or -1> <message>": a peer that reads it learns
+  // how this rank failed and which rank it lost or waited for in vain
+  // without reading the message. The collective is left out: the peers that
+  // read it name their own.
+  const std::string published = std::to_string(static_cast<int>(why.kind())) + " " +
+                                std::to_string(culprit_of(why)) + " " + why.told();
   if (store_ != nullptr) {
     // On a thread and a connection of its own: rank 0 (the store) may be
     // gone, and this rank's own client may be busy asking why a peer failed.
@@ -455,12 +463,21 @@ std::optional<Communicator::PeerFailure> Communicator::failure_of(int peer,
     return std::nullopt;
   }
   const std::string text(v.begin(), v.end());
-  const size_t space = text.find(' ');
-  if (space == std::string::npos) return std::nullopt;
+  const char* at = text.data();
+  const char* const end = text.data() + text.size();
+  // One number and the space after it; false if it is not there.
+  auto number = [&](int& out) {
+    const auto [past, ec] = std::from_chars(at, end, out);
+    if (ec != std::errc() || past == end || *past != ' ') return false;
+    at = past + 1;
+    return true;
+  };
+  int kind = 0;
   PeerFailure f;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + space, f.lost);
-  if (ec != std::errc() || end != text.data() + space) return std::nullopt;
-  f.what = text.substr(space + 1);
+  if (!number(kind) || !number(f.peer)) return std::nullopt;
+  if (kind < 0 || kind > static_cast<int>(common::FailureKind::kInternal)) return std::nullopt;
+  f.kind = static_cast<common::FailureKind>(kind);
+  f.what.assign(at, end);
   if (f.what.empty()) return std::nullopt;
   return f;
 }

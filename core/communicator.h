@@ -82,14 +82,19 @@ class Communicator {
   // unless RINGLET_SPIN was left to auto.
   void set_busy_threads_per_rank(int threads);
   // A process set's communicator fails with its parent and aborts it.
-  bool failed() const { return !failure_.empty() || (parent_ != nullptr && parent_->failed()); }
+  bool failed() const { return first_.has_value() || (parent_ != nullptr && parent_->failed()); }
   // The failure that failed it first (this communicator's or its parent's).
   common::Failure failure() const;
+  // What a call on it reports once it failed: the first failure's kind and
+  // peer, reported by this rank as learnt earlier.
+  common::Failure failed_earlier() const;
   // Why `peer` failed, as it published with abort(), if that appears within
-  // `wait`: its message, and the rank it lost (-1 unless it lost one).
+  // `wait`: its message, its kind, and the rank it lost or timed out waiting
+  // for (-1 for other kinds).
   struct PeerFailure {
     std::string what;
-    int lost = -1;
+    common::FailureKind kind = common::FailureKind::kInternal;
+    int peer = -1;
   };
   std::optional<PeerFailure> failure_of(int peer, std::chrono::milliseconds wait);
 
@@ -113,8 +118,7 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Pair>> pairs_;        // per peer, lazily
   std::unique_ptr<transport::SharedWindow> window_;
   transport::WaitPolicy wait_policy_;  // from RINGLET_SPIN and the placement
-  std::string failure_;                   // first_'s message
-  std::optional<common::Failure> first_;  // the first failure
+  std::optional<common::Failure> first_;  // the first failure; set: this communicator failed
   // Publishes this rank's failure under its own store connection; joined at
   // destruction (bounded: a 2 s connect, then one set).
   std::jthread abort_publisher_;

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "ringlet/common/failure.h"
+
 namespace ringlet::transport {
 
 template <class T>
@@ -54,5 +56,14 @@ class PostQueue {
   size_t head_ = 0;
   size_t count_ = 0;
 };
+
+// Fails every operation still queued (each holds `req`), in posting order.
+template <class Post>
+void fail_queued(PostQueue<Post>& queue, const common::Failure& why) {
+  while (!queue.empty()) {
+    queue.front().req->fail(why);
+    queue.pop();
+  }
+}
 
 }  // namespace ringlet::transport

@@ -77,8 +77,8 @@ combined across ranks as -a says (nccl-tests' way). With a backend list
 (--backend ring,mpi, run under mpirun), the backends alternate op by op in the
 same processes with a barrier before each timed op, and time is the MEDIAN
 over iterations of the per-op time (the max over ranks); -a does not apply.
-p50 and p99 (the columns after nccl-tests' ones, and p50_us,p99_us in the
-CSV): percentiles over iterations of each op's own time at its slowest rank.
+p50, p90 and p99 (the columns after nccl-tests' ones, and p50_us,p90_us,p99_us
+in the CSV): percentiles over iterations of each op's own time at its slowest rank.
 One backend runs its ops back to back, so an op's time includes waiting for
 ranks still in the one before; --per-op-barrier times each op alone.
 Inputs are rewritten before every timed op, outside the timed region.
@@ -180,7 +180,7 @@ Command parse_command_line(int argc, char** argv) {
                "an untimed barrier before every timed op, so each op is timed alone (latency "
                "distributions; changes what the mean measures)");
   app.add_option("--csv", o.csv_file,
-                 "also write CSV rows (impl,np,bytes,dtype,op,time_us,...,p50_us,p99_us) to this file");
+                 "also write CSV rows (impl,np,bytes,dtype,op,time_us,...,p50_us,p90_us,p99_us) to this file");
   app.add_flag("--help-env", help_env, "print the environment variables Ringlet reads, and exit");
 
   try {

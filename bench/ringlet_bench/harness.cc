@@ -70,10 +70,11 @@ double timed_op(Backend& be, const Case& c, Buffers& buf, bool barrier, LocalChe
   return us;
 }
 
-// p50 and p99 of per-op times, each op counted at its slowest rank.
+// p50, p90 and p99 of per-op times, each op counted at its slowest rank.
 void set_percentiles(Backend& be, std::vector<double> times, Measurement& m) {
   be.combine(times, Combine::kMax);  // an op lasts until its slowest rank is done
   m.p50_us = percentile(times, 50);
+  m.p90_us = percentile(times, 90);
   m.p99_us = percentile(times, 99);
 }
 

@@ -6,10 +6,10 @@
 // noisy shared machine this is the comparison that is fair to both.
 //
 // Every op is timed on its own (the clock is read around each op, as the mean
-// needs anyway), so the distribution comes at no cost to the mean: p50 and
-// p99 are over the iterations of each op's time on its slowest rank. Without
-// --per-op-barrier a single backend runs its ops back to back, as training
-// does, and an op's time includes waiting for ranks still finishing the one
+// needs anyway), so the distribution comes at no cost to the mean: p50, p90
+// and p99 are over the iterations of each op's time on its slowest rank.
+// Without --per-op-barrier a single backend runs its ops back to back, as
+// training does, and an op's time includes waiting for ranks still finishing the one
 // before; --per-op-barrier puts a barrier before each timed op (outside the
 // timed region) to measure each op alone, which changes what the mean means.
 #pragma once
@@ -27,6 +27,7 @@ namespace ringlet::bench {
 struct Measurement {
   double time_us = 0;  // as the table prints it (mean or median, see above)
   double p50_us = 0;   // percentiles of the per-op time (max over ranks) over iterations
+  double p90_us = 0;
   double p99_us = 0;
   double wrong = 0;    // wrong elements summed over ranks; 0 when not checked
 };

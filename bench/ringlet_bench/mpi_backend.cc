@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend.h"
+#include "ringlet/common/failure.h"
 
 #ifdef RINGLET_BENCH_MPI
 // Only MPI's C API: its deprecated C++ bindings would need libmpi_cxx.
@@ -36,7 +37,9 @@ void check_mpi(int code, const char* call, int rank) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   MPI_Error_string(code, text, &len);
-  throw std::runtime_error("rank " + std::to_string(rank) + ": " + call + " failed: " + text);
+  // Reads "rank R: <call> failed: <MPI's text>" like every failure of ours.
+  throw common::Failure(common::FailureKind::kInternal, rank, -1,
+                        std::string(call) + " failed: " + text);
 }
 
 MPI_Datatype mpi_type(DataType t) {

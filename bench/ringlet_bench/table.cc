@@ -65,7 +65,7 @@ std::string time_method(const Options& o) {
   std::string method = o.alternating()
                            ? "median per-op time (max over ranks), backends alternating op by op"
                            : "mean per-op time over iterations (nccl-tests), -a " + std::to_string(o.average);
-  method += "; p50/p99 of each op's time at its slowest rank";
+  method += "; p50/p90/p99 of each op's time at its slowest rank";
   if (!o.alternating()) method += o.per_op_barrier ? ", a barrier before each op" : ", ops back to back";
   return method;
 }
@@ -105,14 +105,14 @@ void print_preamble(const Options& o, int nranks, const std::vector<std::string>
 void print_table_header(const Options& o, const std::string& backend) {
   if (o.alternating()) std::printf("# backend: %s\n", backend.c_str());
   std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
-              "   out-of-place        in-place    \n",
+              "         out-of-place                 in-place         \n",
               "", "", "", "", "");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %7s  %7s  %7s  %7s\n",
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %7s  %7s  %7s  %7s  %7s  %7s\n",
               "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-              "busbw", "#wrong", "p50", "p99", "p50", "p99");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s  %7s  %7s  %7s  %7s\n",
+              "busbw", "#wrong", "p50", "p90", "p99", "p50", "p90", "p99");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s  %7s  %7s  %7s  %7s  %7s  %7s\n",
               "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-              "(us)", "(us)", "(us)", "(us)");
+              "(us)", "(us)", "(us)", "(us)", "(us)", "(us)");
   std::fflush(stdout);
 }
 
@@ -125,7 +125,8 @@ void print_row(const Options& o, int nranks, const Row& row) {
                 algbw * bus_factor(o.collective, nranks), format_wrong(o, m->wrong).c_str());
   }
   for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
-    std::printf("  %7s  %7s", format_time(m->p50_us).c_str(), format_time(m->p99_us).c_str());
+    std::printf("  %7s  %7s  %7s", format_time(m->p50_us).c_str(), format_time(m->p90_us).c_str(),
+                format_time(m->p99_us).c_str());
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -152,18 +153,22 @@ void print_comparison(const Options& o, const std::vector<Table>& tables) {
   if (tables.size() < 2) return;
   const Table& a = tables[0];
   const Table& b = tables[1];
-  std::printf("# %s vs %s: median per-op time (us), speedup = %s time / %s time; then each one's p99 (us)\n",
+  std::printf("# %s vs %s: median per-op time (us), speedup = %s time / %s time; then each one's p90 "
+              "and p99 (us)\n",
               a.backend.c_str(), b.backend.c_str(), b.backend.c_str(), a.backend.c_str());
-  const std::string a_p99 = a.backend + " p99", b_p99 = b.backend + " p99";
-  std::printf("# %10s  %12s  %10s  %10s  %8s  %10s  %10s\n", "size", "placement", a.backend.c_str(),
-              b.backend.c_str(), "speedup", a_p99.c_str(), b_p99.c_str());
+  const std::string a_p90 = a.backend + " p90", a_p99 = a.backend + " p99";
+  const std::string b_p90 = b.backend + " p90", b_p99 = b.backend + " p99";
+  std::printf("# %10s  %12s  %10s  %10s  %8s  %10s  %10s  %10s  %10s\n", "size", "placement",
+              a.backend.c_str(), b.backend.c_str(), "speedup", a_p90.c_str(), a_p99.c_str(), b_p90.c_str(),
+              b_p99.c_str());
   for (size_t i = 0; i < a.rows.size() && i < b.rows.size(); ++i) {
     for (bool in_place : {false, true}) {
       const Measurement& ma = in_place ? a.rows[i].in_place : a.rows[i].out_of_place;
       const Measurement& mb = in_place ? b.rows[i].in_place : b.rows[i].out_of_place;
-      std::printf("  %10zu  %12s  %10.2f  %10.2f  %8.2f  %10.2f  %10.2f\n", a.rows[i].layout.bytes,
-                  in_place ? "in-place" : "out-of-place", ma.time_us, mb.time_us,
-                  ma.time_us > 0 ? mb.time_us / ma.time_us : 0.0, ma.p99_us, mb.p99_us);
+      std::printf("  %10zu  %12s  %10.2f  %10.2f  %8.2f  %10.2f  %10.2f  %10.2f  %10.2f\n",
+                  a.rows[i].layout.bytes, in_place ? "in-place" : "out-of-place", ma.time_us, mb.time_us,
+                  ma.time_us > 0 ? mb.time_us / ma.time_us : 0.0, ma.p90_us, ma.p99_us, mb.p90_us,
+                  mb.p99_us);
     }
   }
   (void)o;
@@ -180,10 +185,11 @@ void write_csv(const std::string& path, const Options& o, int nranks, const std:
         const Measurement& m = in_place ? r.in_place : r.out_of_place;
         const double algbw = algbw_gbps(iteration_bytes(o, r.layout.bytes), m.time_us);
         char line[256];
-        std::snprintf(line, sizeof line, "%s%s,%d,%zu,%s,%s,%.3f,%.6f,%.6f,%.0f,%.3f,%.3f\n", t.impl.c_str(),
+        std::snprintf(line, sizeof line, "%s%s,%d,%zu,%s,%s,%.3f,%.6f,%.6f,%.0f,%.3f,%.3f,%.3f\n", t.impl.c_str(),
                       in_place ? "-inplace" : "", nranks, r.layout.bytes,
                       std::string(to_string(o.dtype)).c_str(), redop_name(o).c_str(), m.time_us, algbw,
-                      algbw * bus_factor(o.collective, nranks), m.wrong, m.p50_us, m.p99_us);
+                      algbw * bus_factor(o.collective, nranks), m.wrong, m.p50_us, m.p90_us,
+                      m.p99_us);
         out << line;
       }
     }
@@ -215,6 +221,7 @@ void write_json(const std::string& path, const Options& o, int nranks, const std
         const double algbw = algbw_gbps(iteration_bytes(o, r.layout.bytes), m.time_us);
         nlohmann::json jm{{"time_us", m.time_us},
                           {"p50_us", m.p50_us},
+                          {"p90_us", m.p90_us},
                           {"p99_us", m.p99_us},
                           {"algbw_GBps", algbw},
                           {"busbw_GBps", algbw * bus_factor(o.collective, nranks)}};

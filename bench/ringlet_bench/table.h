@@ -12,7 +12,7 @@ namespace ringlet::bench {
 
 // The CSV's columns; new ones are only ever appended.
 inline constexpr const char* kCsvHeader =
-    "impl,np,bytes,dtype,op,time_us,algbw_GBps,busbw_GBps,wrong,p50_us,p99_us";
+    "impl,np,bytes,dtype,op,time_us,algbw_GBps,busbw_GBps,wrong,p50_us,p90_us,p99_us";
 
 double bus_factor(Collective c, int nranks);
 

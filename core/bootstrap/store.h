@@ -24,9 +24,9 @@ class StoreServer {
  public:
   // Listens on `port` (0 = any free one) at every address `host` resolves to
   // (the host of RINGLET_RENDEZVOUS) and nowhere else, serving from a
-  // background thread until destroyed. Throws std::invalid_argument for an
-  // empty secret and std::runtime_error if it cannot listen (the message
-  // names the address and the cause).
+  // background thread until destroyed. Throws an invalid-argument
+  // common::Failure for an empty secret and std::runtime_error if it cannot
+  // listen (the message names the address and the cause).
   StoreServer(const std::string& host, uint16_t port, std::string secret);
   // On 127.0.0.1 only.
   StoreServer(uint16_t port, std::string secret);
@@ -46,10 +46,11 @@ class StoreClient : public transport::KeyValue {
  public:
   // Connects to host:port, retrying until the deadline (the server may start
   // later); `rank` only names this client in errors. Every call but get() has a
-  // 30 s deadline. Failures throw transport::Timeout (a deadline passed) or
-  // std::runtime_error (the store was lost or refused us), naming the rank,
-  // the key and the store's address. Calls are serialized by a mutex. An
-  // empty secret throws std::invalid_argument.
+  // 30 s deadline. Failures throw transport::Timeout (a deadline passed),
+  // transport::PeerLost (the store was lost) or another common::Failure (it
+  // refused us), naming the rank, the key and the store's address. Calls are
+  // serialized by a mutex. An empty secret throws an invalid-argument
+  // common::Failure.
   StoreClient(const std::string& host_port, std::string secret, int rank,
               transport::Deadline deadline);
   ~StoreClient() override;

@@ -27,6 +27,7 @@
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/failure.h"
 #include "ringlet/common/host_name.h"
+#include "ringlet/transport/random.h"
 
 namespace ringlet::core {
 
@@ -74,8 +75,8 @@ std::string seconds_text(std::chrono::nanoseconds d) { return common::elapsed_te
 std::pair<std::string, std::string> split_host_port(const std::string& address) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos || colon + 1 == address.size()) {
-    throw std::invalid_argument("ringlet store: address '" + address +
-                                "' is not host:port (RINGLET_RENDEZVOUS)");
+    throw common::caller_error("ringlet store: address '" + address +
+                               "' is not host:port (RINGLET_RENDEZVOUS)");
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -157,6 +158,7 @@ struct StoreClient::Impl {
   std::mutex mutex;  // one request at a time on the connection
   UniqueFd fd;
   wire::Channel out, in;
+  bool client_nonce_unsent = false;  // goes out with the connection's first frame
   std::vector<uint8_t> rx;
 };
 
@@ -211,8 +213,12 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   wire::Nonce nonce;
   std::copy(rx.begin() + wire::kMagic.size(), rx.begin() + wire::kHelloBytes, nonce.begin());
   rx.clear();
-  out = {&hmac, nonce, wire::Direction::kToServer, 0};
-  in = {&hmac, nonce, wire::Direction::kToClient, 0};
+  // This end's nonce goes out before the first frame (see exchange()).
+  wire::Nonce mine;
+  transport::random_bytes(mine);
+  out = {&hmac, nonce, wire::Direction::kToServer, 0, mine};
+  in = {&hmac, nonce, wire::Direction::kToClient, 0, mine};
+  client_nonce_unsent = true;
 
   verified = false;
   return true;
@@ -225,15 +231,12 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
         exchange(wire::Op::kTryGet, wire::key_payload(kInstanceKey), deadline, "its identity");
     if (!reply.payload.empty() && reply.payload[0] != 0)
       id.assign(reply.payload.begin() + 1, reply.payload.end());
-  } catch (const transport::Timeout&) {
-    throw;
-  } catch (const std::exception& e) {
-    // Lost while asking (not refused: a wrong secret is final): the store is closing.
-    if (!fd && std::string_view(e.what()).find(" refused ") == std::string_view::npos) {
-      why = e.what();
-      return false;
-    }
-    throw;
+  } catch (const common::Failure& e) {
+    // Lost while asking: the store is closing, worth a retry. Anything else
+    // (a refusal: a wrong secret is final; a deadline) is reported.
+    if (e.kind() != common::FailureKind::kPeerLost) throw;
+    why = e.what();
+    return false;
   }
   // A store served by this very process (tests run server and clients side
   // by side) outlives its clients: it is never a previous session's.
@@ -287,7 +290,13 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
 
 wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> payload,
                                         Deadline deadline, const std::string& what) {
-  const auto frame = wire::encode(out, op, payload);
+  std::vector<uint8_t> frame;
+  if (client_nonce_unsent) {
+    frame.assign(out.client_nonce.begin(), out.client_nonce.end());
+    client_nonce_unsent = false;
+  }
+  const auto encoded = wire::encode(out, op, payload);
+  frame.insert(frame.end(), encoded.begin(), encoded.end());
   for (size_t sent = 0; sent < frame.size();) {
     pollfd p{fd.get(), POLLOUT, 0};
     if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
@@ -342,9 +351,9 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
 StoreClient::StoreClient(const std::string& host_port, std::string secret, int rank,
                          Deadline deadline) {
   if (secret.empty()) {
-    throw std::invalid_argument("no job secret for rank " + std::to_string(rank) +
-                                " (RINGLET_SECRET is empty): refusing to talk to "
-                                "the rendezvous store unauthenticated");
+    throw common::caller_error("no job secret for rank " + std::to_string(rank) +
+                               " (RINGLET_SECRET is empty): refusing to talk to "
+                               "the rendezvous store unauthenticated");
   }
   impl_ = std::make_unique<Impl>(host_port, secret, rank);
   impl_->connect(deadline);

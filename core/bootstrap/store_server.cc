@@ -120,6 +120,7 @@ struct Connection {
   std::string peer;
   wire::Channel in;   // client -> server
   wire::Channel out;  // server -> client
+  bool client_nonce = false;  // arrived: rx holds frames from here on
   std::vector<uint8_t> rx;
   std::vector<uint8_t> tx;
   size_t tx_sent = 0;
@@ -249,6 +250,13 @@ void StoreServer::Impl::on_readable(uint64_t id) {
     if (n > 0) {
       c.rx.insert(c.rx.end(), chunk, chunk + n);
       taken += static_cast<size_t>(n);
+      if (!c.client_nonce && c.rx.size() >= c.in.client_nonce.size()) {
+        std::copy_n(c.rx.begin(), c.in.client_nonce.size(), c.in.client_nonce.begin());
+        c.out.client_nonce = c.in.client_nonce;
+        c.rx.erase(c.rx.begin(), c.rx.begin() + c.in.client_nonce.size());
+        c.client_nonce = true;
+      }
+      if (!c.client_nonce) continue;
       // Refuse a too-long length now rather than after buffering it.
       if (c.rx.size() >= wire::kHeaderBytes && wire::get_u32(c.rx.data()) > wire::kMaxPayload) {
         break;
@@ -267,7 +275,7 @@ void StoreServer::Impl::on_readable(uint64_t id) {
     return;
   }
   size_t offset = 0;
-  while (conns.contains(id)) {
+  while (conns.contains(id) && conns.at(id).client_nonce) {
     Connection& cc = conns.at(id);
     wire::Decoded d = wire::decode(cc.in, std::span(cc.rx).subspan(offset));
     if (d.status == wire::Status::kNeedMore) break;
@@ -404,7 +412,7 @@ StoreServer::StoreServer(uint16_t port, std::string secret)
 
 StoreServer::StoreServer(const std::string& host, uint16_t port, std::string secret) {
   if (secret.empty()) {
-    throw std::invalid_argument(
+    throw common::caller_error(
         "ringlet store: no job secret (RINGLET_SECRET is empty): the store refuses to serve "
         "unauthenticated");
   }

@@ -5,6 +5,7 @@ namespace {
 
 Digest mac_of(const Channel& c, std::span<const uint8_t> header, std::span<const uint8_t> payload) {
   std::vector<uint8_t> trailer(c.nonce.begin(), c.nonce.end());
+  trailer.insert(trailer.end(), c.client_nonce.begin(), c.client_nonce.end());
   trailer.push_back(static_cast<uint8_t>(c.direction));
   put_u64(trailer, c.sequence);
   return c.hmac->compute({header, payload, trailer});

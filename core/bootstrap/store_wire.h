@@ -1,13 +1,16 @@
 // The rendezvous store's wire format, shared by server and client.
 //
 //   hello (server -> client, once, on accept):  "RLS1" | nonce[16]
+//   client nonce (client -> server, once, before its first frame):  nonce[16]
 //   frame (both ways):  length u32 | op u8 | payload[length] | mac[32]
-//   mac = HMAC-SHA256(key, length | op | payload | nonce | direction u8 | sequence u64)
+//   mac = HMAC-SHA256(key, length | op | payload | server nonce | client nonce |
+//                          direction u8 | sequence u64)
 //
-// Integers are big-endian. The nonce is fresh per connection and the sequence
-// counts the frames of one direction of it, so a recorded frame is worth
-// nothing when replayed: not on another connection, not later on the same one,
-// not reflected back the other way.
+// Integers are big-endian. Both ends draw a fresh nonce per connection and
+// the sequence counts the frames of one direction of it, so a recorded frame
+// is worth nothing when replayed: not on another connection (whichever end
+// the replayer plays), not later on the same one, not reflected back the
+// other way.
 #pragma once
 
 #include <array>
@@ -54,9 +57,10 @@ struct Frame {
 // Where one connection's direction stands: the next sequence number to use or expect.
 struct Channel {
   const Hmac* hmac = nullptr;
-  Nonce nonce{};
+  Nonce nonce{};  // the server's, from its hello
   Direction direction{};
   uint64_t sequence = 0;
+  Nonce client_nonce{};  // the client's, sent before its first frame
 };
 
 std::vector<uint8_t> encode(Channel& channel, Op op, std::span<const uint8_t> payload);

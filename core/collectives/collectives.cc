@@ -28,17 +28,19 @@ using common::seconds_text;
 // Aborts the communicator with `f` (which tells the peers at once), then
 // adds why `peer` failed if it says so soon: the rank we waited for may have
 // been waiting itself, and its reason names the culprit. A peer that lost a
-// rank makes this failure that loss too, learnt second-hand: the job cannot
-// go on without the lost rank, however this rank noticed.
+// rank, or timed out waiting for one, makes this failure that loss or that
+// timeout too, learnt second-hand: the job cannot go on without the rank it
+// names, however this rank noticed.
 void fail(Communicator& comm, common::Failure& f) {
   comm.abort(f);
   const int peer = f.peer();
   const auto theirs = comm.failure_of(peer, std::chrono::milliseconds(300));
   if (!theirs) return;
   if (f.cause().find(theirs->what) == std::string::npos) f.add_cause(theirs->what);
-  if (theirs->lost >= 0 && theirs->lost != f.rank() &&
-      (f.kind() == common::FailureKind::kTimeout || f.kind() == common::FailureKind::kPeerLost)) {
-    f.set_kind(common::FailureKind::kPeerLost).set_peer(theirs->lost);
+  const bool second_hand =
+      f.kind() == common::FailureKind::kTimeout || f.kind() == common::FailureKind::kPeerLost;
+  if (theirs->peer >= 0 && theirs->peer != f.rank() && second_hand) {
+    f.set_kind(theirs->kind).set_peer(theirs->peer);
   }
 }
 
@@ -52,9 +54,7 @@ void guarded(Communicator& comm, Collective c, F&& body) {
   if (comm.failed()) {
     // Reported as what it was (a lost peer stays a lost peer), by this rank,
     // in this collective.
-    const common::Failure first = comm.failure();
-    common::Failure f(first.kind(), self, first.peer(),
-                      "the communicator failed earlier (" + first.body() + ")");
+    common::Failure f = comm.failed_earlier();
     f.in_collective(name);
     throw f;
   }
@@ -62,12 +62,13 @@ void guarded(Communicator& comm, Collective c, F&& body) {
     body();
   } catch (const ConfigError&) {
     throw;  // the same on every rank: nothing to abort
-  } catch (const std::invalid_argument&) {
-    throw;  // a caller's bug, found before anything moved
   } catch (common::Failure& e) {
+    if (e.kind() == common::FailureKind::kInvalidArgument) throw;  // a caller's bug: nothing moved
     e.at_rank(self);
     e.in_collective(name);
-    if (e.kind() == common::FailureKind::kTimeout) {
+    // This rank's own wait ran out (not a report of an earlier failure):
+    // say how long it waited.
+    if (e.kind() == common::FailureKind::kTimeout && !comm.failed()) {
       e.set_cause("timed out after " + seconds_text(comm.config().timeout) + " waiting for rank " +
                   std::to_string(e.peer()));
     }
@@ -83,16 +84,16 @@ void guarded(Communicator& comm, Collective c, F&& body) {
 
 void check_types(DataType dtype) {
   if (!is_valid(dtype))
-    throw std::invalid_argument("invalid dtype " + std::to_string(static_cast<int>(dtype)));
+    throw common::caller_error("invalid dtype " + std::to_string(static_cast<int>(dtype)));
 }
 void check_op(ReduceOp op) {
   if (!is_valid(op))
-    throw std::invalid_argument("invalid reduce op " + std::to_string(static_cast<int>(op)));
+    throw common::caller_error("invalid reduce op " + std::to_string(static_cast<int>(op)));
 }
 void check_counts(const Communicator& comm, std::span<const size_t> counts, const char* what) {
   if (counts.size() != static_cast<size_t>(comm.size())) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(counts.size()) +
-                                " entries for " + std::to_string(comm.size()) + " ranks");
+    throw common::caller_error(std::string(what) + " has " + std::to_string(counts.size()) +
+                               " entries for " + std::to_string(comm.size()) + " ranks");
   }
 }
 size_t sum(std::span<const size_t> counts) {
@@ -153,17 +154,17 @@ void allreduce_segments(Communicator& comm, std::span<const kernels::cpu::ConstS
   check_types(dtype);
   check_op(op);
   if (inputs.size() != outputs.size()) {
-    throw std::invalid_argument("allreduce_segments: " + std::to_string(inputs.size()) +
-                                " inputs but " + std::to_string(outputs.size()) + " outputs");
+    throw common::caller_error("allreduce_segments: " + std::to_string(inputs.size()) +
+                               " inputs but " + std::to_string(outputs.size()) + " outputs");
   }
   std::vector<size_t>& start = comm.workspace().segment_start;
   start.resize(inputs.size() + 1);
   start[0] = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].count != outputs[i].count) {
-      throw std::invalid_argument("allreduce_segments: tensor " + std::to_string(i) + " has " +
-                                  std::to_string(inputs[i].count) + " input but " +
-                                  std::to_string(outputs[i].count) + " output elements");
+      throw common::caller_error("allreduce_segments: tensor " + std::to_string(i) + " has " +
+                                 std::to_string(inputs[i].count) + " input but " +
+                                 std::to_string(outputs[i].count) + " output elements");
     }
     start[i + 1] = start[i] + inputs[i].count;
   }
@@ -208,8 +209,8 @@ void allgather(Communicator& comm, const void* send, void* recv,
 void broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root) {
   check_types(dtype);
   if (root < 0 || root >= comm.size()) {
-    throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not a rank of " +
-                                std::to_string(comm.size()));
+    throw common::caller_error("broadcast root " + std::to_string(root) + " is not a rank of " +
+                               std::to_string(comm.size()));
   }
   if (count == 0 || comm.size() == 1) return;
   dispatch(collectives::kBroadcastImpls, comm, Collective::kBroadcast, count * dtype_size(dtype),
@@ -239,9 +240,8 @@ void alltoall(Communicator& comm, const void* send, std::span<const size_t> send
   check_counts(comm, recv_counts, "recv_counts");
   if (comm.size() == 1) {
     if (send_counts[0] != recv_counts[0]) {
-      throw std::invalid_argument("alltoall: rank 0 sends itself " +
-                                  std::to_string(send_counts[0]) + " elements but expects " +
-                                  std::to_string(recv_counts[0]));
+      throw common::caller_error("alltoall: rank 0 sends itself " + std::to_string(send_counts[0]) +
+                                 " elements but expects " + std::to_string(recv_counts[0]));
     }
     copy_if_apart(recv, send, send_counts[0] * dtype_size(dtype));
     return;

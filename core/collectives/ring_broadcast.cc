@@ -51,13 +51,13 @@ void ring_broadcast(Communicator& comm, void* buffer, size_t count, DataType dty
     while (receives && recv_done < recv_posted &&
            !ws.recv_reqs[recv_done % kMaxInFlight].pending()) {
       auto& r = ws.recv_reqs[recv_done % kMaxInFlight];
-      if (r.failed()) throw transport::PeerLost(comm.global_rank(left), r.error());
+      if (r.failed()) throw r.failure();
       ++recv_done;
       did = true;
     }
     while (sends && send_done < send_posted && !ws.send_reqs[send_done % kMaxInFlight].pending()) {
       auto& r = ws.send_reqs[send_done % kMaxInFlight];
-      if (r.failed()) throw transport::PeerLost(comm.global_rank(right), r.error());
+      if (r.failed()) throw r.failure();
       ++send_done;
       did = true;
     }

@@ -156,7 +156,7 @@ void run_ring(Communicator& comm, const RingPlan& plan, int shift, Policy& pol) 
       RecvEntry& e = recvq.front();
       transport::Request& req = ws.recv_reqs[e.req % kMaxInFlight];
       if (req.pending()) break;
-      if (req.failed()) throw transport::PeerLost(comm.global_rank(plan.left), req.error());
+      if (req.failed()) throw req.failure();
       const std::byte* fwd = pol.on_received(e.s, e.block, e.first, e.count, e.target);
       if (e.s < plan.n - 2) {
         ready.push({fwd, e.slot});
@@ -170,7 +170,7 @@ void run_ring(Communicator& comm, const RingPlan& plan, int shift, Policy& pol) 
       SendEntry& e = sendq.front();
       transport::Request& req = ws.send_reqs[e.req % kMaxInFlight];
       if (req.pending()) break;
-      if (req.failed()) throw transport::PeerLost(comm.global_rank(plan.right), req.error());
+      if (req.failed()) throw req.failure();
       if (e.slot >= 0) free_slots[nfree++] = e.slot;
       sendq.pop();
       did = true;

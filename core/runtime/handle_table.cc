@@ -52,8 +52,8 @@ void HandleTable::fail(Handle h, common::Failure failure) {
 HandleTable::State& HandleTable::find(Handle h) const {
   auto it = states_.find(h);
   if (it == states_.end()) {
-    throw std::invalid_argument("unknown handle " + std::to_string(h) +
-                                " (never issued, or already synchronized/released)");
+    throw common::caller_error("unknown handle " + std::to_string(h) +
+                               " (never issued, or already synchronized/released)");
   }
   return *it->second;
 }
@@ -91,7 +91,7 @@ Result HandleTable::take(Handle h, std::chrono::nanoseconds grace) {
   }
   auto it = states_.find(h);
   if (it == states_.end())
-    throw std::invalid_argument("handle " + std::to_string(h) + " released while waited on");
+    throw common::caller_error("handle " + std::to_string(h) + " released while waited on");
   std::unique_ptr<State> s = std::move(it->second);
   states_.erase(it);
   lock.unlock();

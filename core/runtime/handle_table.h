@@ -51,7 +51,7 @@ class HandleTable {
     fail(h, common::Failure(kind, error));
   }
 
-  // Throws std::invalid_argument for an unknown (never issued or released) handle.
+  // Throws an invalid-argument common::Failure for an unknown (never issued or released) handle.
   bool poll(Handle h) const;
   // True when the handle completed within `timeout`.
   bool wait(Handle h, std::chrono::nanoseconds timeout) const;

@@ -59,14 +59,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-std::string names_text(const std::vector<std::string>& names) {
-  std::string s;
-  const size_t shown = std::min<size_t>(names.size(), 4);
-  for (size_t i = 0; i < shown; ++i) s += (i ? ", '" : "'") + names[i] + "'";
-  if (names.size() > shown) s += " and " + std::to_string(names.size() - shown) + " more";
-  return s;
-}
-
 namespace {
 
 template <class T>

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ringlet/common/failure.h"
 #include "ringlet/types.h"
 
 namespace ringlet::core::runtime {
@@ -69,8 +70,7 @@ struct Request {
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);  // "[4, 5]"
-// "'a', 'b', 'c', 'd' and 12 more": names for messages, at most four shown.
-std::string names_text(const std::vector<std::string>& names);
+using common::names_text;
 
 // Negotiation wire format: a list of metadata, little-endian, length-prefixed.
 void serialize(const Metadata& m, std::string& out);

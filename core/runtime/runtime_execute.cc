@@ -126,7 +126,7 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
   } catch (const std::exception& e) {
     common::Failure f = failure_from(e, rank_);
     f.in_collective(to_string(resp.kind));
-    f.for_tensor(names_text(resp.names));
+    f.for_tensors(resp.names);
     for (const std::string& name : resp.names) {
       if (tl) tl->op_end(name);
       fail(name, f);

@@ -114,6 +114,7 @@ TEST(Percentile, InterpolatesBetweenNearestRanks) {
   EXPECT_DOUBLE_EQ(percentile({5, 1, 3}, 50), 3);
   std::vector<double> hundred;
   for (int i = 100; i >= 1; --i) hundred.push_back(i);  // unsorted on purpose
+  EXPECT_DOUBLE_EQ(percentile(hundred, 90), 90.1);
   EXPECT_DOUBLE_EQ(percentile(hundred, 99), 99.01);
   EXPECT_DOUBLE_EQ(percentile(hundred, 0), 1);
   EXPECT_DOUBLE_EQ(percentile(hundred, 100), 100);
@@ -128,7 +129,8 @@ TEST(Csv, NewColumnsAreAppended) {
   const std::string header = kCsvHeader;
   EXPECT_EQ(header.rfind("impl,np,bytes,dtype,op,time_us,algbw_GBps,busbw_GBps,wrong,", 0), 0u)
       << "the documented columns keep their places: " << header;
-  EXPECT_EQ(header.substr(header.size() - std::string(",p50_us,p99_us").size()), ",p50_us,p99_us");
+  const std::string percentiles = ",p50_us,p90_us,p99_us";
+  EXPECT_EQ(header.substr(header.size() - percentiles.size()), percentiles);
 }
 
 // Runs the command-line parser on `args` and returns what it printed.
@@ -160,7 +162,7 @@ TEST(CommandLine, HelpOffersOnlyWhatIsServed) {
   for (const char* refused : {"cuda", "nccl", "ucx"}) {
     EXPECT_EQ(choices.find(refused), std::string::npos) << refused << " is offered in\n" << p.out;
   }
-  for (const char* offered : {"--device", "--backend", "--transport", "--per-op-barrier", "p50", "p99"}) {
+  for (const char* offered : {"--device", "--backend", "--transport", "--per-op-barrier", "p50", "p90", "p99"}) {
     EXPECT_NE(p.out.find(offered), std::string::npos) << offered << " is missing from\n" << p.out;
   }
 }

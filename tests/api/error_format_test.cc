@@ -15,7 +15,7 @@ using common::FailureKind;
 
 TEST(ErrorFormat, APeerLostInACollectiveOfATensor) {
   Failure f(FailureKind::kPeerLost, 0, 2, "rank 2 (pid 77) died");
-  f.in_collective("allreduce").for_tensor("'grad.0'");
+  f.in_collective("allreduce").for_tensor("grad.0");
   const Error e = error_of(f, "synchronize", 0);
   EXPECT_EQ(e.code(), ErrorCode::kPeerLost);
   EXPECT_STREQ(

@@ -27,6 +27,7 @@
 #include "core/collectives/workspace.h"
 #include "core/communicator.h"
 #include "test_values.h"
+#include "tests/common/throws_failure.h"
 
 namespace ringlet::test {
 namespace {
@@ -290,10 +291,13 @@ TEST(Allreduce, SegmentsRejectMismatchedCounts) {
   float a[4] = {}, b[4] = {};
   const std::vector<kernels::cpu::ConstSegment> in = {{a, 4}};
   const std::vector<kernels::cpu::Segment> out = {{b, 3}};
-  EXPECT_THROW(core::allreduce_segments(comm(), in, out, DataType::kFloat32, ReduceOp::kSum),
-               std::invalid_argument);
-  EXPECT_THROW(core::allreduce_segments(comm(), in, {}, DataType::kFloat32, ReduceOp::kSum),
-               std::invalid_argument);
+  const auto kInvalid = common::FailureKind::kInvalidArgument;
+  EXPECT_TRUE(test::throws_failure(kInvalid, [&] {
+    core::allreduce_segments(comm(), in, out, DataType::kFloat32, ReduceOp::kSum);
+  }));
+  EXPECT_TRUE(test::throws_failure(kInvalid, [&] {
+    core::allreduce_segments(comm(), in, {}, DataType::kFloat32, ReduceOp::kSum);
+  }));
 }
 
 // Per-rank counts for allgather and reducescatter.

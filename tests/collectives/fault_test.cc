@@ -5,35 +5,22 @@
 // over TCP (ring).
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdio>
+#include <sys/wait.h>
+
 #include <filesystem>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
+
+#include "tests/common/job_run.h"
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;
-  double seconds = 0;
-};
-
-Run run_job(const std::string& algorithm, const std::string& transport, int timeout_s,
-            const std::string& mode) {
-  const std::string cmd = "RINGLET_TIMEOUT_SECONDS=" + std::to_string(timeout_s) +
-                          " RINGLET_ALGORITHM=" + algorithm + " RINGLET_TRANSPORT=" + transport +
-                          " " RINGLETRUN " -np 3 " FAULT_RANK " " + mode + " 2>&1";
-  Run r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) r.output += buf;
-  r.status = ::pclose(p);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
+ringlet::test::JobRun run_job(const std::string& algorithm, const std::string& transport,
+                              int timeout_s, const std::string& mode) {
+  return ringlet::test::run_job("RINGLET_TIMEOUT_SECONDS=" + std::to_string(timeout_s) +
+                                " RINGLET_ALGORITHM=" + algorithm +
+                                " RINGLET_TRANSPORT=" + transport +
+                                " " RINGLETRUN " -np 3 " FAULT_RANK " " + mode);
 }
 
 // mode "kill": rank 2 dies, survivors must notice long before the 10 s
@@ -41,7 +28,7 @@ Run run_job(const std::string& algorithm, const std::string& transport, int time
 // the 2 s deadline, naming it.
 void check(const std::string& algorithm, const std::string& transport, const std::string& mode) {
   const bool hang = mode == "hang";
-  const Run r = run_job(algorithm, transport, hang ? 2 : 10, mode);
+  const ringlet::test::JobRun r = run_job(algorithm, transport, hang ? 2 : 10, mode);
   SCOPED_TRACE(r.output);
   ASSERT_NE(r.status, -1);
   EXPECT_FALSE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << "ringletrun exited 0";

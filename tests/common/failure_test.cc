@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace ringlet::common {
 namespace {
@@ -38,10 +39,22 @@ TEST(Failure, EachLayerFillsOnlyWhatIsUnset) {
 
 TEST(Failure, TheCollectiveIsNamedOnceWithTheTensor) {
   Failure f(FailureKind::kTimeout, 0, 2, "timed out after 2 s waiting for rank 2");
-  f.in_collective("allgather").for_tensor("'grad.0'").for_tensor("'other'");
-  EXPECT_EQ(f.tensor(), "'grad.0'");
+  f.in_collective("allgather").for_tensor("grad.0").for_tensor("other");
+  EXPECT_EQ(f.tensors(), std::vector<std::string>{"grad.0"});
   EXPECT_EQ(f.body(), "allgather of 'grad.0' failed: timed out after 2 s waiting for rank 2");
   EXPECT_EQ(std::string(f.what()).find("in allgather"), std::string::npos) << f.what();
+}
+
+TEST(Failure, AFusedCollectiveHoldsEveryNameAndShowsFour) {
+  const std::vector<std::string> names = {"a", "b", "c", "d", "e", "f"};
+  Failure f(FailureKind::kPeerLost, 0, 1, "connection to rank 1 closed");
+  f.in_collective("allreduce").for_tensors(names).for_tensor("g");
+  EXPECT_EQ(f.tensors(), names) << "the fields keep every name, the text shows four";
+  EXPECT_EQ(f.body(),
+            "allreduce of 'a', 'b', 'c', 'd' and 2 more failed: connection to rank 1 closed");
+  const std::vector<std::string> two = {"x", "y"};
+  EXPECT_EQ(names_text(two), "'x', 'y'");
+  EXPECT_EQ(names_text({}), "");
 }
 
 TEST(Failure, ASecondHandReportTakesTheLostPeer) {
@@ -53,6 +66,13 @@ TEST(Failure, ASecondHandReportTakesTheLostPeer) {
   EXPECT_STREQ(f.what(),
                "rank 1: timed out after 10 s waiting for rank 0; rank 0: rank 2 (pid 9) died in "
                "allgather");
+}
+
+TEST(Failure, WhatOtherRanksAreToldLeavesTheCollectiveOut) {
+  Failure f(FailureKind::kTimeout, 2, 0, "timed out after 2 s waiting for rank 0");
+  f.in_collective("allgather").for_tensor("grad.0");
+  EXPECT_EQ(f.told(), "rank 2: timed out after 2 s waiting for rank 0");
+  EXPECT_EQ(Failure(FailureKind::kPeerLost, "link closed").told(), "link closed");
 }
 
 TEST(Failure, IsARuntimeErrorForCodeThatOnlyLogs) {

@@ -12,6 +12,7 @@
 #include "core/bootstrap/fd.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
+#include "ringlet/common/failure.h"
 
 namespace ringlet::core {
 namespace {
@@ -25,7 +26,11 @@ constexpr const char* kSecret = "feedfacecafebeef";
 
 std::string at(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
 
-// A plain TCP connection to the store, past its hello; nonce gets the hello's nonce.
+// The nonce this file's raw clients send after the store's hello.
+constexpr wire::Nonce kClientNonce = {0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// A plain TCP connection to the store, past its hello and with kClientNonce
+// sent; nonce gets the hello's nonce.
 UniqueFd raw_connect(uint16_t port, wire::Nonce* nonce = nullptr) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
@@ -42,6 +47,8 @@ UniqueFd raw_connect(uint16_t port, wire::Nonce* nonce = nullptr) {
   }
   EXPECT_EQ(got, sizeof hello);
   if (nonce) std::copy(hello + wire::kMagic.size(), hello + sizeof hello, nonce->begin());
+  EXPECT_EQ(::send(fd.get(), kClientNonce.data(), kClientNonce.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(kClientNonce.size()));
   return fd;
 }
 
@@ -103,7 +110,7 @@ TEST(StoreRobustness, NoSecretIsRefused) {
   wire::Nonce nonce;
   UniqueFd fd = raw_connect(server.port(), &nonce);
   common::Hmac empty(std::vector<uint8_t>{0});
-  wire::Channel ch{&empty, nonce, wire::Direction::kToServer, 0};
+  wire::Channel ch{&empty, nonce, wire::Direction::kToServer, 0, kClientNonce};
   send_all(fd, wire::encode(ch, wire::Op::kSet, wire::key_payload("k", std::vector<uint8_t>{1})));
   EXPECT_TRUE(wait_refused(server, 1));
   EXPECT_TRUE(closed_by_server(fd));
@@ -114,14 +121,16 @@ TEST(StoreRobustness, AnEmptySecretIsRefusedAtStart) {
   try {
     StoreServer server(0, "");
     FAIL() << "a store started without a secret";
-  } catch (const std::invalid_argument& e) {
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
     EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
   }
   StoreServer server(0, kSecret);
   try {
     StoreClient client(at(server.port()), "", 3, Clock::now() + 5s);
     FAIL() << "a client started without a secret";
-  } catch (const std::invalid_argument& e) {
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
     EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
   }
@@ -225,7 +234,7 @@ TEST(StoreRobustness, UnknownOpIsRefusedEvenWhenAuthentic) {
   wire::Nonce nonce;
   UniqueFd fd = raw_connect(server.port(), &nonce);
   common::Hmac hmac(common::secret_key(kSecret));
-  wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0};
+  wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0, kClientNonce};
   const auto frame = wire::encode(ch, static_cast<wire::Op>(42), wire::key_payload("k"));
   send_all(fd, frame);
   EXPECT_TRUE(wait_refused(server, 1));
@@ -237,7 +246,7 @@ TEST(StoreRobustness, ReplayedFramesAreRefused) {
   common::Hmac hmac(common::secret_key(kSecret));
   wire::Nonce nonce;
   UniqueFd fd = raw_connect(server.port(), &nonce);
-  wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0};
+  wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0, kClientNonce};
   const std::vector<uint8_t> value{9};
   const auto frame = wire::encode(ch, wire::Op::kSet, wire::key_payload("r", value));
   send_all(fd, frame);  // authentic: accepted
@@ -250,6 +259,23 @@ TEST(StoreRobustness, ReplayedFramesAreRefused) {
   EXPECT_TRUE(wait_refused(server, 2));
   StoreClient good(at(server.port()), kSecret, 0, Clock::now() + 5s);
   EXPECT_EQ(good.get("r", Clock::now() + 5s), value);
+}
+
+// The client's nonce is bound into every MAC: a frame made for another
+// client nonce (a recording of another connection that happened to meet the
+// same server nonce) is refused.
+TEST(StoreRobustness, AFrameForAnotherClientNonceIsRefused) {
+  StoreServer server(0, kSecret);
+  common::Hmac hmac(common::secret_key(kSecret));
+  wire::Nonce nonce;
+  UniqueFd fd = raw_connect(server.port(), &nonce);
+  wire::Nonce other = kClientNonce;
+  other[0] ^= 1;
+  wire::Channel ch{&hmac, nonce, wire::Direction::kToServer, 0, other};
+  send_all(fd, wire::encode(ch, wire::Op::kSet, wire::key_payload("n", std::vector<uint8_t>{1})));
+  EXPECT_TRUE(wait_refused(server, 1));
+  EXPECT_TRUE(closed_by_server(fd));
+  expect_serving(server.port(), "after-other-client-nonce");
 }
 
 TEST(StoreRobustness, ManyBadClientsAtOnce) {

@@ -1,7 +1,8 @@
 // The rendezvous store's frames, as the server reads a client's bytes and as
 // a client reads the server's.
 //
-// Input: one flags byte, then the bytes of one direction of a connection.
+// Input: one flags byte, then the bytes of one direction of a connection
+// (server side: the client's nonce, then its frames).
 //   bit 0    sign: every complete frame in the stream gets the MAC it needs
 //            under the job key, so the fuzzer reaches what follows the HMAC
 //            check (the request parser) and not only the check itself;
@@ -10,7 +11,7 @@
 //   bit 4    client side: the stream is what the server sends (the hello, then
 //            replies, a refusal passing unauthenticated), read as the client does.
 // Server side, the bytes go through what StoreServer does with a connection's
-// input: the early refusal of a too-long length, wire::decode, then
+// input: the client's nonce, the early refusal of a too-long length, wire::decode, then
 // wire::parse_request on each authenticated frame. A refusal (kBad, BadRequest)
 // ends the connection, as it does in the server.
 #include <algorithm>
@@ -33,6 +34,9 @@ const Hmac& job_key() {
 }
 
 constexpr wire::Nonce kNonce = {7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+// The client side's own nonce (its bytes to the server are not in the input).
+constexpr wire::Nonce kClientNonce = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
+constexpr size_t kNonceBytes = kNonce.size();
 
 void check(bool ok) {
   if (!ok) std::abort();
@@ -57,7 +61,13 @@ void sign(std::vector<uint8_t>& stream, size_t at, wire::Channel channel) {
 
 // What the server does with the bytes one connection has sent so far; false
 // once it refused the connection.
-bool server_takes(wire::Channel& in, std::vector<uint8_t>& rx) {
+bool server_takes(wire::Channel& in, bool& nonce_taken, std::vector<uint8_t>& rx) {
+  if (!nonce_taken) {
+    if (rx.size() < kNonceBytes) return true;
+    std::copy_n(rx.begin(), kNonceBytes, in.client_nonce.begin());
+    rx.erase(rx.begin(), rx.begin() + kNonceBytes);
+    nonce_taken = true;
+  }
   if (rx.size() >= wire::kHeaderBytes && wire::get_u32(rx.data()) > wire::kMaxPayload) {
     check(wire::decode(in, rx).status == wire::Status::kBad);
     return false;
@@ -88,7 +98,7 @@ bool server_takes(wire::Channel& in, std::vector<uint8_t>& rx) {
 // one reply per call; a refusal passes unauthenticated and ends the connection.
 struct ClientSide {
   bool hello_done = false;
-  wire::Channel in{&job_key(), {}, wire::Direction::kToClient, 0};
+  wire::Channel in{&job_key(), {}, wire::Direction::kToClient, 0, kClientNonce};
 
   bool takes(std::vector<uint8_t>& rx) {
     if (!hello_done) {
@@ -120,17 +130,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> stream(rest.begin(), rest.end());
 
   if (flags & 1) {
-    if (!client) {
-      sign(stream, 0, {&job_key(), kNonce, wire::Direction::kToServer, 0});
-    } else if (stream.size() >= wire::kHelloBytes) {
+    if (!client && stream.size() >= kNonceBytes) {
+      wire::Nonce theirs;
+      std::copy_n(stream.begin(), kNonceBytes, theirs.begin());
+      sign(stream, kNonceBytes, {&job_key(), kNonce, wire::Direction::kToServer, 0, theirs});
+    } else if (client && stream.size() >= wire::kHelloBytes) {
       wire::Nonce nonce;
       std::copy(stream.begin() + wire::kMagic.size(), stream.begin() + wire::kHelloBytes,
                 nonce.begin());
-      sign(stream, wire::kHelloBytes, {&job_key(), nonce, wire::Direction::kToClient, 0});
+      sign(stream, wire::kHelloBytes,
+           {&job_key(), nonce, wire::Direction::kToClient, 0, kClientNonce});
     }
   }
 
   wire::Channel server_in{&job_key(), kNonce, wire::Direction::kToServer, 0};
+  bool nonce_taken = false;
   ClientSide client_side;
   std::vector<uint8_t> rx;
   for (size_t at = 0; at < stream.size();) {
@@ -138,7 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rx.insert(rx.end(), stream.begin() + static_cast<ptrdiff_t>(at),
               stream.begin() + static_cast<ptrdiff_t>(at + n));
     at += n;
-    if (!(client ? client_side.takes(rx) : server_takes(server_in, rx))) break;
+    if (!(client ? client_side.takes(rx) : server_takes(server_in, nonce_taken, rx))) break;
   }
   return 0;
 }

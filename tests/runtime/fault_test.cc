@@ -7,7 +7,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,25 +14,19 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/job_run.h"
+
 namespace {
 
 // Runs the three ranks; `pending` is what each survivor has in flight when
 // rank 2 dies: every one of those handles must fail naming rank 2.
 void expect_survivors_fail(const std::string& args, int pending_rank0, int pending_rank1) {
-  const std::string cmd =
-      "RINGLET_TIMEOUT_SECONDS=10 " RINGLETRUN " -np 3 " FAULT_RANK " " + args + " 2>&1";
-  const auto start = std::chrono::steady_clock::now();
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string output;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) output += buf;
-  const int status = ::pclose(p);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  SCOPED_TRACE(output);
-  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  std::istringstream lines(output);
+  const ringlet::test::JobRun r = ringlet::test::run_job(
+      "RINGLET_TIMEOUT_SECONDS=10 " RINGLETRUN " -np 3 " FAULT_RANK " " + args);
+  ASSERT_NE(r.status, -1);
+  SCOPED_TRACE(r.output);
+  EXPECT_FALSE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+  std::istringstream lines(r.output);
   int faults = 0;
   for (std::string line; std::getline(lines, line);) {
     const auto at = line.find("FAULT ");
@@ -50,7 +43,7 @@ void expect_survivors_fail(const std::string& args, int pending_rank0, int pendi
     ++faults;
   }
   EXPECT_EQ(faults, 2) << "both survivors should report the fault";
-  EXPECT_LT(seconds, 20.0);
+  EXPECT_LT(r.seconds, 20.0);
 }
 
 }  // namespace
@@ -68,18 +61,14 @@ TEST(RuntimeFault, TimelineOfAKilledRankStillParses) {
   for (int kill_step : {15, 40, 77}) {
     const std::string path = "/tmp/ringlet_killed_timeline_" + std::to_string(::getpid()) + "_" +
                              std::to_string(kill_step) + ".json";
-    const std::string cmd = "RINGLET_TIMEOUT_SECONDS=10 " RINGLETRUN " -np 2 " FAULT_RANK
-                            " --timeline " + path + " " + std::to_string(kill_step) + " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string output;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) output += buf;
-    const int status = ::pclose(p);
-    SCOPED_TRACE(output);
-    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    EXPECT_NE(output.find("FAULT 1 16"), std::string::npos) << "the survivor fails its handles";
-    EXPECT_NE(output.find("rank 0"), std::string::npos);
+    const ringlet::test::JobRun r =
+        ringlet::test::run_job("RINGLET_TIMEOUT_SECONDS=10 " RINGLETRUN " -np 2 " FAULT_RANK
+                               " --timeline " + path + " " + std::to_string(kill_step));
+    ASSERT_NE(r.status, -1);
+    SCOPED_TRACE(r.output);
+    EXPECT_FALSE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+    EXPECT_NE(r.output.find("FAULT 1 16"), std::string::npos) << "the survivor fails its handles";
+    EXPECT_NE(r.output.find("rank 0"), std::string::npos);
 
     std::ifstream in(path);
     ASSERT_TRUE(in) << path;

@@ -233,12 +233,17 @@ TEST_F(Stranger, NothingListensBeyondLoopbackInALoopbackJob) {
 
 constexpr char kStoreRefusal[] = "store: refused message";
 
-// Connects past the store's hello; `nonce` gets the connection's nonce.
+// The nonce a stranger sends after the store's hello.
+constexpr wire::Nonce kClientNonce = {0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// Connects past the store's hello and sends kClientNonce; `nonce` gets the
+// store's nonce for the connection.
 UniqueFd store_connect(wire::Nonce* nonce = nullptr) {
   UniqueFd fd = dial(g_job->rendezvous);
   uint8_t hello[wire::kHelloBytes];
   EXPECT_TRUE(recv_exactly(fd, hello, sizeof hello, 5000ms)) << "no hello from the store";
   if (nonce) std::copy(hello + wire::kMagic.size(), hello + sizeof hello, nonce->begin());
+  EXPECT_TRUE(send_all(fd, kClientNonce));
   return fd;
 }
 
@@ -249,7 +254,7 @@ TEST_F(Stranger, StoreRefusesNoSecret) {
   // What a client without a secret could make: a MAC under the empty key
   // (HMAC pads it to zeros, the same as the key 0x00).
   ringlet::common::Hmac empty(std::vector<uint8_t>{0});
-  wire::Channel ch{&empty, nonce, wire::Direction::kToServer, 0};
+  wire::Channel ch{&empty, nonce, wire::Direction::kToServer, 0, kClientNonce};
   ASSERT_TRUE(send_all(fd, wire::encode(ch, wire::Op::kSet, wire::key_payload("world/hosts"))));
   EXPECT_TRUE(closed_by_peer(fd));
   EXPECT_TRUE(logged(kStoreRefusal, before + 1));
@@ -268,7 +273,7 @@ TEST_F(Stranger, StoreRefusesAReplayedMessage) {
   ringlet::common::Hmac key(ringlet::common::secret_key(g_job->secret));
   wire::Nonce nonce;
   UniqueFd first = store_connect(&nonce);
-  wire::Channel ch{&key, nonce, wire::Direction::kToServer, 0};
+  wire::Channel ch{&key, nonce, wire::Direction::kToServer, 0, kClientNonce};
   const auto frame = wire::encode(ch, wire::Op::kTryGet, wire::key_payload("tcp/addr/0"));
   ASSERT_TRUE(send_all(first, frame));
   // ...replayed on a connection of its own.

@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "tests/common/throws_failure.h"
+
 namespace ringlet::transport::tcp::handshake {
 namespace {
 
@@ -140,8 +142,9 @@ TEST(Handshake, ParseRefusesBadFields) {
 
 TEST(Handshake, AnEmptyKeyIsRefused) {
   const std::vector<uint8_t> none;
-  EXPECT_THROW(proof(none, true, filled(1), filled(2), job_digest("j"), 1, 2),
-               std::invalid_argument);
+  EXPECT_TRUE(test::throws_failure(common::FailureKind::kInvalidArgument, [&] {
+    proof(none, true, filled(1), filled(2), job_digest("j"), 1, 2);
+  }));
 }
 
 }  // namespace

@@ -97,9 +97,7 @@ class ShmWindow final : public SharedWindow {
     WindowHeader* own = header(options_.local_rank);
     // As told to the others: who failed and why. Each names its own
     // collective, so this one's is left out.
-    const std::string why =
-        (failure.rank() >= 0 ? "rank " + std::to_string(failure.rank()) + ": " : std::string()) +
-        failure.cause();
+    const std::string why = failure.told();
     own->lost = failure.kind() == common::FailureKind::kPeerLost ? failure.peer() : -1;
     size_t n = std::min(why.size(), sizeof own->why - 1);
     std::memcpy(own->why, why.data(), n);

@@ -40,11 +40,12 @@ ShmPair::~ShmPair() {
 
 void ShmPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail("shm carries host memory only (send to rank " + std::to_string(peer()) + ")");
+    req.fail(Error(self(), peer(),
+                   "shm carries host memory only (send to rank " + std::to_string(peer()) + ")"));
     return;
   }
-  if (!failure_.empty()) {
-    req.fail(failure_);
+  if (failure_) {
+    req.fail(*failure_);
     return;
   }
   req.start();
@@ -53,16 +54,18 @@ void ShmPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind
 
 void ShmPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail("shm carries host memory only (receive from rank " + std::to_string(peer()) + ")");
+    req.fail(
+        Error(self(), peer(),
+              "shm carries host memory only (receive from rank " + std::to_string(peer()) + ")"));
     return;
   }
-  if (!failure_.empty()) {
+  if (failure_) {
     req.start();
     recvs_.push({static_cast<std::byte*>(data), bytes, &req});
     // A peer that closed after sending left its last messages in the slots:
     // they can still be received; anything beyond them never will be.
     if (peer_left_ && !lost_) pump_recvs();
-    if (req.pending()) fail_all(failure_);
+    if (req.pending()) fail_all(*failure_);
     return;
   }
   req.start();
@@ -70,11 +73,11 @@ void ShmPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
 }
 
 bool ShmPair::progress() {
-  if (lost_) throw PeerLost(self(), peer(), failure_);
-  if (!failure_.empty()) return false;
+  if (lost_) throw PeerLost(self(), peer(), failure_->cause());
+  if (failure_) return false;
   bool moved = pump_sends();
   moved |= pump_recvs();
-  if (lost_) throw PeerLost(self(), peer(), failure_);
+  if (lost_) throw PeerLost(self(), peer(), failure_->cause());
   if (moved) {
     // One ring per call, not per chunk: the peer re-reads both counters.
     ring(peer_page_->bell);
@@ -86,8 +89,7 @@ bool ShmPair::progress() {
                       std::to_string(self()) + " sent " + std::to_string(out_->mismatch_sent) +
                       " bytes but rank " + std::to_string(peer()) + " posted a receive of " +
                       std::to_string(out_->mismatch_posted) + " bytes";
-    failure_ = why;
-    fail_all(why);
+    fail_all(Error(self(), peer(), why));
     return true;
   }
   if (peer_closed()) {
@@ -141,17 +143,17 @@ bool ShmPair::pump_recvs() {
                         std::to_string(peer()) + " sent " + std::to_string(h.message_bytes) +
                         " bytes but rank " + std::to_string(self()) + " posted a receive of " +
                         std::to_string(r.bytes) + " bytes";
-      failure_ = why;
-      fail_all(why);
+      fail_all(Error(self(), peer(), why));
       return true;  // progress() rings the peer so it sees the flag
     }
     if (!chunk_fits(h, r.bytes, recv_done_)) {
       // Not what a sender writes: the channel can no longer be trusted.
       lost_ = true;
-      failure_ = "corrupt message from rank " + std::to_string(peer()) + " over shm: a chunk of " +
-                 std::to_string(h.chunk_bytes) + " bytes where at most " +
-                 std::to_string(std::min<uint64_t>(kSlotBytes, r.bytes - recv_done_)) + " fit";
-      fail_all(failure_);
+      fail_all(PeerLost(
+          self(), peer(),
+          "corrupt message from rank " + std::to_string(peer()) + " over shm: a chunk of " +
+              std::to_string(h.chunk_bytes) + " bytes where at most " +
+              std::to_string(std::min<uint64_t>(kSlotBytes, r.bytes - recv_done_)) + " fit"));
       return true;  // progress() throws PeerLost
     }
     if (h.chunk_bytes > 0) {
@@ -170,7 +172,7 @@ bool ShmPair::pump_recvs() {
 }
 
 bool ShmPair::ready() const {
-  if (lost_ || !failure_.empty()) return false;
+  if (lost_ || failure_) return false;
   if (!sends_.empty() && head_ - out_->tail.load(std::memory_order_acquire) < kSlots) return true;
   if (!recvs_.empty() && in_->head.load(std::memory_order_acquire) != tail_) return true;
   return out_->mismatch.load(std::memory_order_relaxed) != 0 || (busy() && peer_closed());
@@ -182,7 +184,7 @@ bool ShmPair::peer_closed() const {
 }
 
 void ShmPair::check_alive() {
-  if (lost_ || !failure_.empty()) return;
+  if (lost_ || failure_) return;
   if (peer_closed()) {
     peer_gone("closed its end of the pair");
   } else if (process_gone(peer_page_->pid)) {
@@ -197,25 +199,21 @@ void ShmPair::check_alive() {
 // closed first does not fail a rank that got everything it needed.
 void ShmPair::peer_gone(const std::string& how) {
   if (pump_recvs()) ring(peer_page_->bell);
-  if (lost_) throw PeerLost(self(), peer(), failure_);  // what it left was corrupt
+  if (lost_) throw PeerLost(self(), peer(), failure_->cause());  // what it left was corrupt
   peer_left_ = true;
-  failure_ = "connection to rank " + std::to_string(peer()) + " closed: rank " +
-             std::to_string(peer()) + " " + how;
+  failure_ = PeerLost(self(), peer(),
+                      "connection to rank " + std::to_string(peer()) + " closed: rank " +
+                          std::to_string(peer()) + " " + how);
   if (!busy()) return;  // later posts fail with failure_
   lost_ = true;
-  fail_all(failure_);
-  throw PeerLost(self(), peer(), failure_);
+  fail_all(*failure_);
+  throw PeerLost(self(), peer(), failure_->cause());
 }
 
-void ShmPair::fail_all(const std::string& why) {
-  while (!sends_.empty()) {
-    sends_.front().req->fail(why);
-    sends_.pop();
-  }
-  while (!recvs_.empty()) {
-    recvs_.front().req->fail(why);
-    recvs_.pop();
-  }
+void ShmPair::fail_all(common::Failure why) {
+  failure_ = std::move(why);
+  fail_queued(sends_, *failure_);
+  fail_queued(recvs_, *failure_);
   send_done_ = 0;
   recv_done_ = 0;
 }

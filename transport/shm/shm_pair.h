@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,8 @@ class ShmPair final : public Pair {
   bool pump_recvs();
   bool peer_closed() const;
   void peer_gone(const std::string& how);
-  void fail_all(const std::string& why);
+  // Records why the pair can no longer be used and fails every pending post.
+  void fail_all(common::Failure why);
 
   Segment out_segment_;
   Segment in_segment_;
@@ -78,7 +80,7 @@ class ShmPair final : public Pair {
 
   bool lost_ = false;
   bool peer_left_ = false;  // the peer closed or exited (not a size mismatch)
-  std::string failure_;  // set once the pair is lost or broken
+  std::optional<common::Failure> failure_;  // set once the pair is lost or broken
 };
 
 }  // namespace ringlet::transport::shm

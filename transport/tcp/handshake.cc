@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ringlet/common/failure.h"
 #include "ringlet/common/hmac.h"
 
 namespace ringlet::transport::tcp::handshake {
@@ -121,7 +122,7 @@ bool parse(std::span<const uint8_t> bytes, int32_t size, Message& out, std::stri
 Bytes32 proof(std::span<const uint8_t> key, bool dialing, const Bytes32& dialer_nonce,
               const Bytes32& acceptor_nonce, const Bytes32& job, int32_t prover,
               int32_t verifier) {
-  if (key.empty()) throw std::invalid_argument("tcp: data-link handshake with an empty key");
+  if (key.empty()) throw common::caller_error("tcp: data-link handshake with an empty key");
   const std::string_view label = dialing ? kDialLabel : kAcceptLabel;
   std::vector<uint8_t> data(label.begin(), label.end());
   data.insert(data.end(), dialer_nonce.begin(), dialer_nonce.end());

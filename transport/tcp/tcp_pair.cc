@@ -36,11 +36,12 @@ TcpPair::~TcpPair() {
 
 void TcpPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail("tcp carries host memory only (send to rank " + std::to_string(peer()) + ")");
+    req.fail(Error(self(), peer(),
+                   "tcp carries host memory only (send to rank " + std::to_string(peer()) + ")"));
     return;
   }
-  if (!failure_.empty()) {
-    req.fail(failure_);
+  if (failure_) {
+    req.fail(*failure_);
     return;
   }
   req.start();
@@ -49,11 +50,13 @@ void TcpPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind
 
 void TcpPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind) {
   if (kind != MemoryKind::kHost) {
-    req.fail("tcp carries host memory only (receive from rank " + std::to_string(peer()) + ")");
+    req.fail(
+        Error(self(), peer(),
+              "tcp carries host memory only (receive from rank " + std::to_string(peer()) + ")"));
     return;
   }
-  if (!failure_.empty()) {
-    req.fail(failure_);
+  if (failure_) {
+    req.fail(*failure_);
     return;
   }
   req.start();
@@ -61,7 +64,7 @@ void TcpPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
 }
 
 bool TcpPair::progress() {
-  if (lost_) throw PeerLost(self(), peer(), failure_);
+  if (lost_) throw PeerLost(self(), peer(), failure_->cause());
   bool moved = pump_sends();
   moved |= pump_recvs();
   return moved;
@@ -70,8 +73,8 @@ bool TcpPair::progress() {
 short TcpPair::poll_events() const {
   if (lost_) return 0;
   short events = 0;
-  if (failure_.empty() && (in_header_got_ < kHeader || !recvs_.empty())) events |= POLLIN;
-  if (out_frame_ != Frame::kNone || notice_pending_ || (failure_.empty() && !sends_.empty())) {
+  if (!failure_ && (in_header_got_ < kHeader || !recvs_.empty())) events |= POLLIN;
+  if (out_frame_ != Frame::kNone || notice_pending_ || (!failure_ && !sends_.empty())) {
     events |= POLLOUT;
   }
   return events;
@@ -86,7 +89,7 @@ bool TcpPair::start_frame() {
     out_payload_ = 0;
     return true;
   }
-  if (!failure_.empty() || sends_.empty()) return false;
+  if (failure_ || sends_.empty()) return false;
   const Send& s = sends_.front();
   out_frame_ = Frame::kData;
   out_header_ = {kData, s.bytes, 0};
@@ -134,7 +137,7 @@ bool TcpPair::pump_sends() {
 
 bool TcpPair::pump_recvs() {
   bool moved = false;
-  while (failure_.empty()) {
+  while (!failure_) {
     void* dst;
     size_t want;
     if (in_header_got_ < kHeader) {
@@ -206,7 +209,7 @@ bool TcpPair::pump_recvs() {
     if (!busy() && in_header_got_ == 0 && out_frame_ == Frame::kNone) {
       // A peer that finished and left is no error until this pair is used
       // again: later posts fail with this message.
-      failure_ = why;
+      failure_ = PeerLost(self(), peer(), why);
       return moved;
     }
     lose(why);
@@ -214,30 +217,23 @@ bool TcpPair::pump_recvs() {
   return moved;
 }
 
-void TcpPair::fail_all(const std::string& why) {
-  while (!sends_.empty()) {
-    sends_.front().req->fail(why);
-    sends_.pop();
-  }
-  while (!recvs_.empty()) {
-    recvs_.front().req->fail(why);
-    recvs_.pop();
-  }
+void TcpPair::fail_all(common::Failure why) {
+  failure_ = std::move(why);
+  fail_queued(sends_, *failure_);
+  fail_queued(recvs_, *failure_);
 }
 
 void TcpPair::break_pair(const std::string& why) {
-  failure_ = why;
   // A data frame half-written keeps its length on the wire, filled with zeros.
   if (out_frame_ == Frame::kData) out_frame_ = Frame::kPadding;
-  fail_all(why);
+  fail_all(Error(self(), peer(), why));
 }
 
 void TcpPair::lose(const std::string& why) {
   lost_ = true;
-  failure_ = why;
   out_frame_ = Frame::kNone;
   notice_pending_ = false;
-  fail_all(why);
+  fail_all(PeerLost(self(), peer(), why));
   throw PeerLost(self(), peer(), why);
 }
 

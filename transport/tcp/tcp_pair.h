@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,8 @@ class TcpPair final : public Pair {
   bool start_frame();
   [[noreturn]] void lose(const std::string& why);
   void break_pair(const std::string& why);
-  void fail_all(const std::string& why);
+  // Records why the pair can no longer be used and fails every pending post.
+  void fail_all(common::Failure why);
 
   Fd socket_;
   std::shared_ptr<PairList> list_;
@@ -88,7 +90,7 @@ class TcpPair final : public Pair {
   size_t in_done_ = 0;
 
   bool lost_ = false;
-  std::string failure_;  // set once the pair is lost or broken
+  std::optional<common::Failure> failure_;  // set once the pair is lost or broken
 };
 
 }  // namespace ringlet::transport::tcp

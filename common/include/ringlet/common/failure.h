@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ringlet::common {
 
@@ -29,6 +31,9 @@ enum class FailureKind : uint8_t {
 // "invalid argument", "peer lost", "timeout", ...
 std::string_view to_string(FailureKind k);
 
+// "'a', 'b', 'c', 'd' and 12 more": tensor names for messages, at most four shown.
+std::string names_text(std::span<const std::string> names);
+
 // A std::runtime_error, so that code which only logs a failure needs nothing
 // of ours to catch it.
 class Failure : public std::runtime_error {
@@ -42,7 +47,8 @@ class Failure : public std::runtime_error {
   int rank() const { return rank_; }
   int peer() const { return peer_; }
   const std::string& collective() const { return collective_; }
-  const std::string& tensor() const { return tensor_; }
+  // The tensors the collective carried (one, or all those fused into it).
+  const std::vector<std::string>& tensors() const { return tensors_; }
   // What went wrong, without "rank N: " or the collective's name.
   const std::string& cause() const { return cause_; }
 
@@ -52,6 +58,7 @@ class Failure : public std::runtime_error {
   Failure& with_peer(int peer);
   Failure& in_collective(std::string_view collective);
   Failure& for_tensor(std::string_view tensor);
+  Failure& for_tensors(std::span<const std::string> tensors);
 
   // For a layer that learns more: a second-hand report takes the kind and
   // the peer of the first-hand failure it heard of.
@@ -63,8 +70,13 @@ class Failure : public std::runtime_error {
   // "rank R: " + body(): for logs and for code that reads a failure below the API.
   const char* what() const noexcept override { return text_.c_str(); }
 
-  // The message without the rank: "<collective> of <tensor> failed: <cause>",
-  // "<cause> in <collective>" or the cause alone.
+  // "rank R: <cause>": what another rank is told, which names its own
+  // collective and tensors.
+  std::string told() const;
+
+  // The message without the rank: "<collective> of <tensors> failed: <cause>"
+  // (the names quoted, at most four shown), "<cause> in <collective>" or the
+  // cause alone.
   std::string body() const;
 
  private:
@@ -74,9 +86,15 @@ class Failure : public std::runtime_error {
   int rank_;
   int peer_;
   std::string collective_;
-  std::string tensor_;
+  std::vector<std::string> tensors_;
   std::string cause_;
   std::string text_;
 };
+
+// A caller's mistake (a bad argument, an unknown handle), found before
+// anything moved: kInvalidArgument, failing that call only.
+inline Failure caller_error(std::string cause) {
+  return Failure(FailureKind::kInvalidArgument, std::move(cause));
+}
 
 }  // namespace ringlet::common

@@ -24,7 +24,7 @@ Digest sha256(std::span<const uint8_t> bytes);
 
 class Hmac {
  public:
-  // Throws std::invalid_argument for an empty key: HMAC would accept it (as
+  // Throws an invalid-argument Failure for an empty key: HMAC would accept it (as
   // the key 0x00), and a MAC everyone can compute authenticates nothing.
   explicit Hmac(std::vector<uint8_t> key);
 

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -80,19 +81,23 @@ class Request {
   bool pending() const { return state_ == State::kPending; }
   bool done() const { return state_ == State::kDone; }
   bool failed() const { return state_ == State::kFailed; }
-  const std::string& error() const { return error_; }
+  // Why it failed, with its kind (peer lost, transport error, ...) and the
+  // peer; only once failed().
+  const common::Failure& failure() const { return *failure_; }
+  // The failure's text, or "" while it has not failed: for test messages and logs.
+  std::string error() const { return failed() ? std::string(failure_->what()) : std::string(); }
 
   // For carriers.
   void start() { state_ = State::kPending; }
   void complete() { state_ = State::kDone; }
-  void fail(std::string why) {
+  void fail(common::Failure why) {
     state_ = State::kFailed;
-    error_ = std::move(why);
+    failure_ = std::move(why);
   }
 
  private:
   State state_ = State::kIdle;
-  std::string error_;
+  std::optional<common::Failure> failure_;  // set by fail(), kept for the next post
 };
 
 class Pair {
