@@ -289,6 +289,14 @@ TEST(Launcher, HorovodrunTuningFlagsBecomeTheirVariables) {
        "$HOROVOD_TIMELINE_MARK_CYCLES $HOROVOD_LOG_LEVEL $HOROVOD_HIERARCHICAL_ALLREDUCE\""});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(rank_lines(r.out, 0), std::vector<std::string>{"33554432 2.5 0 1 debug 0"}) << r.out;
+  // Without the flags, what the environment says reaches the ranks untouched.
+  Result untouched = run_ringletrun(
+      {"-np", "1", "sh", "-c", "echo \"$HOROVOD_HIERARCHICAL_ALLREDUCE $HOROVOD_CACHE_CAPACITY\""},
+      with_env("HOROVOD_HIERARCHICAL_ALLREDUCE", "1"));
+  EXPECT_EQ(rank_lines(untouched.out, 0), std::vector<std::string>{"1 "}) << untouched.err;
+  Result on = run_ringletrun({"--hierarchical-allreduce", "-np", "1", "sh", "-c",
+                              "echo \"$HOROVOD_HIERARCHICAL_ALLREDUCE\""});
+  EXPECT_EQ(rank_lines(on.out, 0), std::vector<std::string>{"1"}) << on.err;
   Result bad = run_ringletrun({"--log-level", "LOUD", "-np", "1", "true"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--log-level"), std::string::npos) << bad.err;

@@ -45,7 +45,8 @@ struct Args {
   std::optional<int> cache_capacity;
   bool timeline_mark_cycles = false;
   std::string log_level;
-  std::optional<bool> hierarchical_allreduce;
+  bool hierarchical_allreduce = false;
+  bool no_hierarchical_allreduce = false;
   bool verbose = false;
   bool check_build = false;
   std::vector<std::string> command;
@@ -99,8 +100,13 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   app.add_option("--log-level", args.log_level, "sets HOROVOD_LOG_LEVEL for the ranks")
       ->check(
           CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case));
-  app.add_flag("--hierarchical-allreduce,!--no-hierarchical-allreduce", args.hierarchical_allreduce,
-               "sets HOROVOD_HIERARCHICAL_ALLREDUCE (refused by the ranks: not served yet)");
+  // Two flags, not one negatable flag: without either, the environment's value stands.
+  auto* hierarchical =
+      app.add_flag("--hierarchical-allreduce", args.hierarchical_allreduce,
+                   "sets HOROVOD_HIERARCHICAL_ALLREDUCE=1 (refused by the ranks: not served yet)");
+  app.add_flag("--no-hierarchical-allreduce", args.no_hierarchical_allreduce,
+               "sets HOROVOD_HIERARCHICAL_ALLREDUCE=0")
+      ->excludes(hierarchical);
   app.add_flag("--verbose", args.verbose, "say what ringletrun does");
   app.add_flag("--check-build", args.check_build, "print what this build contains and exit");
   app.footer(
@@ -217,9 +223,8 @@ void apply_flags(const Args& args, Environment& env) {
   if (args.cache_capacity) env.set("HOROVOD_CACHE_CAPACITY", std::to_string(*args.cache_capacity));
   if (args.timeline_mark_cycles) env.set("HOROVOD_TIMELINE_MARK_CYCLES", "1");
   if (!args.log_level.empty()) env.set("HOROVOD_LOG_LEVEL", args.log_level);
-  if (args.hierarchical_allreduce) {
-    env.set("HOROVOD_HIERARCHICAL_ALLREDUCE", *args.hierarchical_allreduce ? "1" : "0");
-  }
+  if (args.hierarchical_allreduce) env.set("HOROVOD_HIERARCHICAL_ALLREDUCE", "1");
+  if (args.no_hierarchical_allreduce) env.set("HOROVOD_HIERARCHICAL_ALLREDUCE", "0");
   // The flag wins; without it a value from the environment stands, else 30 s.
   if (args.start_timeout) {
     env.set("RINGLET_START_TIMEOUT_SECONDS", std::to_string(*args.start_timeout));
