@@ -15,7 +15,7 @@ packages=(
   nlohmann-json3-dev
   libdlpack-dev
   libssl-dev
-  python3
+  python3 python3-dev python3-venv python3-pip
 )
 
 missing=()
@@ -39,5 +39,12 @@ fi
 python_requirements="$(dirname "$0")/python-requirements.txt"
 if ! python3 "$(dirname "$0")/python_requirements_met.py" "$python_requirements"; then
   echo "install-deps: installing Python packages from $python_requirements"
-  python3 -m pip install --quiet --disable-pip-version-check -r "$python_requirements"
+  # A Debian python3 marks its packages as the system's own (PEP 668): there,
+  # these go beside them, as the machine's tools would.
+  pip_flags=(--quiet --disable-pip-version-check)
+  if python3 -c 'import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+    pip_flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${pip_flags[@]}" -r "$python_requirements"
 fi
