@@ -17,7 +17,9 @@ python3 -m venv --system-site-packages "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
   --no-deps -Ccmake.define.RINGLET_WITH_CUDA=OFF -Ccmake.define.RINGLET_WITH_NCCL=OFF .
 
-cd "$(mktemp -d)"  # away from the source tree, so that only the installed package imports
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cd "$scratch"  # away from the source tree, so that only the installed package imports
 "$venv/bin/ringletrun" --check-build | grep -F "[X] PyTorch"
 "$venv/bin/ringlet-bench" --help > /dev/null
 "$venv/bin/ringletrun" -np 2 "$venv/bin/python" -c '

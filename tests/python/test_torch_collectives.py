@@ -227,8 +227,16 @@ def test_join(rt):
 
 
 def test_barrier(rt):
-    for _ in range(3):
+    # Rank 0 arrives late: nobody may leave the barrier before it arrived.
+    import time
+    late = 0.3
+    for _ in range(2):
         rt.barrier()
+        start = time.monotonic()
+        if rt.rank() == 0:
+            time.sleep(late)
+        rt.barrier()
+        assert time.monotonic() - start >= late * 0.9
 
 
 def test_process_sets(rt):

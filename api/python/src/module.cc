@@ -11,7 +11,6 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <chrono>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -145,13 +144,6 @@ NB_MODULE(_ringlet, m) {
       "name"_a, "input"_a, "splits"_a, "process_set"_a, "stream"_a = 0);
 
   m.def("poll", &poll, "handle"_a);
-  m.def(
-      "wait",
-      [](int64_t handle, double timeout_seconds) {
-        nb::gil_scoped_release released;
-        wait(handle, std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
-      },
-      "handle"_a, "timeout_seconds"_a);
   m.def("synchronize", &synchronize_handle, "handle"_a,
         "Waits for the handle and releases it: (bytes or None, shape, received splits).");
   m.def("join", [] {

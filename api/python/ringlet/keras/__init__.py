@@ -17,22 +17,16 @@ except ImportError as e:
 
 import tensorflow as tf
 
-from ringlet.common.basics import (  # noqa: F401
-    init, shutdown, is_initialized, size, rank, local_size, local_rank, cross_size,
-    cross_rank, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
-    gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built, cuda_built, rocm_built,
-    start_timeline, stop_timeline)
-from ringlet.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
-from ringlet.common.process_sets import (  # noqa: F401
-    ProcessSet, global_process_set, add_process_set, remove_process_set)
+from ringlet.common.api import *  # noqa: F401,F403  (Horovod's shared names)
+from ringlet.common.basics import Average
+from ringlet.common.process_sets import global_process_set
 from ringlet.keras import callbacks  # noqa: F401
 from ringlet.tensorflow import mpi_ops as _ops
 from ringlet.tensorflow.compression import Compression  # noqa: F401
 from ringlet.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_variables)
-from ringlet.tensorflow.gradient_tape import reduce_gradients as _reduce_gradients
-from ringlet.tensorflow.mpi_ops import (  # noqa: F401
-    Adasum, Average, Max, Min, Product, Sum, barrier, join)
+from ringlet.tensorflow.gradient_tape import GradientReduction as _GradientReduction
+from ringlet.tensorflow.mpi_ops import barrier, join  # noqa: F401
 
 
 class _DistributedOptimizer:
@@ -41,10 +35,7 @@ class _DistributedOptimizer:
 
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         pairs = list(grads_and_vars)
-        grads = _reduce_gradients([g for g, _ in pairs], self._ringlet_compression,
-                                  self._ringlet_sparse_as_dense, self._ringlet_op,
-                                  self._ringlet_gradient_predivide_factor,
-                                  self._ringlet_process_set, "DistributedOptimizer")
+        grads = self._ringlet_reduction([g for g, _ in pairs], "DistributedOptimizer")
         return super().apply_gradients(list(zip(grads, [v for _, v in pairs])), *args,
                                        **kwargs)
 
@@ -56,24 +47,18 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          process_set=global_process_set):
     """A Keras optimizer of the same class and configuration whose apply_gradients()
     (and so minimize() and model.fit()) uses gradients reduced over the ranks."""
-    if op == Adasum:
-        raise NotImplementedError("op=Adasum is not implemented by Ringlet yet")
+    reduction = _GradientReduction(compression, sparse_as_dense, op, gradient_predivide_factor,
+                                   process_set)
     if backward_passes_per_step != 1:
         raise NotImplementedError("backward_passes_per_step > 1 is not implemented by "
                                   "ringlet.keras yet; accumulate gradients in the training step")
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor is only meaningful with op=Average")
     base = optimizer.__class__
     cls = type(base.__name__, (_DistributedOptimizer, base), {})
     config = optimizer.get_config()
     if name is not None:
         config["name"] = name
     distributed = cls.from_config(config)
-    distributed._ringlet_compression = compression
-    distributed._ringlet_sparse_as_dense = sparse_as_dense
-    distributed._ringlet_op = op
-    distributed._ringlet_gradient_predivide_factor = gradient_predivide_factor
-    distributed._ringlet_process_set = process_set
+    distributed._ringlet_reduction = reduction
     return distributed
 
 

@@ -14,15 +14,10 @@ import numpy as np
 
 from ringlet import _ringlet
 from ringlet.common import handles as _handles
-from ringlet.common.basics import (  # noqa: F401
-    Adasum, Average, Max, Min, Product, Sum, init, shutdown, is_initialized, size, rank,
-    local_size, local_rank, cross_size, cross_rank, is_homogeneous, mpi_threads_supported,
-    mpi_enabled, mpi_built, gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built,
-    cuda_built, rocm_built, start_timeline, stop_timeline, core_op as _core_op,
-    resolve_op as _resolve_op)
-from ringlet.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
-from ringlet.common.process_sets import (  # noqa: F401
-    ProcessSet, add_process_set, global_process_set, id_of as _set_id, remove_process_set)
+from ringlet.common.api import *  # noqa: F401,F403  (Horovod's shared names)
+from ringlet.common.basics import (
+    Average, core_op as _core_op, rank, resolve_op as _resolve_op)
+from ringlet.common.process_sets import global_process_set, id_of as _set_id
 
 poll = _handles.poll
 synchronize = _handles.synchronize
@@ -116,22 +111,28 @@ def grouped_allreduce_(arrays, average=None, name=None, op=None, prescale_factor
         arrays, average, name, op, prescale_factor, postscale_factor, process_set, arrays)]
 
 
-def allgather_async(array, name=None, process_set=global_process_set):
-    """Starts concatenating ``array`` from every rank on axis 0 (ranks may differ in it)."""
+def _rows_result(data, shape, dtype, trailing):
+    """The result of a collective on rows (allgather, alltoall) as ``dtype``."""
+    if dtype in _REDUCIBLE:
+        return data.view(dtype).reshape(shape)
+    return _rows_from_bytes(data, shape, dtype, trailing)
+
+
+def _allgather_named(array, full_name, process_set):
+    """allgather_async under a name given whole (the TensorFlow module names its own)."""
     array = _array(array, "allgather")
-    full_name = _handles.op_name("allgather", name, process_set)
     if array.ndim == 0:
         raise ValueError(f"allgather '{full_name}': a scalar has no axis 0 to concatenate on")
     dtype, trailing = array.dtype, array.shape[1:]
     src = array if dtype in _REDUCIBLE else _rows_of_bytes(array)
     handle = _ringlet.allgather_async(full_name, src, _set_id(process_set))
+    return _handles.register(
+        handle, lambda data, shape, splits: _rows_result(data, shape, dtype, trailing), src)
 
-    def finish(data, shape, splits):
-        if dtype in _REDUCIBLE:
-            return data.view(dtype).reshape(shape)
-        return _rows_from_bytes(data, shape, dtype, trailing)
 
-    return _handles.register(handle, finish, src)
+def allgather_async(array, name=None, process_set=global_process_set):
+    """Starts concatenating ``array`` from every rank on axis 0 (ranks may differ in it)."""
+    return _allgather_named(array, _handles.op_name("allgather", name, process_set), process_set)
 
 
 def allgather(array, name=None, process_set=global_process_set):
@@ -145,13 +146,18 @@ def grouped_allgather(arrays, name=None, process_set=global_process_set):
     return [synchronize(h) for h in handles]
 
 
-def broadcast_async_(array, root_rank, name=None, process_set=global_process_set):
-    """Starts overwriting ``array`` with ``root_rank``'s on every rank."""
+def _broadcast_named(array, root_rank, full_name, process_set):
+    """broadcast_async_ under a name given whole."""
     array = _array(array, "broadcast")
-    full_name = _handles.op_name("broadcast", name, process_set)
     view = array if array.dtype in _REDUCIBLE else array.reshape(-1).view(np.uint8)
     handle = _ringlet.broadcast_async(full_name, view, int(root_rank), _set_id(process_set))
     return _handles.register(handle, lambda data, shape, splits: array, view)
+
+
+def broadcast_async_(array, root_rank, name=None, process_set=global_process_set):
+    """Starts overwriting ``array`` with ``root_rank``'s on every rank."""
+    return _broadcast_named(array, root_rank, _handles.op_name("broadcast", name, process_set),
+                            process_set)
 
 
 def broadcast_async(array, root_rank, name=None, process_set=global_process_set):
@@ -169,25 +175,24 @@ def broadcast_(array, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(array, root_rank, name, process_set))
 
 
-def alltoall_async(array, splits=None, name=None, process_set=global_process_set):
-    """Starts scattering rows of ``array``: ``splits[i]`` rows to the i-th member."""
+def _alltoall_named(array, splits, full_name, process_set):
+    """alltoall_async under a name given whole."""
     array = _array(array, "alltoall")
-    full_name = _handles.op_name("alltoall", name, process_set)
     if array.ndim == 0:
         raise ValueError(f"alltoall '{full_name}': a scalar has no rows to scatter")
     dtype, trailing = array.dtype, array.shape[1:]
     src = array if dtype in _REDUCIBLE else _rows_of_bytes(array)
     split_list = [] if splits is None else [int(s) for s in splits]
     handle = _ringlet.alltoall_async(full_name, src, split_list, _set_id(process_set))
+    return _handles.register(
+        handle, lambda data, shape, received: (_rows_result(data, shape, dtype, trailing),
+                                               np.asarray(received, dtype=np.int32)), src)
 
-    def finish(data, shape, received):
-        if dtype in _REDUCIBLE:
-            out = data.view(dtype).reshape(shape)
-        else:
-            out = _rows_from_bytes(data, shape, dtype, trailing)
-        return out, np.asarray(received, dtype=np.int32)
 
-    return _handles.register(handle, finish, src)
+def alltoall_async(array, splits=None, name=None, process_set=global_process_set):
+    """Starts scattering rows of ``array``: ``splits[i]`` rows to the i-th member."""
+    return _alltoall_named(array, splits, _handles.op_name("alltoall", name, process_set),
+                           process_set)
 
 
 def alltoall(array, splits=None, name=None, process_set=global_process_set):

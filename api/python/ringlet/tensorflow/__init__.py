@@ -16,20 +16,15 @@ except ImportError as e:
     raise ImportError("ringlet.tensorflow needs TensorFlow: pip install 'ringlet[tensorflow]' "
                       "(or pip install tensorflow tf-keras)") from e
 
-from ringlet.common.basics import (  # noqa: F401
-    init, shutdown, is_initialized, size, rank, local_size, local_rank, cross_size,
-    cross_rank, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
-    gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built, cuda_built, rocm_built,
-    start_timeline, stop_timeline)
-from ringlet.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
-from ringlet.common.process_sets import (  # noqa: F401
-    ProcessSet, global_process_set, add_process_set, remove_process_set)
+from ringlet.common.api import *  # noqa: F401,F403  (Horovod's shared names)
 from ringlet.tensorflow.compression import Compression  # noqa: F401
 from ringlet.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_variables)
 from ringlet.tensorflow.gradient_tape import DistributedGradientTape  # noqa: F401
+from ringlet.common.basics import Average
+from ringlet.common.process_sets import global_process_set
 from ringlet.tensorflow.mpi_ops import (  # noqa: F401
-    Adasum, Average, Max, Min, Product, Sum, allgather, allreduce, alltoall, barrier,
+    allgather, allreduce, alltoall, barrier,
     broadcast, grouped_allreduce, join, reducescatter)
 
 

@@ -2,31 +2,11 @@
 
 import tensorflow as tf
 
-
-class Compressor:
-    """Turns a tensor into what is sent, and the received one back."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from ringlet.common.compression import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):
-    """Sends floating-point tensors as float16."""
+    """Sends floating-point tensors as float16, halving the bytes on the wire."""
 
     @staticmethod
     def compress(tensor):
@@ -40,5 +20,7 @@ class FP16Compressor(Compressor):
 
 
 class Compression:
+    """The compressors, as ``Compression.none`` and ``Compression.fp16``."""
+
     none = NoneCompressor
     fp16 = FP16Compressor

@@ -13,7 +13,7 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     variables = list(variables)
     if not variables:
         return tf.no_op() if not tf.executing_eagerly() else None
-    names = [f"broadcast_variables.{i}" for i in range(len(variables))]
+    names = [f"broadcast.variables.{i}" for i in range(len(variables))]
     values = _broadcast_raw([v.read_value() if hasattr(v, "read_value") else v
                              for v in variables], root_rank, names, process_set)
     assigns = [v.assign(value) for v, value in zip(variables, values)]

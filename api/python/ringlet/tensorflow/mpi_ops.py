@@ -15,16 +15,11 @@ import tensorflow as tf
 from ringlet import _ringlet
 from ringlet import numpy as _np_ops
 from ringlet.common import basics as _basics
+from ringlet.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from ringlet.common import handles as _handles
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.tensorflow.compression import Compression
 
-Average = _basics.Average
-Sum = _basics.Sum
-Adasum = _basics.Adasum
-Min = _basics.Min
-Max = _basics.Max
-Product = _basics.Product
 
 # What the core reduces; bfloat16 is reduced as float32 (numpy has no
 # bfloat16 of its own), the rest only moves as bytes.
@@ -162,33 +157,15 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
 
 def _allgather_raw(tensor, name, process_set):
     full_name = _handles.op_name("allgather", name, process_set)
-    rank = tensor.shape.rank
 
     def run(x):
-        return [_handles.synchronize(_allgather_async(x, full_name, process_set))]
+        return [_handles.synchronize(_np_ops._allgather_named(np.ascontiguousarray(x), full_name,
+                                                              process_set))]
 
     (out,) = _in_graph(run, [tensor], [tensor.dtype])
-    if rank is not None and hasattr(out, "set_shape"):
+    if tensor.shape.rank is not None and hasattr(out, "set_shape"):
         out.set_shape([None] + tensor.shape.as_list()[1:])
     return out
-
-
-def _allgather_async(array, full_name, process_set):
-    """ringlet.numpy's allgather under a name given whole."""
-    array = np.ascontiguousarray(array)
-    if array.ndim == 0:
-        raise ValueError(f"allgather '{full_name}': a scalar has no dimension 0 to concatenate "
-                         f"on")
-    reducible = array.dtype in _np_ops._REDUCIBLE
-    src = array if reducible else array.reshape(array.shape[0], -1).view(np.uint8)
-    handle = _ringlet.allgather_async(full_name, src, _set_id(process_set))
-    dtype, trailing = array.dtype, array.shape[1:]
-
-    def finish(data, shape, splits):
-        if reducible:
-            return data.view(dtype).reshape(shape)
-        return _np_ops._rows_from_bytes(data, shape, dtype, trailing)
-    return _handles.register(handle, finish, src)
 
 
 def allgather(tensor, name=None, process_set=global_process_set, ignore_name_scope=False):
@@ -215,11 +192,11 @@ def allgather(tensor, name=None, process_set=global_process_set, ignore_name_sco
 
 
 def _broadcast_raw(tensors, root_rank, names, process_set):
-    """One op broadcasting several tensors from ``root_rank``."""
+    """One op broadcasting several tensors from ``root_rank`` (``names`` given whole)."""
 
     def run(*arrays):
         copies = [np.array(a, copy=True, order="C") for a in arrays]
-        handles = [_np_ops.broadcast_async_(c, root_rank, name=n, process_set=process_set)
+        handles = [_np_ops._broadcast_named(c, root_rank, n, process_set)
                    for c, n in zip(copies, names)]
         return [_handles.synchronize(h) for h in handles]
 
@@ -235,7 +212,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set,
     """``root_rank``'s ``tensor`` on every rank (differentiable: the gradient is the sum
     of the incoming gradients at the root, zero elsewhere)."""
     tensor = tf.convert_to_tensor(tensor)
-    full_name = name if name is not None else f"noname.{_handles._next_unnamed(process_set)}"
+    full_name = _handles.op_name("broadcast", name, process_set)
 
     @tf.custom_gradient
     def bcast(x):
@@ -258,12 +235,12 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     """Scatters rows of ``tensor`` (``splits[i]`` to the i-th member, even when None) and
     gathers the others'; returns (the gathered tensor, the rows received from each rank)."""
     tensor = tf.convert_to_tensor(tensor)
-    full = _handles.op_name("alltoall", name, process_set)[len("alltoall."):]
+    full_name = _handles.op_name("alltoall", name, process_set)
     split_tensor = tf.zeros([0], tf.int32) if splits is None else tf.cast(splits, tf.int32)
 
     def run(x, s):
-        handle = _np_ops.alltoall_async(np.ascontiguousarray(x), list(s) if s.size else None,
-                                        full, process_set)
+        handle = _np_ops._alltoall_named(np.ascontiguousarray(x), list(s) if s.size else None,
+                                         full_name, process_set)
         out, received = _np_ops.synchronize(handle)
         return [out, received.astype(np.int32)]
 

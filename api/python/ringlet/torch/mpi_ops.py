@@ -12,16 +12,11 @@ import torch
 
 from ringlet import _ringlet
 from ringlet.common import basics as _basics
+from ringlet.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from ringlet.common import handles as _handles
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.torch.compression import Compression
 
-Average = _basics.Average
-Sum = _basics.Sum
-Adasum = _basics.Adasum
-Min = _basics.Min
-Max = _basics.Max
-Product = _basics.Product
 
 # The dtypes the core reduces; the others (bool, int16, ...) are carried as
 # bytes by the collectives that only move data.
