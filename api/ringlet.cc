@@ -544,6 +544,34 @@ Result synchronize(int64_t handle) {
       /*start=*/false);
 }
 
+void synchronize_then(int64_t handle, std::function<void(Result, std::exception_ptr)> done) {
+  if (!done) throw Error(ErrorCode::kInvalidArgument, "ringlet: synchronize_then: no callback");
+  with_runtime(
+      "synchronize_then",
+      [&](Runtime& rt) {
+        const int rank = rt.rank();
+        rt.synchronize_then(handle, [done = std::move(done), rank](
+                                        core::runtime::HandleTable::Outcome outcome) {
+          if (!outcome.failure) {
+            done(to_public(std::move(outcome.result)), nullptr);
+            return;
+          }
+          std::exception_ptr error;
+          try {
+            try {
+              throw *outcome.failure;
+            } catch (...) {
+              api::rethrow_as_error("synchronize", rank);
+            }
+          } catch (...) {
+            error = std::current_exception();
+          }
+          done(Result{}, error);
+        });
+      },
+      /*start=*/false);
+}
+
 int join() {
   return with_runtime("join", [](Runtime& rt) { return rt.join(); });
 }

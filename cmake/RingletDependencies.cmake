@@ -87,6 +87,41 @@ if(NOT RINGLET_WITH_PYTHON STREQUAL "OFF")
 endif()
 ringlet_resolve_option(PYTHON _python_found)
 
+# TensorFlow: ringlet.tensorflow's op library is built against the TensorFlow
+# that this Python imports (its headers and libtensorflow_framework travel in
+# the wheel). Without it ringlet.tensorflow runs its collectives as
+# py_function ops instead.
+set(_tensorflow_found OFF)
+if(RINGLET_HAVE_PYTHON AND NOT RINGLET_WITH_TENSORFLOW STREQUAL "OFF")
+  execute_process(
+    COMMAND ${Python_EXECUTABLE} -c
+      "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'; import tensorflow as tf; \
+print(tf.sysconfig.get_include()); print(tf.sysconfig.get_lib()); \
+print(';'.join(tf.sysconfig.get_compile_flags()))"
+    OUTPUT_VARIABLE _tf_out OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _tf_rc ERROR_QUIET)
+  if(_tf_rc EQUAL 0)
+    string(REPLACE "\n" ";" _tf_lines "${_tf_out}")
+    list(GET _tf_lines 0 RINGLET_TENSORFLOW_INCLUDE)
+    list(GET _tf_lines 1 _tf_lib_dir)
+    list(SUBLIST _tf_lines 2 -1 _tf_flags)
+    find_library(RINGLET_TENSORFLOW_FRAMEWORK NAMES libtensorflow_framework.so.2
+                 PATHS ${_tf_lib_dir} NO_DEFAULT_PATH)
+    # Only the definitions matter (the C++ ABI, Eigen's alignment): the
+    # standard is ours.
+    set(RINGLET_TENSORFLOW_DEFINITIONS "")
+    foreach(flag IN LISTS _tf_flags)
+      if(flag MATCHES "^-D(.*)")
+        list(APPEND RINGLET_TENSORFLOW_DEFINITIONS ${CMAKE_MATCH_1})
+      endif()
+    endforeach()
+    if(RINGLET_TENSORFLOW_FRAMEWORK)
+      set(_tensorflow_found ON)
+    endif()
+  endif()
+endif()
+ringlet_resolve_option(TENSORFLOW _tensorflow_found)
+
 if(RINGLET_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

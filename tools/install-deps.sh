@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libhwloc-dev hwloc
   libucx-dev
   libopenmpi-dev openmpi-bin

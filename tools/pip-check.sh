@@ -3,10 +3,11 @@
 # (build-pip/venv, seeing the system's packages for torch and the build
 # tools), then the installed package and commands run a two-rank job.
 #
-# The wheel is built cold in build-pip/ with CUDA off: the device code is
-# compiled and linked by tools/build.sh already, and this check is about the
-# package (the module, libringlet and the commands inside it, the console
-# scripts, the extras). About 3 minutes on two cores.
+# The wheel is built in build-wheel/ (beside build/, at the same depth) with
+# the flags of tools/build.sh, so that ccache, where installed, hands it what
+# that build compiled: this check is about the package (the module, the
+# TensorFlow ops, libringlet and the commands inside it, the console scripts,
+# the extras), and a cold build would take minutes more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
@@ -14,14 +15,28 @@ venv="$(pwd)/build-pip/venv"
 rm -rf "$venv"
 mkdir -p build-pip
 python3 -m venv --system-site-packages "$venv"
+cache=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$(pwd)" CCACHE_NOHASHDIR=1
+  cache=(-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
+         -Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
+         -Ccmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
-  --no-deps -Ccmake.define.RINGLET_WITH_CUDA=OFF -Ccmake.define.RINGLET_WITH_NCCL=OFF .
+  --no-deps -Cbuild-dir=build-wheel -Ccmake.build-type=RelWithDebInfo "${cache[@]}" .
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 cd "$scratch"  # away from the source tree, so that only the installed package imports
 "$venv/bin/ringletrun" --check-build | grep -F "[X] PyTorch"
 "$venv/bin/ringlet-bench" --help > /dev/null
+if "$venv/bin/python" -c "import tensorflow" 2>/dev/null; then
+  # Built against the TensorFlow of this machine: the op library must be in the package.
+  "$venv/bin/python" -c "
+from ringlet.tensorflow import ops
+assert ops.library is not None, 'the TensorFlow op library is not in the installed package'
+print('TensorFlow ops:', ops.__file__)" 2>&1 | grep -v "^WARNING\|^I0000\|oneDNN\|cpu_feature"
+fi
 "$venv/bin/ringletrun" -np 2 "$venv/bin/python" -c '
 import ringlet, ringlet.torch as hvd, torch
 assert "/build-pip/venv/" in ringlet.__file__, ringlet.__file__

@@ -41,9 +41,6 @@ namespace {
 
 constexpr std::chrono::seconds kDefaultTimeout{30};
 
-// The key under which a server keeps its identity (set by store_server.cc).
-constexpr char kInstanceKey[] = "ringlet.store/instance";
-
 // Stores this process has finished with. After shutdown, init again can reach
 // rank 0's old store before it closes: its data is the last session's, and it
 // will vanish mid-rendezvous. The first client of a store in this process (the
@@ -67,9 +64,6 @@ int poll_ms(Deadline deadline) {
   if (left.count() <= 0) return 0;
   return left.count() > INT_MAX ? INT_MAX : static_cast<int>(left.count());
 }
-
-// How long the client has tried: "3.2 s".
-std::string seconds_text(std::chrono::nanoseconds d) { return common::elapsed_text(d); }
 
 // "host:port" or "[v6]:port".
 std::pair<std::string, std::string> split_host_port(const std::string& address) {
@@ -173,7 +167,7 @@ void StoreClient::Impl::connect(Deadline deadline) {
     if (Clock::now() >= deadline) {
       throw transport::Timeout(rank, 0,
                                "could not reach " + where() + " within " +
-                                   seconds_text(Clock::now() - start) + ": " + why);
+                                   common::elapsed_text(Clock::now() - start) + ": " + why);
     }
     // The server may simply not be up yet, or the last session's still closing:
     // retry a little later.
@@ -228,7 +222,7 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
   std::vector<uint8_t> id;
   try {
     auto reply =
-        exchange(wire::Op::kTryGet, wire::key_payload(kInstanceKey), deadline, "its identity");
+        exchange(wire::Op::kTryGet, wire::key_payload(wire::kInstanceKey), deadline, "its identity");
     if (!reply.payload.empty() && reply.payload[0] != 0)
       id.assign(reply.payload.begin() + 1, reply.payload.end());
   } catch (const common::Failure& e) {
@@ -281,7 +275,7 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
     if (Clock::now() >= deadline) {
       throw transport::Timeout(rank, 0,
                                "could not reach " + where() + " within " +
-                                   seconds_text(Clock::now() - start) + ": " + why);
+                                   common::elapsed_text(Clock::now() - start) + ": " + why);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -336,7 +330,7 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
     if (ready <= 0) {
       fd.reset();  // a late reply would arrive out of step; start afresh next call
       throw transport::Timeout(rank, 0,
-                               "timed out after " + seconds_text(Clock::now() - start) +
+                               "timed out after " + common::elapsed_text(Clock::now() - start) +
                                    " waiting for " + what + " from " + where());
     }
     uint8_t buf[64 * 1024];

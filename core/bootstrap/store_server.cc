@@ -126,10 +126,6 @@ struct Connection {
   size_t tx_sent = 0;
 };
 
-// The key under which a server keeps its identity (store_client.cc reads it
-// under the same name).
-constexpr char kInstanceKey[] = "ringlet.store/instance";
-
 }  // namespace
 
 struct StoreServer::Impl {
@@ -154,7 +150,7 @@ struct StoreServer::Impl {
     for (size_t i = 0; i < 4; ++i) instance[8 + i] = static_cast<uint8_t>(pid >> (8 * i));
     const std::string machine = common::host_name();
     instance.insert(instance.end(), machine.begin(), machine.end());
-    data[kInstanceKey] = std::move(instance);
+    data[wire::kInstanceKey] = std::move(instance);
   }
 
   void run(std::stop_token stop);

@@ -43,6 +43,9 @@ using Nonce = std::array<uint8_t, 16>;
 inline constexpr std::array<uint8_t, 4> kMagic = {'R', 'L', 'S', '1'};
 inline constexpr size_t kHelloBytes = kMagic.size() + Nonce{}.size();
 inline constexpr size_t kHeaderBytes = 5;
+// The key under which a server keeps its identity: the client reads it to
+// tell one store from another behind the same address.
+inline constexpr char kInstanceKey[] = "ringlet.store/instance";
 inline constexpr size_t kMacBytes = 32;
 // Nothing exchanged at rendezvous comes near this; a length beyond it is garbage
 // or an attack, and must not make the server buffer it.

@@ -14,39 +14,74 @@ Handle HandleTable::create() {
   return h;
 }
 
+std::function<void()> HandleTable::finish(Entry it) {
+  it->second->done = true;
+  if (!it->second->then) return {};
+  std::unique_ptr<State> s = std::move(it->second);
+  states_.erase(it);
+  return [s = std::shared_ptr<State>(std::move(s))] {
+    s->then(Outcome{std::move(s->failure), std::move(s->result)});
+  };
+}
+
 void HandleTable::complete(Handle h, Result result) {
+  std::function<void()> then;
   {
     std::lock_guard lock(mu_);
     auto it = states_.find(h);
     if (it == states_.end() || it->second->done) return;
     it->second->result = std::move(result);
-    it->second->done = true;
+    then = finish(it);
   }
   cv_.notify_all();
+  if (then) then();
 }
 
 void HandleTable::complete_all(std::vector<std::pair<Handle, Result>>& done) {
+  std::vector<std::function<void()>> thens;
   {
     std::lock_guard lock(mu_);
     for (auto& [h, result] : done) {
       auto it = states_.find(h);
       if (it == states_.end() || it->second->done) continue;
       it->second->result = std::move(result);
-      it->second->done = true;
+      if (auto then = finish(it)) thens.push_back(std::move(then));
     }
   }
   cv_.notify_all();
+  for (auto& then : thens) then();
 }
 
 void HandleTable::fail(Handle h, common::Failure failure) {
+  std::function<void()> then;
   {
     std::lock_guard lock(mu_);
     auto it = states_.find(h);
     if (it == states_.end() || it->second->done) return;
     it->second->failure = std::move(failure);
-    it->second->done = true;
+    then = finish(it);
   }
   cv_.notify_all();
+  if (then) then();
+}
+
+void HandleTable::take_then(Handle h, Continuation then) {
+  std::function<void()> now;
+  {
+    std::lock_guard lock(mu_);
+    State& s = find(h);
+    if (s.then) throw common::caller_error("handle " + std::to_string(h) + " is already taken");
+    s.then = std::move(then);
+    if (s.done) {
+      now = finish(states_.find(h));
+    } else if (closed_) {
+      s.failure = common::Failure(ErrorKind::kShutdown, "handle " + std::to_string(h) +
+                                                            " was pending when the runtime stopped (" +
+                                                            closed_why_ + ")");
+      now = finish(states_.find(h));
+    }
+  }
+  if (now) now();
 }
 
 HandleTable::State& HandleTable::find(Handle h) const {
@@ -105,14 +140,28 @@ void HandleTable::release(Handle h) {
 }
 
 void HandleTable::close(const std::string& why) {
+  // Nobody waits on a continued handle to give it take()'s grace: it ends now.
+  std::vector<std::function<void()>> thens;
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
     closed_ = true;
     closed_at_ = std::chrono::steady_clock::now();
     closed_why_ = why.empty() ? "stopped" : why;
+    for (auto it = states_.begin(); it != states_.end();) {
+      auto next = std::next(it);
+      if (!it->second->done && it->second->then) {
+        it->second->failure = common::Failure(
+            ErrorKind::kShutdown,
+            "handle " + std::to_string(it->first) + " was pending when the runtime stopped (" +
+                closed_why_ + ")");
+        thens.push_back(finish(it));
+      }
+      it = next;
+    }
   }
   cv_.notify_all();
+  for (auto& then : thens) then();
 }
 
 size_t HandleTable::size() const {

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,6 +62,19 @@ class HandleTable {
   Result take(Handle h, std::chrono::nanoseconds grace = std::chrono::seconds(30));
   void release(Handle h);
 
+  // What a handle ended with: its result, or the failure take() would throw.
+  struct Outcome {
+    std::optional<common::Failure> failure;
+    Result result;
+  };
+  using Continuation = std::function<void(Outcome)>;
+  // take() without a waiting thread: `then` receives the outcome once the
+  // handle completes (on the completing thread, or at once on this one if it
+  // has), and the handle is released. A handle still pending at close() ends
+  // as kShutdown then. `then` runs outside the table's lock and must not
+  // throw.
+  void take_then(Handle h, Continuation then);
+
   size_t size() const;
 
   // Nothing will complete handles any more (`why`: the runtime's reason).
@@ -71,8 +85,13 @@ class HandleTable {
     bool done = false;
     std::optional<common::Failure> failure;
     Result result;
+    Continuation then;  // set by take_then while pending
   };
   State& find(Handle h) const;  // mu_ held
+  // Marks `it` done; returns the continuation to run (the state is then
+  // erased), or an empty one. mu_ held.
+  using Entry = std::unordered_map<Handle, std::unique_ptr<State>>::iterator;
+  std::function<void()> finish(Entry it);
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  // notified on every completion

@@ -40,12 +40,6 @@ Request make_request(std::string name, CollectiveKind kind, DataType dtype,
   return r;
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
-
 StallPolicy stall_policy_of(const Config& c) {
   return {std::chrono::seconds(c.stall_check_seconds),
           std::chrono::seconds(c.stall_shutdown_seconds),

@@ -172,6 +172,10 @@ class Runtime {
   bool wait(Handle h, std::chrono::nanoseconds timeout) const;
   // Waits, releases the handle, and returns its result or throws RuntimeError.
   Result synchronize(Handle h);
+  // synchronize() without a waiting thread (HandleTable::take_then).
+  void synchronize_then(Handle h, HandleTable::Continuation then) {
+    handles_.take_then(h, std::move(then));
+  }
   void release(Handle h) { handles_.release(h); }
 
   // Stops the loop on every rank (see above), fails what is left, and

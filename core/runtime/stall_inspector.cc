@@ -4,15 +4,11 @@
 
 namespace ringlet::core::runtime {
 
-namespace {
-
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
   return s;
 }
-
-}  // namespace
 
 StallInspector::StallInspector(StallPolicy policy, int32_t process_set, Clock::time_point now)
     : policy_(policy),

@@ -66,4 +66,7 @@ class StallInspector {
   bool shutdown_decided_ = false;
 };
 
+// "rank 3" or "ranks 1, 2": the ranks a wait is missing, for messages.
+std::string ranks_text(const std::vector<int>& ranks);
+
 }  // namespace ringlet::core::runtime

@@ -1,6 +1,10 @@
 """ringlet.tensorflow, eager and inside tf.function: the collectives against
 results computed here, the gradient rules, DistributedGradientTape and
-broadcast_variables as the seed training step uses them, and errors."""
+broadcast_variables as the seed training step uses them, and errors. The
+build runs this suite once on the op library and once on the py_function
+path (RINGLET_TENSORFLOW_OPS=0)."""
+
+import os
 
 import numpy as np
 import pytest
@@ -124,6 +128,14 @@ def test_objects_and_broadcast_variables_eagerly(rtf):
     v = tf.Variable(tf.fill([2], float(rtf.rank())))
     rtf.broadcast_variables([v], root_rank=rtf.size() - 1)
     assert v.numpy().tolist() == [float(rtf.size() - 1)] * 2
+
+
+def test_the_expected_collective_path_runs(rtf):
+    from ringlet.tensorflow import ops
+    expected = os.environ.get("RINGLET_TEST_EXPECT_TENSORFLOW_OPS")
+    if expected is None:
+        pytest.skip("RINGLET_TEST_EXPECT_TENSORFLOW_OPS is not set (the build's ctest sets it)")
+    assert (ops.library is not None) == (expected == "1")
 
 
 def test_errors(rtf):

@@ -1,10 +1,13 @@
 // The handle table's deadline: once the runtime has stopped, a handle that is
-// still pending fails after the grace period instead of blocking forever.
+// still pending fails after the grace period instead of blocking forever; and
+// take_then(), the continuation that ends a handle without a waiting thread.
 #include "core/runtime/handle_table.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace ringlet::core::runtime {
 namespace {
@@ -48,6 +51,59 @@ TEST(HandleTable, ACompletionWithinTheGraceStillCounts) {
   const Handle done = t.create();
   t.complete(done, Result{});
   EXPECT_NO_THROW(t.take(done, 0ms));
+}
+
+TEST(HandleTable, TakeThenRunsOnceWithTheOutcomeAndReleasesTheHandle) {
+  HandleTable t;
+  std::vector<std::string> seen;
+  auto record = [&](HandleTable::Outcome o) {
+    seen.push_back(o.failure ? std::string("failed: ") + o.failure->what()
+                             : "shape " + std::to_string(o.result.shape.at(0)));
+  };
+
+  const Handle done_first = t.create();  // completed before: runs at once, here
+  t.complete(done_first, Result{{}, {3}, {}});
+  t.take_then(done_first, record);
+  EXPECT_EQ(seen, std::vector<std::string>{"shape 3"});
+  EXPECT_THROW(t.poll(done_first), common::Failure);  // released
+
+  const Handle later = t.create();  // completed later: runs on the completing thread
+  t.take_then(later, record);
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_THROW(t.take_then(later, record), common::Failure);  // one continuation only
+  std::thread completer([&] { t.complete(later, Result{{}, {5}, {}}); });
+  completer.join();
+  t.complete(later, Result{{}, {6}, {}});  // a second completion is ignored
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1], "shape 5");
+  EXPECT_EQ(t.size(), 0u);
+
+  const Handle failed = t.create();
+  t.take_then(failed, record);
+  t.fail(failed, ErrorKind::kMismatch, "'grad' has shape [2] on rank 0 and [3] on rank 1");
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[2], "failed: 'grad' has shape [2] on rank 0 and [3] on rank 1");
+}
+
+TEST(HandleTable, AContinuedHandleStillPendingEndsAtTheClose) {
+  HandleTable t;
+  std::vector<ErrorKind> kinds;
+  auto record = [&](HandleTable::Outcome o) {
+    ASSERT_TRUE(o.failure.has_value());
+    kinds.push_back(o.failure->kind());
+    EXPECT_NE(std::string(o.failure->what()).find("(peer lost)"), std::string::npos)
+        << o.failure->what();
+  };
+  const Handle pending = t.create();
+  const Handle waited = t.create();  // taken the ordinary way: keeps its grace
+  t.take_then(pending, record);
+  t.close("peer lost");
+  EXPECT_EQ(kinds, std::vector<ErrorKind>{ErrorKind::kShutdown});
+  EXPECT_FALSE(t.poll(waited));
+  // Continued after the close: nothing will complete it, so it ends at once.
+  t.take_then(waited, record);
+  EXPECT_EQ(kinds.size(), 2u);
+  EXPECT_EQ(t.size(), 0u);
 }
 
 }  // namespace

@@ -76,7 +76,9 @@ TEST(ProcessSets, StaticSetsExistOnEveryRank) {
   std::iota(all.begin(), all.end(), 0);
   EXPECT_EQ(rt().process_set_ranks(0), all);
   EXPECT_EQ(rt().process_set_ranks(1), ranks_where(n, false));
-  if (n > 1) EXPECT_EQ(rt().process_set_ranks(2), ranks_where(n, true));
+  if (n > 1) {
+    EXPECT_EQ(rt().process_set_ranks(2), ranks_where(n, true));
+  }
   try {
     rt().process_set_ranks(99);
     ADD_FAILURE() << "process_set_ranks(99) returned";

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -301,6 +303,42 @@ TEST(Runtime, PollAndWait) {
 // A grouped allreduce fuses atomically, whatever the threshold, and its fused
 // stream (here 6.6 MB, several 1 MiB pieces with tensors across their
 // boundaries) comes back exact, averaged and scaled.
+// The continuation that TensorFlow's asynchronous kernels finish with: each
+// outcome arrives once, with the result or the failure, and no thread waits.
+TEST(Runtime, SynchronizeThenDeliversResultsAndFailures) {
+  using core::runtime::HandleTable;
+  const int me = rt().rank();
+  std::vector<int32_t> rows(static_cast<size_t>(me + 1) * 2, me);
+  std::vector<float> bad(8, 1.0f);
+  std::promise<HandleTable::Outcome> gathered, mismatched;
+  rt().synchronize_then(rt().enqueue_allgather("then.ag", rows.data(), {me + 1, 2}, DataType::kInt32),
+                        [&](HandleTable::Outcome o) { gathered.set_value(std::move(o)); });
+  rt().synchronize_then(
+      rt().enqueue_allreduce("then.bad", bad.data(), bad.data(), {me == 1 ? 8 : 4}, DataType::kFloat32),
+      [&](HandleTable::Outcome o) { mismatched.set_value(std::move(o)); });
+
+  auto g = gathered.get_future();
+  ASSERT_EQ(g.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  HandleTable::Outcome ag = g.get();
+  ASSERT_FALSE(ag.failure.has_value()) << ag.failure->what();
+  const int n = rt().size();
+  EXPECT_EQ(ag.result.shape, (std::vector<int64_t>{n * (n + 1) / 2, 2}));
+  std::vector<int32_t> want;
+  for (int r = 0; r < n; ++r) want.insert(want.end(), static_cast<size_t>(r + 1) * 2, r);
+  ASSERT_EQ(ag.result.data.size(), want.size() * sizeof(int32_t));
+  EXPECT_EQ(std::memcmp(ag.result.data.data(), want.data(), ag.result.data.size()), 0);
+
+  auto m = mismatched.get_future();
+  ASSERT_EQ(m.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  HandleTable::Outcome bad_outcome = m.get();
+  if (n > 1) {
+    ASSERT_TRUE(bad_outcome.failure.has_value());
+    EXPECT_EQ(bad_outcome.failure->kind(), common::FailureKind::kMismatch);
+    EXPECT_NE(std::string(bad_outcome.failure->what()).find("'then.bad'"), std::string::npos)
+        << bad_outcome.failure->what();
+  }
+}
+
 TEST(Runtime, GroupedAllreduceAcrossPieces) {
   const int n = rt().size(), me = rt().rank();
   const std::vector<size_t> counts = {300001, 7, 262144, 1, 500000, 0, 591};

@@ -37,10 +37,6 @@ double draw_scale(std::mt19937_64& rng, DataType t) {
   return floating ? (chance(rng, 0.5) ? 0.5 : 2.0) : 2.0;
 }
 
-bool reduces(Kind k) {
-  return k == Kind::kAllreduce || k == Kind::kGroupedAllreduce || k == Kind::kReducescatter;
-}
-
 }  // namespace
 
 const char* to_string(Kind k) {

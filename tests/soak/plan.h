@@ -28,6 +28,10 @@ enum class Kind {
   kBarrier,
 };
 const char* to_string(Kind k);
+// True for the collectives that reduce (and so take an op).
+inline bool reduces(Kind k) {
+  return k == Kind::kAllreduce || k == Kind::kGroupedAllreduce || k == Kind::kReducescatter;
+}
 
 // One collective. Shapes are {rows, width}; `rows` has one entry per member
 // for allgather, alltoall and the blocking reducescatter (its recv_counts),

@@ -8,10 +8,6 @@
 namespace soak {
 namespace {
 
-bool reduces(Kind k) {
-  return k == Kind::kAllreduce || k == Kind::kGroupedAllreduce || k == Kind::kReducescatter;
-}
-
 Range range_of(const Collective& c) {
   return value_range(c.dtype, reduces(c.kind) ? c.op : ReduceOp::kSum);
 }

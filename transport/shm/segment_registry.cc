@@ -21,7 +21,7 @@ namespace {
 // shm_unlink() is not one (it builds the path, and may allocate), but the
 // unlink(2) system call on a ready path is. Linux's POSIX shared memory is a
 // tmpfs at /dev/shm, where shm_open(name) is the file /dev/shm/name.
-constexpr int kSlots = 64;
+constexpr int kRegistrySlots = 64;
 constexpr char kShmDir[] = "/dev/shm";
 constexpr size_t kNameBytes = 256 + sizeof kShmDir;
 
@@ -33,7 +33,7 @@ struct Slot {
   char path[kNameBytes];  // "/dev/shm/<name>"
 };
 
-Slot g_slots[kSlots];
+Slot g_slots[kRegistrySlots];
 struct sigaction g_previous[2];
 constexpr int kSignals[2] = {SIGINT, SIGTERM};
 

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -154,6 +156,13 @@ bool poll(int64_t handle);
 void wait(int64_t handle, std::chrono::milliseconds timeout);
 // Waits for the handle, releases it, and returns its result or throws Error.
 Result synchronize(int64_t handle);
+// synchronize() without a waiting thread, for frameworks whose ops finish by
+// callback (TensorFlow's asynchronous kernels): `done` receives the handle's
+// result, or the Error synchronize() would throw, once the handle completes:
+// on the runtime's thread, or at once on this one if it has already. The
+// handle is released. `done` must be brief, must not throw and must not call
+// back into ringlet (it may run while another thread shuts ringlet down).
+void synchronize_then(int64_t handle, std::function<void(Result, std::exception_ptr)> done);
 // Horovod's join(): this rank has run out of data; the others' allreduces
 // proceed with it contributing zeros. Returns the last rank to join.
 int join();

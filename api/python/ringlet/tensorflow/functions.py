@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from ringlet import numpy as _np_ops
+from ringlet.common import handles as _handles
 from ringlet.common.process_sets import global_process_set
 from ringlet.tensorflow.mpi_ops import _broadcast_raw
 
@@ -13,7 +14,9 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     variables = list(variables)
     if not variables:
         return tf.no_op() if not tf.executing_eagerly() else None
-    names = [f"broadcast.variables.{i}" for i in range(len(variables))]
+    # Numbered per call: two calls in one tf.function may run at once.
+    base = _handles.op_name("broadcast_variables", None, process_set)
+    names = [f"{base}.{i}" for i in range(len(variables))]
     values = _broadcast_raw([v.read_value() if hasattr(v, "read_value") else v
                              for v in variables], root_rank, names, process_set)
     assigns = [v.assign(value) for v, value in zip(variables, values)]

@@ -1,12 +1,16 @@
 """horovod.tensorflow's collectives on TensorFlow tensors, eager and inside
 ``tf.function``.
 
-Eagerly, a tensor's values go to the core as a numpy view and come back as a
-new tensor. Inside a ``tf.function`` each collective is one ``py_function``
-op: TensorFlow runs stateful ops in program order, so every rank submits its
-collectives in the order the function makes them, and the runtime's
-negotiation matches them by name. The differentiable collectives carry
-Horovod's gradient rules through ``tf.custom_gradient``.
+Allreduce, grouped allreduce, allgather and broadcast run as the op
+library's asynchronous ops (ringlet/tensorflow/ops.py), eager and in a graph
+alike, on the tensors' own buffers; the runtime's negotiation matches them by
+name, in whatever order TensorFlow runs them.
+
+Without the op library, and for alltoall and reducescatter always, a
+collective goes to the core as numpy views: at once when eager, and inside a
+``tf.function`` as one ``py_function`` op (TensorFlow runs stateful ops in
+program order, so every rank submits them in the order the function makes
+them). Those carry Horovod's gradient rules through ``tf.custom_gradient``.
 """
 
 import numpy as np
@@ -18,6 +22,7 @@ from ringlet.common import basics as _basics
 from ringlet.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from ringlet.common import handles as _handles
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
+from ringlet.tensorflow import ops as _ops
 from ringlet.tensorflow.compression import Compression
 
 
@@ -97,6 +102,13 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     _basics.core_op(op)  # refuses Adasum and unknown ops at once
     if isinstance(tensor, tf.IndexedSlices):
         return _allreduce_indexed_slices(tensor, name, op, process_set)
+    if _ops.library is not None:
+        compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+        _reducible(compressed)  # refuses what the core does not reduce, as below
+        (out,) = _ops.allreduce([compressed], [_handles.op_name("allreduce", name, process_set)],
+                                _basics.core_op(op), prescale_factor, postscale_factor,
+                                _set_id(process_set))
+        return compression.decompress(out, ctx)
 
     @tf.custom_gradient
     def reduce(x):
@@ -126,6 +138,10 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     srcs = [s for s, _ in prepared]
     base = _handles.op_name("grouped_allreduce", name, process_set)
     names = [f"{base}.{i}" for i in range(len(srcs))]
+    if _ops.library is not None:
+        return _grouped_allreduce_ops([c for c, _ in pairs], [ctx for _, ctx in pairs], names,
+                                      compression, core_op, prescale_factor, postscale_factor,
+                                      process_set)
 
     def run(*arrays):
         arrays = [np.ascontiguousarray(a) for a in arrays]
@@ -155,6 +171,22 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     return results
 
 
+def _grouped_allreduce_ops(tensors, ctxs, names, compression, core_op, prescale_factor,
+                           postscale_factor, process_set):
+    # One op per dtype: the core fuses a group of one dtype.
+    by_dtype = {}
+    for i, t in enumerate(tensors):
+        by_dtype.setdefault(t.dtype, []).append(i)
+    outs = [None] * len(tensors)
+    for members in by_dtype.values():
+        reduced = _ops.allreduce([tensors[i] for i in members], [names[i] for i in members],
+                                 core_op, prescale_factor, postscale_factor,
+                                 _set_id(process_set))
+        for i, out in zip(members, reduced):
+            outs[i] = compression.decompress(out, ctxs[i])
+    return outs
+
+
 def _allgather_raw(tensor, name, process_set):
     full_name = _handles.op_name("allgather", name, process_set)
 
@@ -171,6 +203,9 @@ def _allgather_raw(tensor, name, process_set):
 def allgather(tensor, name=None, process_set=global_process_set, ignore_name_scope=False):
     """``tensor`` from every rank concatenated on dimension 0 (differentiable)."""
     tensor = tf.convert_to_tensor(tensor)
+    if _ops.library is not None:
+        return _ops.allgather(tensor, _handles.op_name("allgather", name, process_set),
+                              _set_id(process_set))
 
     @tf.custom_gradient
     def gather(x):
@@ -192,7 +227,11 @@ def allgather(tensor, name=None, process_set=global_process_set, ignore_name_sco
 
 
 def _broadcast_raw(tensors, root_rank, names, process_set):
-    """One op broadcasting several tensors from ``root_rank`` (``names`` given whole)."""
+    """Broadcasts several tensors from ``root_rank`` (``names`` given whole): one op
+    each with the op library, else one ``py_function`` for all."""
+    if _ops.library is not None:
+        return [_ops.broadcast(t, root_rank, n, _set_id(process_set))
+                for t, n in zip(tensors, names)]
 
     def run(*arrays):
         copies = [np.array(a, copy=True, order="C") for a in arrays]
@@ -213,6 +252,8 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set,
     of the incoming gradients at the root, zero elsewhere)."""
     tensor = tf.convert_to_tensor(tensor)
     full_name = _handles.op_name("broadcast", name, process_set)
+    if _ops.library is not None:
+        return _ops.broadcast(tensor, root_rank, full_name, _set_id(process_set))
 
     @tf.custom_gradient
     def bcast(x):
