@@ -563,7 +563,7 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
   Result r = run_ringletrun({"--check-build"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Ringlet v", 0), 0u) << r.out;
-  for (const char* want : {"Available Frameworks:", "] PyTorch",
+  for (const char* want : {"Available Frameworks:", "] TensorFlow", "] PyTorch", "] Keras",
                            "Available Controllers:", "    [X] Ringlet store (TCP)",
                            "Available Tensor Operations:", "    [X] Ringlet ring (CPU)", "NCCL",
                            "Available Transports:", "[X] shm  [X] tcp  "}) {

@@ -26,6 +26,7 @@ BuildFeatures built_features() {
   f.ucx = RINGLET_BUILD_UCX;
   f.mpi = RINGLET_BUILD_MPI;
   f.python = RINGLET_BUILD_PYTHON;
+  f.tensorflow_ops = RINGLET_BUILD_TENSORFLOW;
   return f;
 }
 
@@ -51,17 +52,23 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
     return text;
   };
   std::string out = "Ringlet v" + std::string(version) + ":\n\n";
-  // ringlet.torch needs the Python binding and torch; the TensorFlow and
-  // Keras bindings are not written yet.
+  // Each framework module needs the Python binding and its framework.
   out += "Available Frameworks:\n";
-  item(out, false, "TensorFlow");
-  std::string torch = "PyTorch";
-  if (!f.python)
-    torch += " (this build has no Python binding)";
-  else if (!f.torch)
-    torch += " (python3 cannot import torch: pip install torch)";
-  item(out, f.python && f.torch, torch);
-  item(out, false, "Keras");
+  auto framework = [&](bool importable, std::string name, std::string_view install) {
+    if (!f.python)
+      name += " (this build has no Python binding)";
+    else if (!importable)
+      name += " (python3 cannot import it: pip install " + std::string(install) + ")";
+    return name;
+  };
+  std::string tensorflow = framework(f.tensorflow, "TensorFlow", "tensorflow tf-keras");
+  if (f.python && f.tensorflow && !f.tensorflow_ops)
+    tensorflow += " (built without its op library: collectives run as py_function ops)";
+  item(out, f.python && f.tensorflow, tensorflow);
+  item(out, f.python && f.torch, framework(f.torch, "PyTorch", "torch"));
+  item(out, f.python && f.tensorflow && f.tf_keras,
+       framework(f.tensorflow && f.tf_keras, "Keras (tf-keras)", "tensorflow tf-keras"));
+  item(out, false, "MXNet (no wheel for this Python)");
   out += "\nAvailable Controllers:\n";
   item(out, true, "Ringlet store (TCP)");
   // Under mpirun the ranks meet through MPI (core/bootstrap/mpi_bootstrap).

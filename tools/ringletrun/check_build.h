@@ -16,9 +16,12 @@ struct BuildFeatures {
   bool ucx = false;
   bool mpi = false;
   bool python = false;
+  bool tensorflow_ops = false;  // ringlet.tensorflow's op library
   // Frameworks importable by the python3 the ranks would run (found at run
   // time: they are installed apart from Ringlet).
   bool torch = false;
+  bool tensorflow = false;
+  bool tf_keras = false;
 };
 
 // Whether `python3` on PATH can import `module` (without importing it).

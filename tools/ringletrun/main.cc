@@ -267,7 +267,11 @@ int run(int argc, char** argv) {
   if (auto code = parse_args(argc, argv, args)) return *code;
   if (args.check_build) {
     BuildFeatures features = built_features();
-    if (features.python) features.torch = python_has_module("torch");
+    if (features.python) {
+      features.torch = python_has_module("torch");
+      features.tensorflow = python_has_module("tensorflow");
+      features.tf_keras = python_has_module("tf_keras");
+    }
     std::cout << format_check_build(features, built_version());
     return 0;
   }
