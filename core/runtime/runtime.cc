@@ -58,8 +58,8 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm, std::vector<std::vector<int
       cache_capacity_(static_cast<size_t>(std::max<int64_t>(0, comm_->config().cache_capacity))),
       stall_policy_(stall_policy_of(comm_->config())),
       peer_timeout_(comm_->config().timeout),
-      set_table_(size_, rank_),
-      gpu_operations_(comm_->config().gpu_operations) {
+      gpu_operations_(comm_->config().gpu_operations),
+      set_table_(size_, rank_) {
   auto world = std::make_unique<ProcessSet>(cache_capacity_, stall_policy_, 0);
   world->ranks = *set_table_.ranks(0);
   world->comm = comm_.get();

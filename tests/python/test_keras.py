@@ -1,6 +1,7 @@
 """ringlet.keras with model.fit(): DistributedOptimizer and the callbacks."""
 
 import numpy as np
+import pytest
 
 import ringlet.keras as hvd
 import tensorflow as tf
@@ -50,6 +51,36 @@ def test_distributed_optimizer_keeps_class_and_config():
         assert isinstance(opt, tf.keras.optimizers.Adam)
         assert np.isclose(opt.get_config()["learning_rate"], 0.01)
         assert np.allclose(hvd.allreduce(np.ones(2), op=hvd.Sum), hvd.size())
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
+def test_backward_passes_per_step_applies_every_second_call(graph):
+    """Gradients summed locally over two calls, averaged over them and over the
+    ranks, applied on the second call; the first only counts the iteration."""
+    hvd.init()
+    try:
+        n, r = hvd.size(), hvd.rank()
+        w = tf.Variable([1.0, 2.0])
+        opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.5), backward_passes_per_step=2,
+                                       average_aggregated_gradients=True)
+
+        def apply(g):
+            opt.apply_gradients([(g, w)])
+        step = tf.function(apply) if graph else apply
+        first, second = tf.constant([r + 1.0, 0.0]), tf.constant([0.0, 2.0 * (r + 1)])
+        step(first)
+        assert w.numpy().tolist() == [1.0, 2.0]
+        assert int(opt.iterations.numpy()) == 1
+        step(second)
+        mean_rank = (n + 1) / 2  # the mean of r + 1 over the ranks
+        want = [1.0 - 0.5 * mean_rank / 2, 2.0 - 0.5 * 2 * mean_rank / 2]
+        assert np.allclose(w.numpy(), want), (w.numpy(), want)
+        assert int(opt.iterations.numpy()) == 2
+        step(first)  # a new round: nothing applied yet
+        assert np.allclose(w.numpy(), want)
         hvd.barrier()
     finally:
         hvd.shutdown()

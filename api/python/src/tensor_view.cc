@@ -34,7 +34,7 @@ std::optional<DataType> dtype_of(nb::dlpack::dtype t) {
 }
 
 std::string dtype_text(nb::dlpack::dtype t) {
-  const char* kind = "?";
+  const char* kind = nullptr;
   switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
     case nb::dlpack::dtype_code::Int:
       kind = "int";
@@ -54,6 +54,9 @@ std::string dtype_text(nb::dlpack::dtype t) {
     case nb::dlpack::dtype_code::Bool:
       kind = "bool";
       break;
+    default:  // the float8/float6/float4 codes of newer DLPack versions
+      return "DLPack dtype code " + std::to_string(t.code) + " of " + std::to_string(t.bits) +
+             " bits";
   }
   std::string text = kind + std::to_string(t.bits);
   if (t.lanes != 1) text += "x" + std::to_string(t.lanes);

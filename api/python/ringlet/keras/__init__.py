@@ -31,13 +31,55 @@ from ringlet.tensorflow.mpi_ops import barrier, join  # noqa: F401
 
 class _DistributedOptimizer:
     """Mixed in before the wrapped optimizer's class: apply_gradients() applies
-    the gradients reduced over the ranks."""
+    the gradients reduced over the ranks.
+
+    With backward_passes_per_step N > 1, as in Horovod, each call adds its
+    gradients to local sums and only every N-th call reduces the sums (divided
+    by N with average_aggregated_gradients) over the ranks and applies them;
+    the calls between only count the optimizer's iterations, so that learning
+    rate schedules keep their pace. Every rank calls in step, so all take the
+    same branch, eager or in a ``tf.function``.
+    """
 
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         pairs = list(grads_and_vars)
-        grads = self._ringlet_reduction([g for g, _ in pairs], "DistributedOptimizer")
-        return super().apply_gradients(list(zip(grads, [v for _, v in pairs])), *args,
-                                       **kwargs)
+        grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
+        if self._ringlet_passes == 1:
+            reduced = self._ringlet_reduction(grads, "DistributedOptimizer")
+            return super().apply_gradients(list(zip(reduced, variables)), *args, **kwargs)
+        return self._ringlet_aggregate(grads, variables, *args, **kwargs)
+
+    def _ringlet_aggregate(self, grads, variables, *args, **kwargs):
+        if self._ringlet_sums is None:
+            with tf.init_scope():  # created once, outside any tf.function being traced
+                self._ringlet_sums = [
+                    None if g is None else tf.Variable(tf.zeros(v.shape, g.dtype),
+                                                       trainable=False)
+                    for g, v in zip(grads, variables)]
+                self._ringlet_count = tf.Variable(0, dtype=tf.int64, trainable=False)
+        for s, g in zip(self._ringlet_sums, grads):
+            if s is not None:
+                s.assign_add(tf.convert_to_tensor(g))
+        count = self._ringlet_count.assign_add(1)
+
+        def reduce_and_apply():
+            passes = float(self._ringlet_passes) if self._ringlet_average_passes else 1.0
+            local = [None if s is None else s / passes for s in self._ringlet_sums]
+            reduced = self._ringlet_reduction(local, "DistributedOptimizer")
+            # In a tf.function, stateful ops run in program order.
+            super(_DistributedOptimizer, self).apply_gradients(
+                [(r, v) for r, v in zip(reduced, variables) if r is not None], *args, **kwargs)
+            for s in self._ringlet_sums:
+                if s is not None:
+                    s.assign(tf.zeros_like(s))
+            self._ringlet_count.assign(0)
+            return tf.constant(True)
+
+        def count_only():
+            self.iterations.assign_add(1)
+            return tf.constant(False)
+
+        return tf.cond(count >= self._ringlet_passes, reduce_and_apply, count_only)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
@@ -49,9 +91,9 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     (and so minimize() and model.fit()) uses gradients reduced over the ranks."""
     reduction = _GradientReduction(compression, sparse_as_dense, op, gradient_predivide_factor,
                                    process_set)
-    if backward_passes_per_step != 1:
-        raise NotImplementedError("backward_passes_per_step > 1 is not implemented by "
-                                  "ringlet.keras yet; accumulate gradients in the training step")
+    if int(backward_passes_per_step) < 1:
+        raise ValueError(f"backward_passes_per_step must be at least 1, not "
+                         f"{backward_passes_per_step}")
     base = optimizer.__class__
     cls = type(base.__name__, (_DistributedOptimizer, base), {})
     config = optimizer.get_config()
@@ -59,6 +101,9 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         config["name"] = name
     distributed = cls.from_config(config)
     distributed._ringlet_reduction = reduction
+    distributed._ringlet_passes = int(backward_passes_per_step)
+    distributed._ringlet_average_passes = bool(average_aggregated_gradients)
+    distributed._ringlet_sums = None
     return distributed
 
 
