@@ -162,8 +162,10 @@ Command parse_command_line(int argc, char** argv) {
   app.add_option("-c,--check", check, "check results: 0 or 1 (default 1)")->check(CLI::Range(0, 1));
   app.add_option("-o,--op", op, "reduction: sum | prod | min | max | avg")
       ->check(CLI::IsMember({"sum", "prod", "min", "max", "avg"}));
-  app.add_option("-d,--datatype", dtype, "float | double | half | bfloat16 | int8 | uint8 | int32 | int64")
-      ->check(CLI::IsMember({"float", "double", "half", "bfloat16", "int8", "uint8", "int32", "int64"}));
+  app.add_option("-d,--datatype", dtype,
+                 "float | double | half | bfloat16 | int8 | uint8 | int16 | uint16 | int32 | int64")
+      ->check(CLI::IsMember({"float", "double", "half", "bfloat16", "int8", "uint8", "int16",
+                             "uint16", "int32", "int64"}));
   app.add_option("-r,--root", o.root, "root rank of broadcast (default 0)");
   app.add_option("-a,--average", o.average,
                  "time across ranks: 0 rank 0's, 1 mean (default), 2 min, 3 max")

@@ -150,7 +150,7 @@ std::vector<Table> run_sweep(const Options& o, const std::vector<Backend*>& back
   const int nranks = first.size();
   Buffers buf = allocate(o, nranks);
   std::vector<Table> tables;
-  for (Backend* be : backends) tables.push_back(Table{std::string(be->name()), std::string(be->impl()), {}});
+  for (Backend* be : backends) tables.push_back(Table{std::string(be->name()), std::string(be->impl()), {}, {}});
 
   for (size_t bytes : o.sizes()) {
     Layout layout = layout_for(o.collective, bytes, o.dtype, nranks);

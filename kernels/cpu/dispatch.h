@@ -45,6 +45,8 @@ decltype(auto) visit_dtype(DataType dtype, Fn&& fn) {
     case DataType::kUInt8: return fn(Native<uint8_t>{});
     case DataType::kInt32: return fn(Native<int32_t>{});
     case DataType::kInt64: return fn(Native<int64_t>{});
+    case DataType::kInt16: return fn(Native<int16_t>{});
+    case DataType::kUInt16: return fn(Native<uint16_t>{});
   }
   bad_argument("dtype", static_cast<long long>(dtype));
 }

@@ -68,6 +68,8 @@ cudaError_t visit_dtype(DataType dtype, Fn&& fn) {
     case DataType::kUInt8: return fn(Tag<uint8_t>{});
     case DataType::kInt32: return fn(Tag<int32_t>{});
     case DataType::kInt64: return fn(Tag<int64_t>{});
+    case DataType::kInt16: return fn(Tag<int16_t>{});
+    case DataType::kUInt16: return fn(Tag<uint16_t>{});
   }
   return cudaErrorInvalidValue;
 }

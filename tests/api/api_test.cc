@@ -431,8 +431,9 @@ TEST_F(ApiTest, StatusStringsNameEveryCode) {
     EXPECT_STRNE(text, "unknown status") << code;
     for (const std::string& other : seen) EXPECT_NE(other, text) << code;
     seen.emplace_back(text);
-    if (code != RINGLET_OK)
+    if (code != RINGLET_OK) {
       EXPECT_STREQ(text, ringlet::to_string(static_cast<ringlet::ErrorCode>(code)));
+    }
   }
   EXPECT_STREQ(ringlet_status_string(static_cast<ringlet_status>(99)), "unknown status");
   EXPECT_STREQ(ringlet_status_string(RINGLET_ERR_MISMATCH), "mismatch across ranks");

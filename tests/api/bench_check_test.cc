@@ -79,7 +79,8 @@ TEST_P(CheckerTest, InPlaceAllgatherNeedsEveryBlock) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, CheckerTest,
                          ::testing::Values(DataType::kFloat32, DataType::kFloat64,
                                            DataType::kFloat16, DataType::kBFloat16, DataType::kInt8,
-                                           DataType::kUInt8, DataType::kInt32, DataType::kInt64),
+                                           DataType::kUInt8, DataType::kInt32, DataType::kInt64,
+                                           DataType::kInt16, DataType::kUInt16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Codec, HalfAndBfloat16RoundTripSmallIntegersExactly) {

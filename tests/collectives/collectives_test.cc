@@ -39,7 +39,8 @@ Communicator& comm() { return *g_comm; }
 
 constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                                   DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                                  DataType::kInt32,   DataType::kInt64};
+                                  DataType::kInt32,   DataType::kInt64,   DataType::kInt16,
+                                  DataType::kUInt16};
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                                 ReduceOp::kAvg};
 

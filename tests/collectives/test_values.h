@@ -25,6 +25,8 @@ inline void put(DataType t, void* base, size_t i, double v) {
     case DataType::kUInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
     case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    case DataType::kInt16: static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v); break;
+    case DataType::kUInt16: static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(v); break;
   }
 }
 
@@ -39,11 +41,13 @@ inline double get(DataType t, const void* base, size_t i) {
     case DataType::kUInt8: return static_cast<const uint8_t*>(base)[i];
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DataType::kInt16: return static_cast<const int16_t*>(base)[i];
+    case DataType::kUInt16: return static_cast<const uint16_t*>(base)[i];
   }
   return 0;
 }
 
-inline bool is_unsigned(DataType t) { return t == DataType::kUInt8; }
+inline bool is_unsigned(DataType t) { return t == DataType::kUInt8 || t == DataType::kUInt16; }
 
 // What rank `r` contributes at global element index i.
 inline double value(DataType t, ReduceOp op, int r, size_t i) {

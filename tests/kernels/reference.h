@@ -36,7 +36,8 @@ class IsaScope {
 inline constexpr DataType kAllDtypes[] = {DataType::kFloat32, DataType::kFloat64,
                                           DataType::kFloat16, DataType::kBFloat16,
                                           DataType::kInt8,    DataType::kUInt8,
-                                          DataType::kInt32,   DataType::kInt64};
+                                          DataType::kInt32,   DataType::kInt64,
+                                          DataType::kInt16,   DataType::kUInt16};
 inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
                                        ReduceOp::kMax, ReduceOp::kAvg};
 
@@ -158,6 +159,8 @@ void for_dtype(DataType dtype, Fn&& fn) {
     case DataType::kUInt8: return fn(uint8_t{});
     case DataType::kInt32: return fn(int32_t{});
     case DataType::kInt64: return fn(int64_t{});
+    case DataType::kInt16: return fn(int16_t{});
+    case DataType::kUInt16: return fn(uint16_t{});
   }
 }
 
@@ -228,8 +231,10 @@ inline void ref_reduce(DataType dtype, ReduceOp op, void* out, const void* a, co
         std::memcpy(&hy, &y, 2);
         const uint16_t hr = narrow16(dtype, ref_op(op, widen16(dtype, hx), widen16(dtype, hy)));
         std::memcpy(&r, &hr, 2);
-      } else if constexpr (std::is_same_v<T, uint16_t>) {
-        r = narrow16(dtype, ref_op(op, widen16(dtype, x), widen16(dtype, y)));
+      } else if constexpr (std::is_same_v<T, uint16_t>) {  // bfloat16 bits, or uint16
+        r = dtype == DataType::kBFloat16
+                ? narrow16(dtype, ref_op(op, widen16(dtype, x), widen16(dtype, y)))
+                : ref_op(op, x, y);
       } else {
         r = ref_op(op, x, y);
       }
@@ -264,10 +269,14 @@ inline void ref_scale_buffer(DataType dtype, void* out, const void* in, size_t n
       std::memcpy(&x, static_cast<const char*>(in) + i * sizeof(T), sizeof(T));
       T r;
       if constexpr (std::is_same_v<T, _Float16> || std::is_same_v<T, uint16_t>) {
-        uint16_t h;
-        std::memcpy(&h, &x, 2);
-        const uint16_t s = narrow16(dtype, widen16(dtype, h) * static_cast<float>(factor));
-        std::memcpy(&r, &s, 2);
+        if (dtype == DataType::kUInt16) {  // an integer, not bfloat16 bits
+          r = ref_scale(x, factor);
+        } else {
+          uint16_t h;
+          std::memcpy(&h, &x, 2);
+          const uint16_t s = narrow16(dtype, widen16(dtype, h) * static_cast<float>(factor));
+          std::memcpy(&r, &s, 2);
+        }
       } else {
         r = ref_scale(x, factor);
       }

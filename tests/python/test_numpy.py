@@ -6,7 +6,8 @@ import pytest
 
 from ringlet.common import exceptions
 
-DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64]
+DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32,
+          np.int64]
 
 
 def input_of(rank, shape, dtype):
@@ -39,7 +40,7 @@ def test_grouped_allreduce_and_scales(rn):
     assert np.allclose(ys[0], rn.size())
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.int16, np.complex128],
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.uint32, np.complex128],
                          ids=lambda d: np.dtype(d).name)
 def test_allgather_broadcast_alltoall(rn, dtype):
     n = rn.size()

@@ -12,8 +12,8 @@ import pytest
 import ringlet.tensorflow  # noqa: F401  (selects the Keras 2 API before tf.keras is used)
 import tensorflow as tf
 
-DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int32,
-          tf.int64]
+DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int16,
+          tf.uint16, tf.int32, tf.int64]
 
 
 def input_of(rank, shape, dtype):

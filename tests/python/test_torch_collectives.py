@@ -8,8 +8,8 @@ import torch
 from conftest import input_of
 
 REDUCIBLE = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
-             torch.uint8, torch.int32, torch.int64]
-MOVABLE = REDUCIBLE + [torch.bool, torch.int16, torch.complex64]
+             torch.uint8, torch.int16, torch.uint16, torch.int32, torch.int64]
+MOVABLE = REDUCIBLE + [torch.bool, torch.complex64]
 
 
 def expected_reduction(hvd, op, shape, dtype, ranks=None):

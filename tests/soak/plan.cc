@@ -9,7 +9,8 @@ namespace {
 
 constexpr DataType kDtypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                                 DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                                DataType::kInt32,   DataType::kInt64};
+                                DataType::kInt32,   DataType::kInt64,   DataType::kInt16,
+                                DataType::kUInt16};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kAvg};
 

@@ -38,10 +38,14 @@ struct Range {
 // Bounds keep every result exact with up to 4 contributors, a prescale and a
 // postscale of 2 each (8-bit integers are never scaled, see plan.cc).
 inline Range value_range(DataType t, ReduceOp op) {
-  if (op == ReduceOp::kProd) return t == DataType::kUInt8 ? Range{0, 3} : Range{-2, 2};
+  if (op == ReduceOp::kProd) {
+    return t == DataType::kUInt8 || t == DataType::kUInt16 ? Range{0, 3} : Range{-2, 2};
+  }
   switch (t) {
     case DataType::kInt8: return {-7, 7};
     case DataType::kUInt8: return {0, 15};
+    case DataType::kInt16: return {-1000, 1000};
+    case DataType::kUInt16: return {0, 2000};
     case DataType::kBFloat16: return {-16, 16};
     case DataType::kFloat16: return {-100, 100};
     case DataType::kFloat32: return {-(int64_t{1} << 16), int64_t{1} << 16};
@@ -116,6 +120,8 @@ inline double load(DataType t, const void* p, size_t i) {
     case DataType::kUInt8: return static_cast<const uint8_t*>(p)[i];
     case DataType::kInt32: return static_cast<const int32_t*>(p)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DataType::kInt16: return static_cast<const int16_t*>(p)[i];
+    case DataType::kUInt16: return static_cast<const uint16_t*>(p)[i];
   }
   return 0;
 }
@@ -130,6 +136,8 @@ inline void store(DataType t, void* p, size_t i, double v) {
     case DataType::kUInt8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); return;
     case DataType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
     case DataType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
+    case DataType::kInt16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); return;
+    case DataType::kUInt16: static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); return;
   }
 }
 

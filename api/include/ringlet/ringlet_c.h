@@ -39,7 +39,7 @@ const char* ringlet_status_string(int status);
  * holding a value outside its list (a caller's 42) is undefined behaviour in
  * C++, so every value crosses as an int and the library checks it; an
  * unknown one is RINGLET_ERR_INVALID_ARGUMENT, and the message names it
- * ("unknown dtype 42 (expected 0..7: ...)"). */
+ * ("unknown dtype 42 (expected 0..9: ...)"). */
 typedef enum {
   RINGLET_FLOAT32 = 0,
   RINGLET_FLOAT64 = 1,
@@ -49,6 +49,8 @@ typedef enum {
   RINGLET_UINT8 = 5,
   RINGLET_INT32 = 6,
   RINGLET_INT64 = 7,
+  RINGLET_INT16 = 8,
+  RINGLET_UINT16 = 9,
 } ringlet_dtype;
 
 typedef enum {

@@ -21,11 +21,13 @@ std::optional<DataType> dtype_of(nb::dlpack::dtype t) {
       break;
     case nb::dlpack::dtype_code::Int:
       if (t.bits == 8) return DataType::kInt8;
+      if (t.bits == 16) return DataType::kInt16;
       if (t.bits == 32) return DataType::kInt32;
       if (t.bits == 64) return DataType::kInt64;
       break;
     case nb::dlpack::dtype_code::UInt:
       if (t.bits == 8) return DataType::kUInt8;
+      if (t.bits == 16) return DataType::kUInt16;
       break;
     default:
       break;
@@ -93,8 +95,8 @@ Tensor tensor_view(const DlpackFields& array, const char* call, const std::strin
   if (!dtype) {
     refuse(call, name,
            "has dtype " + dtype_text(array.dtype) +
-               ", which is not supported (float16, bfloat16, float32, float64, int8, uint8, int32 "
-               "and int64 are)");
+               ", which is not supported (float16, bfloat16, float32, float64, int8, uint8, int16, "
+               "uint16, int32 and int64 are)");
   }
   t.dtype = *dtype;
   if (!is_dense_row_major(array)) {

@@ -44,6 +44,8 @@ std::optional<DataType> reducible(tf::DataType t) {
     case tf::DT_UINT8: return DataType::kUInt8;
     case tf::DT_INT32: return DataType::kInt32;
     case tf::DT_INT64: return DataType::kInt64;
+    case tf::DT_INT16: return DataType::kInt16;
+    case tf::DT_UINT16: return DataType::kUInt16;
     default: return std::nullopt;
   }
 }
@@ -275,7 +277,7 @@ class BroadcastOp : public tf::AsyncOpKernel {
 }  // namespace ringlet::tensorflow_ops
 
 REGISTER_OP("RingletAllreduce")
-    .Attr("T: {half, bfloat16, float, double, int8, uint8, int32, int64}")
+    .Attr("T: {half, bfloat16, float, double, int8, uint8, int16, uint16, int32, int64}")
     .Attr("N: int >= 1")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float")

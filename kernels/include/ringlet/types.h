@@ -19,8 +19,10 @@ enum class DataType : int32_t {
   kUInt8 = 5,
   kInt32 = 6,
   kInt64 = 7,
+  kInt16 = 8,
+  kUInt16 = 9,
 };
-inline constexpr int kNumDataTypes = 8;
+inline constexpr int kNumDataTypes = 10;
 
 // kAvg is a sum followed by a division by the number of contributors:
 // x 1/n for floating types, integer division (toward zero) for integers.
@@ -43,6 +45,8 @@ constexpr size_t dtype_size(DataType t) {
     case DataType::kUInt8: return 1;
     case DataType::kInt32: return 4;
     case DataType::kInt64: return 8;
+    case DataType::kInt16: return 2;
+    case DataType::kUInt16: return 2;
   }
   return 0;
 }
@@ -59,7 +63,8 @@ constexpr bool is_valid(ReduceOp op) {
   return static_cast<int32_t>(op) >= 0 && static_cast<int32_t>(op) < kNumReduceOps;
 }
 
-// nccl-tests' spellings: float, double, half, bfloat16, int8, uint8, int32, int64.
+// nccl-tests' spellings: float, double, half, bfloat16, int8, uint8, int32, int64
+// (and int16, uint16, which nccl-tests lacks).
 constexpr std::string_view to_string(DataType t) {
   switch (t) {
     case DataType::kFloat32: return "float";
@@ -70,6 +75,8 @@ constexpr std::string_view to_string(DataType t) {
     case DataType::kUInt8: return "uint8";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
+    case DataType::kInt16: return "int16";
+    case DataType::kUInt16: return "uint16";
   }
   return "unknown";
 }

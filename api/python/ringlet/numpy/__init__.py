@@ -23,7 +23,7 @@ poll = _handles.poll
 synchronize = _handles.synchronize
 
 _REDUCIBLE = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.uint8,
-                                    np.int32, np.int64)}
+                                    np.int16, np.uint16, np.int32, np.int64)}
 
 
 def _array(array, call):

@@ -28,7 +28,8 @@ from ringlet.tensorflow.compression import Compression
 
 # What the core reduces; bfloat16 is reduced as float32 (numpy has no
 # bfloat16 of its own), the rest only moves as bytes.
-_REDUCIBLE = {tf.float16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int32, tf.int64}
+_REDUCIBLE = {tf.float16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int16, tf.uint16,
+              tf.int32, tf.int64}
 
 
 def _numpy(tensor):
@@ -52,7 +53,7 @@ def _reducible(tensor):
         return tf.cast(tensor, tf.float32), tf.bfloat16
     if tensor.dtype not in _REDUCIBLE:
         raise ValueError(f"dtype {tensor.dtype.name} is not supported for reductions (float16, "
-                         f"bfloat16, float32, float64, int8, uint8, int32 and int64 are)")
+                         f"bfloat16, float32, float64, int8, uint8, int16, uint16, int32 and int64 are)")
     return tensor, None
 
 

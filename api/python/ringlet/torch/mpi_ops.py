@@ -18,10 +18,10 @@ from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.torch.compression import Compression
 
 
-# The dtypes the core reduces; the others (bool, int16, ...) are carried as
+# The dtypes the core reduces; the others (bool, complex, ...) are carried as
 # bytes by the collectives that only move data.
 _REDUCIBLE = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
-              torch.uint8, torch.int32, torch.int64}
+              torch.uint8, torch.int16, torch.uint16, torch.int32, torch.int64}
 
 _op_name = _handles.op_name
 _register = _handles.register

@@ -102,6 +102,14 @@ struct IntRange<uint8_t> {
   static constexpr uint8_t kMin = 0, kMax = 255;
 };
 template <>
+struct IntRange<int16_t> {
+  static constexpr int16_t kMin = -32768, kMax = 32767;
+};
+template <>
+struct IntRange<uint16_t> {
+  static constexpr uint16_t kMin = 0, kMax = 65535;
+};
+template <>
 struct IntRange<int32_t> {
   static constexpr int32_t kMin = -2147483647 - 1, kMax = 2147483647;
 };
