@@ -65,6 +65,12 @@ void HandleTable::fail(Handle h, common::Failure failure) {
   if (then) then();
 }
 
+common::Failure HandleTable::stopped_before(Handle h) const {
+  return common::Failure(ErrorKind::kShutdown, "handle " + std::to_string(h) +
+                                                   " was pending when the runtime stopped (" +
+                                                   closed_why_ + ")");
+}
+
 void HandleTable::take_then(Handle h, Continuation then) {
   std::function<void()> now;
   {
@@ -75,9 +81,7 @@ void HandleTable::take_then(Handle h, Continuation then) {
     if (s.done) {
       now = finish(states_.find(h));
     } else if (closed_) {
-      s.failure = common::Failure(ErrorKind::kShutdown, "handle " + std::to_string(h) +
-                                                            " was pending when the runtime stopped (" +
-                                                            closed_why_ + ")");
+      s.failure = stopped_before(h);
       now = finish(states_.find(h));
     }
   }
@@ -151,10 +155,7 @@ void HandleTable::close(const std::string& why) {
     for (auto it = states_.begin(); it != states_.end();) {
       auto next = std::next(it);
       if (!it->second->done && it->second->then) {
-        it->second->failure = common::Failure(
-            ErrorKind::kShutdown,
-            "handle " + std::to_string(it->first) + " was pending when the runtime stopped (" +
-                closed_why_ + ")");
+        it->second->failure = stopped_before(it->first);
         thens.push_back(finish(it));
       }
       it = next;

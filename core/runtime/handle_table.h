@@ -92,6 +92,8 @@ class HandleTable {
   // erased), or an empty one. mu_ held.
   using Entry = std::unordered_map<Handle, std::unique_ptr<State>>::iterator;
   std::function<void()> finish(Entry it);
+  // A continued handle's failure when the runtime stopped first. mu_ held.
+  common::Failure stopped_before(Handle h) const;
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  // notified on every completion

@@ -121,7 +121,8 @@ void fail_now(tf::OpKernelContext* ctx, const Done& done) {
   done();
 }
 
-void finish_when_done(const std::shared_ptr<Pending>& pending, const std::vector<int64_t>& handles) {
+void finish_when_done(const std::shared_ptr<Pending>& pending,
+                      const std::vector<int64_t>& handles) {
   for (int64_t handle : handles) {
     synchronize_then(handle, [pending](ringlet::Result result, std::exception_ptr error) {
       if (error) {

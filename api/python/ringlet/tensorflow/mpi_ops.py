@@ -47,13 +47,18 @@ def _in_graph(fn, inputs, out_dtypes):
     return tf.py_function(eager_fn, list(inputs), list(out_dtypes))
 
 
+def _check_reducible(dtype):
+    if dtype != tf.bfloat16 and dtype not in _REDUCIBLE:
+        raise ValueError(f"dtype {dtype.name} is not supported for reductions (float16, "
+                         f"bfloat16, float32, float64, int8, uint8, int16, uint16, int32 and "
+                         f"int64 are)")
+
+
 def _reducible(tensor):
     """(tensor the core reduces, dtype to cast the result back to or None)."""
+    _check_reducible(tensor.dtype)
     if tensor.dtype == tf.bfloat16:
         return tf.cast(tensor, tf.float32), tf.bfloat16
-    if tensor.dtype not in _REDUCIBLE:
-        raise ValueError(f"dtype {tensor.dtype.name} is not supported for reductions (float16, "
-                         f"bfloat16, float32, float64, int8, uint8, int16, uint16, int32 and int64 are)")
     return tensor, None
 
 
@@ -105,7 +110,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         return _allreduce_indexed_slices(tensor, name, op, process_set)
     if _ops.library is not None:
         compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
-        _reducible(compressed)  # refuses what the core does not reduce, as below
+        _check_reducible(compressed.dtype)
         (out,) = _ops.allreduce([compressed], [_handles.op_name("allreduce", name, process_set)],
                                 _basics.core_op(op), prescale_factor, postscale_factor,
                                 _set_id(process_set))
@@ -135,14 +140,16 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     if not tensors:
         return []
     pairs = [compression.compress(t) for t in tensors]
-    prepared = [_reducible(c) for c, _ in pairs]
-    srcs = [s for s, _ in prepared]
     base = _handles.op_name("grouped_allreduce", name, process_set)
-    names = [f"{base}.{i}" for i in range(len(srcs))]
+    names = [f"{base}.{i}" for i in range(len(pairs))]
     if _ops.library is not None:
+        for c, _ in pairs:
+            _check_reducible(c.dtype)
         return _grouped_allreduce_ops([c for c, _ in pairs], [ctx for _, ctx in pairs], names,
                                       compression, core_op, prescale_factor, postscale_factor,
                                       process_set)
+    prepared = [_reducible(c) for c, _ in pairs]
+    srcs = [s for s, _ in prepared]
 
     def run(*arrays):
         arrays = [np.ascontiguousarray(a) for a in arrays]
