@@ -87,10 +87,10 @@ if(NOT RINGLET_WITH_PYTHON STREQUAL "OFF")
 endif()
 ringlet_resolve_option(PYTHON _python_found)
 
-# TensorFlow: ringlet.tensorflow's op library is built against the TensorFlow
-# that this Python imports (its headers and libtensorflow_framework travel in
-# the wheel). Without it ringlet.tensorflow runs its collectives as
-# py_function ops instead.
+# TensorFlow: ringlet.tensorflow's op library is built against the headers of
+# the TensorFlow that this Python imports, and at run time uses the
+# libtensorflow_framework that TensorFlow has loaded already. Without it
+# ringlet.tensorflow runs its collectives as py_function ops instead.
 set(_tensorflow_found OFF)
 if(RINGLET_HAVE_PYTHON AND NOT RINGLET_WITH_TENSORFLOW STREQUAL "OFF")
   execute_process(

@@ -9,7 +9,7 @@
 # and runs every test there; any report fails the run. Extra arguments go to
 # ctest.
 #
-# Cost, cold (no ccache), on two cores: about 24 CPU-minutes to build at -O2
+# Cost, cold (no ccache), on two cores: about 25 CPU-minutes to build at -O2
 # (the instrumentation, not the headers, is the cost: a unity build saves
 # little), a third less at -O1, which is what ASan's own documentation
 # recommends; then about 8 min to run the tests at -j2. CI runs it after the
