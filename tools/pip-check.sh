@@ -21,6 +21,12 @@ if command -v ccache >/dev/null; then
   cache=(-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
          -Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
          -Ccmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  # The same compilers by the same names (pip's environment would pick g++
+  # where CMake picked c++ for build/, and ccache tells them apart).
+  for lang in C CXX; do
+    compiler=$(sed -n "s/^CMAKE_${lang}_COMPILER:FILEPATH=//p" build/CMakeCache.txt 2>/dev/null)
+    [ -n "$compiler" ] && cache+=("-Ccmake.define.CMAKE_${lang}_COMPILER=$compiler")
+  done
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
   --no-deps -Cbuild-dir=build-wheel -Ccmake.build-type=RelWithDebInfo "${cache[@]}" .
