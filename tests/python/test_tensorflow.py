@@ -150,6 +150,10 @@ def test_errors(rtf):
         mismatched()
     with pytest.raises(ValueError, match="not supported"):
         rtf.allreduce(tf.constant([True, False]))
+    with pytest.raises(ValueError, match="string has no fixed element size"):
+        rtf.allgather(tf.constant(["a", "b"]))
+    with pytest.raises(ValueError, match="string has no fixed element size"):
+        rtf.broadcast(tf.constant(["a"]), 0)
     with pytest.raises(NotImplementedError):
         rtf.allreduce(tf.ones([2]), op=rtf.Adasum)
     assert np.allclose(rtf.allreduce(tf.ones([2]), op=rtf.Sum).numpy(), rtf.size())

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ringlet/ringlet.h>
@@ -100,6 +101,21 @@ absl::Status status_of(std::exception_ptr error) {
   }
 }
 
+// A call this rank got wrong, in the words of the library's own refusals:
+// "ringlet: <call> of '<name>' on rank N: <cause>".
+absl::Status refusal(std::string_view call, const std::string& name, const std::string& cause) {
+  std::string where = "ringlet: " + std::string(call) + " of '" + name + "'";
+  if (is_initialized()) where += " on rank " + std::to_string(rank());
+  return absl::InvalidArgumentError(where + ": " + cause);
+}
+
+// Strings, resources and variants have no bytes of their own to move.
+absl::Status movable(std::string_view call, const std::string& name, tf::DataType dtype) {
+  if (tf::DataTypeSize(dtype) > 0) return absl::OkStatus();
+  return refusal(call, name, "dtype " + tf::DataTypeString(dtype) +
+                                 " has no fixed element size, so it cannot be sent as bytes");
+}
+
 // Finishes an op after its collectives: `finish` runs on the last result (on
 // the runtime's thread) and may fill outputs. The first error wins.
 struct Pending {
@@ -158,9 +174,9 @@ class AllreduceOp : public tf::AsyncOpKernel {
   void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
     const int n = ctx->num_inputs();
     OP_REQUIRES_ASYNC(ctx, static_cast<int>(names_.size()) == n,
-                      absl::InvalidArgumentError("ringlet: " + std::to_string(n) +
-                                                 " tensors but " + std::to_string(names_.size()) +
-                                                 " names"),
+                      refusal("allreduce", names_.empty() ? std::string() : names_[0],
+                              std::to_string(n) + " tensors but " +
+                                  std::to_string(names_.size()) + " names"),
                       done);
     std::vector<ringlet::Tensor> ins, outs;
     for (int i = 0; i < n; ++i) {
@@ -207,9 +223,9 @@ class AllgatherOp : public tf::AsyncOpKernel {
   void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
     const tf::Tensor& in = ctx->input(0);
     OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
-                      absl::InvalidArgumentError("ringlet: allgather of '" + name_ +
-                                                 "': a scalar has no first dimension to gather"),
+                      refusal("allgather", name_, "a scalar has no first dimension to gather"),
                       done);
+    OP_REQUIRES_OK_ASYNC(ctx, movable("allgather", name_, in.dtype()), done);
     const bool as_bytes = !reducible(in.dtype());
     int64_t handle = 0;
     try {
@@ -251,16 +267,20 @@ class BroadcastOp : public tf::AsyncOpKernel {
 
   void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
     const tf::Tensor& in = ctx->input(0);
+    OP_REQUIRES_OK_ASYNC(ctx, movable("broadcast", name_, in.dtype()), done);
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, in.shape(), &out),
                          done);
-    // Broadcast works in place: the root sends its output buffer.
-    if (out->tensor_data().data() != in.tensor_data().data() && in.NumElements() > 0) {
-      std::memcpy(const_cast<char*>(out->tensor_data().data()), in.tensor_data().data(),
-                  in.TotalBytes());
-    }
     int64_t handle = 0;
     try {
+      // Broadcast works in place: the root sends its output buffer, which
+      // holds its input only once copied; elsewhere the output is overwritten.
+      const bool copy = out->tensor_data().data() != in.tensor_data().data() &&
+                        in.NumElements() > 0 && rank() == root_;
+      if (copy) {
+        std::memcpy(const_cast<char*>(out->tensor_data().data()), in.tensor_data().data(),
+                    in.TotalBytes());
+      }
       handle = broadcast_async(name_, moved_view(*out), root_, process_set_);
     } catch (...) {
       return fail_now(ctx, done);

@@ -54,6 +54,14 @@ def _check_reducible(dtype):
                          f"int64 are)")
 
 
+def _check_movable(dtype, call):
+    # Both paths refuse alike: the op library's kernels would, and numpy has no bytes of
+    # a string tensor to send.
+    if dtype in (tf.string, tf.resource, tf.variant):
+        raise ValueError(f"ringlet: {call}: dtype {dtype.name} has no fixed element size, so "
+                         f"it cannot be sent as bytes")
+
+
 def _reducible(tensor):
     """(tensor the core reduces, dtype to cast the result back to or None)."""
     _check_reducible(tensor.dtype)
@@ -63,9 +71,14 @@ def _reducible(tensor):
 
 
 def _allreduce_dense(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    """One allreduce, through the op library where there is one."""
     tensor = tf.convert_to_tensor(tensor)
-    src, cast_back = _reducible(tensor)
     full_name = _handles.op_name("allreduce", name, process_set)
+    if _ops.library is not None:
+        _check_reducible(tensor.dtype)
+        return _ops.allreduce([tensor], [full_name], _basics.core_op(op), prescale_factor,
+                              postscale_factor, _set_id(process_set))[0]
+    src, cast_back = _reducible(tensor)
 
     def run(x):
         out = np.empty_like(x)
@@ -108,26 +121,29 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     _basics.core_op(op)  # refuses Adasum and unknown ops at once
     if isinstance(tensor, tf.IndexedSlices):
         return _allreduce_indexed_slices(tensor, name, op, process_set)
-    if _ops.library is not None:
-        compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
-        _check_reducible(compressed.dtype)
-        (out,) = _ops.allreduce([compressed], [_handles.op_name("allreduce", name, process_set)],
-                                _basics.core_op(op), prescale_factor, postscale_factor,
-                                _set_id(process_set))
-        return compression.decompress(out, ctx)
 
-    @tf.custom_gradient
     def reduce(x):
         compressed, ctx = compression.compress(x)
-        y = compression.decompress(_allreduce_dense(compressed, name, op, prescale_factor,
-                                                    postscale_factor, process_set), ctx)
+        return compression.decompress(_allreduce_dense(compressed, name, op, prescale_factor,
+                                                       postscale_factor, process_set), ctx)
 
-        def grad(dy):
-            return _allreduce_dense(dy, None, op, prescale_factor, postscale_factor,
-                                    process_set)
-        return y, grad
+    if _ops.library is not None:  # the op's gradient is registered below
+        return reduce(tf.convert_to_tensor(tensor))
 
-    return reduce(tf.convert_to_tensor(tensor))
+    @tf.custom_gradient
+    def differentiable(x):
+        return reduce(x), lambda dy: _allreduce_grad(dy, op, prescale_factor, postscale_factor,
+                                                     process_set)
+    return differentiable(tf.convert_to_tensor(tensor))
+
+
+def _by_dtype(tensors):
+    """Indices of ``tensors`` by dtype, in first-seen order: the core fuses a group of
+    one dtype, so a mixed group is one grouped collective per dtype."""
+    groups = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault(t.dtype, []).append(i)
+    return list(groups.values())
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
@@ -145,21 +161,22 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     if _ops.library is not None:
         for c, _ in pairs:
             _check_reducible(c.dtype)
-        return _grouped_allreduce_ops([c for c, _ in pairs], [ctx for _, ctx in pairs], names,
-                                      compression, core_op, prescale_factor, postscale_factor,
-                                      process_set)
+        outs = [None] * len(pairs)
+        for members in _by_dtype([c for c, _ in pairs]):
+            reduced = _ops.allreduce([pairs[i][0] for i in members], [names[i] for i in members],
+                                     core_op, prescale_factor, postscale_factor,
+                                     _set_id(process_set))
+            for i, out in zip(members, reduced):
+                outs[i] = compression.decompress(out, pairs[i][1])
+        return outs
     prepared = [_reducible(c) for c, _ in pairs]
     srcs = [s for s, _ in prepared]
 
     def run(*arrays):
         arrays = [np.ascontiguousarray(a) for a in arrays]
         outs = [np.empty_like(a) for a in arrays]
-        # One grouped collective per dtype: the core fuses a group of one dtype.
-        by_dtype = {}
-        for i, a in enumerate(arrays):
-            by_dtype.setdefault(a.dtype, []).append(i)
         handles = []
-        for members in by_dtype.values():
+        for members in _by_dtype(arrays):
             handles += _ringlet.grouped_allreduce_async(
                 [names[i] for i in members], [arrays[i] for i in members],
                 [outs[i] for i in members], core_op, float(prescale_factor),
@@ -179,24 +196,12 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     return results
 
 
-def _grouped_allreduce_ops(tensors, ctxs, names, compression, core_op, prescale_factor,
-                           postscale_factor, process_set):
-    # One op per dtype: the core fuses a group of one dtype.
-    by_dtype = {}
-    for i, t in enumerate(tensors):
-        by_dtype.setdefault(t.dtype, []).append(i)
-    outs = [None] * len(tensors)
-    for members in by_dtype.values():
-        reduced = _ops.allreduce([tensors[i] for i in members], [names[i] for i in members],
-                                 core_op, prescale_factor, postscale_factor,
-                                 _set_id(process_set))
-        for i, out in zip(members, reduced):
-            outs[i] = compression.decompress(out, ctxs[i])
-    return outs
-
-
 def _allgather_raw(tensor, name, process_set):
+    """One allgather, through the op library where there is one."""
+    _check_movable(tensor.dtype, "allgather")
     full_name = _handles.op_name("allgather", name, process_set)
+    if _ops.library is not None:
+        return _ops.allgather(tensor, full_name, _set_id(process_set))
 
     def run(x):
         return [_handles.synchronize(_np_ops._allgather_named(np.ascontiguousarray(x), full_name,
@@ -211,32 +216,21 @@ def _allgather_raw(tensor, name, process_set):
 def allgather(tensor, name=None, process_set=global_process_set, ignore_name_scope=False):
     """``tensor`` from every rank concatenated on dimension 0 (differentiable)."""
     tensor = tf.convert_to_tensor(tensor)
-    if _ops.library is not None:
-        return _ops.allgather(tensor, _handles.op_name("allgather", name, process_set),
-                              _set_id(process_set))
+    if _ops.library is not None or not tensor.dtype.is_floating:
+        return _allgather_raw(tensor, name, process_set)
 
     @tf.custom_gradient
     def gather(x):
-        y = _allgather_raw(x, name, process_set)
-
-        def grad(dy):
-            reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
-            rows = _allgather_raw(tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1]), None,
-                                  process_set)
-            index = _ringlet.process_set_rank(_set_id(process_set))
-            offset = tf.reduce_sum(rows[:index])
-            return tf.slice(reduced, tf.concat([[offset], tf.zeros_like(tf.shape(
-                reduced, out_type=tf.int64)[1:])], 0), tf.shape(x, out_type=tf.int64))
-        return y, grad
-
-    if not tensor.dtype.is_floating:
-        return _allgather_raw(tensor, name, process_set)
+        return (_allgather_raw(x, name, process_set),
+                lambda dy: _allgather_grad(x, dy, process_set))
     return gather(tensor)
 
 
 def _broadcast_raw(tensors, root_rank, names, process_set):
     """Broadcasts several tensors from ``root_rank`` (``names`` given whole): one op
     each with the op library, else one ``py_function`` for all."""
+    for t in tensors:
+        _check_movable(t.dtype, "broadcast")
     if _ops.library is not None:
         return [_ops.broadcast(t, root_rank, n, _set_id(process_set))
                 for t, n in zip(tensors, names)]
@@ -260,23 +254,59 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set,
     of the incoming gradients at the root, zero elsewhere)."""
     tensor = tf.convert_to_tensor(tensor)
     full_name = _handles.op_name("broadcast", name, process_set)
-    if _ops.library is not None:
-        return _ops.broadcast(tensor, root_rank, full_name, _set_id(process_set))
+    if _ops.library is not None or not tensor.dtype.is_floating:
+        return _broadcast_raw([tensor], root_rank, [full_name], process_set)[0]
 
     @tf.custom_gradient
     def bcast(x):
         (y,) = _broadcast_raw([x], root_rank, [full_name], process_set)
-
-        def grad(dy):
-            reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
-            if _ringlet.rank() != root_rank:
-                reduced = tf.zeros_like(reduced)
-            return reduced
-        return y, grad
-
-    if not tensor.dtype.is_floating:
-        return _broadcast_raw([tensor], root_rank, [full_name], process_set)[0]
+        return y, lambda dy: _broadcast_grad(dy, root_rank, process_set)
     return bcast(tensor)
+
+
+# Horovod's gradient rules, written once: the py_function path applies them
+# through tf.custom_gradient above, the op library's ops through
+# tf.RegisterGradient below. A gradient's collective is unnamed: numbered like
+# any other, the same on every rank, since every rank builds the same backward
+# pass.
+
+def _allreduce_grad(dy, op, prescale_factor, postscale_factor, process_set):
+    """allreduce's: the same allreduce of the incoming gradient."""
+    return _allreduce_dense(dy, None, op, prescale_factor, postscale_factor, process_set)
+
+
+def _allgather_grad(x, dy, process_set):
+    """allgather's: this rank's rows of the summed incoming gradient."""
+    reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
+    rows = _allgather_raw(tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1]), None, process_set)
+    offset = tf.reduce_sum(rows[:_ringlet.process_set_rank(_set_id(process_set))])
+    begin = tf.concat([[offset], tf.zeros_like(tf.shape(reduced, out_type=tf.int64)[1:])], 0)
+    return tf.slice(reduced, begin, tf.shape(x, out_type=tf.int64))
+
+
+def _broadcast_grad(dy, root_rank, process_set):
+    """broadcast's: the sum of the incoming gradients at the root, zero elsewhere."""
+    reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
+    return reduced if _ringlet.rank() == root_rank else tf.zeros_like(reduced)
+
+
+if _ops.library is not None:
+    @tf.RegisterGradient("RingletAllreduce")
+    def _registered_allreduce_grad(op, *grads):
+        # A fused group's gradients go back as one group too.
+        set_id = op.get_attr("process_set_id")
+        base = _handles.group_base(None, set_id)
+        return _ops.allreduce(list(grads), [f"{base}.{i}" for i in range(len(grads))],
+                              op.get_attr("reduce_op"), op.get_attr("prescale_factor"),
+                              op.get_attr("postscale_factor"), set_id)
+
+    @tf.RegisterGradient("RingletAllgather")
+    def _registered_allgather_grad(op, grad):
+        return _allgather_grad(op.inputs[0], grad, op.get_attr("process_set_id"))
+
+    @tf.RegisterGradient("RingletBroadcast")
+    def _registered_broadcast_grad(op, grad):
+        return _broadcast_grad(grad, op.get_attr("root_rank"), op.get_attr("process_set_id"))
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,

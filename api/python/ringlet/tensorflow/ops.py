@@ -1,7 +1,8 @@
 """The op library: ringlet.tensorflow's allreduce, grouped allreduce,
 allgather and broadcast as TensorFlow ops that run asynchronously on the
-tensors' own buffers (api/python/tensorflow_ops/ringlet_tf_ops.cc), with
-Horovod's gradient rules registered for them.
+tensors' own buffers (api/python/tensorflow_ops/ringlet_tf_ops.cc). Their
+gradients are registered in ringlet/tensorflow/mpi_ops.py, beside the same
+rules for the ``py_function`` path.
 
 ``library`` is None where this install has no op library (TensorFlow was not
 importable when ringlet was built) or ``RINGLET_TENSORFLOW_OPS=0`` turns it
@@ -13,9 +14,7 @@ import os
 
 import tensorflow as tf
 
-from ringlet import _ringlet
-from ringlet.common import basics, exceptions
-from ringlet.common import handles as _handles
+from ringlet.common import exceptions
 
 
 def _load():
@@ -67,38 +66,3 @@ def allgather(tensor, name, process_set_id):
 def broadcast(tensor, root_rank, name, process_set_id):
     return run_eagerly_or_traced(library.ringlet_broadcast, tensor, root_rank=root_rank,
                                  process_set_id=process_set_id, tensor_name=name)
-
-
-# Horovod's gradient rules. A gradient's collective is unnamed: it is numbered
-# like any other, and every rank builds the same backward pass.
-if library is not None:
-    @tf.RegisterGradient("RingletAllreduce")
-    def _allreduce_grad(op, *grads):
-        set_id = op.get_attr("process_set_id")
-        base = _handles.group_base(None, set_id)
-        return allreduce(list(grads), [f"{base}.{i}" for i in range(len(grads))],
-                         op.get_attr("reduce_op"), op.get_attr("prescale_factor"),
-                         op.get_attr("postscale_factor"), set_id)
-
-    @tf.RegisterGradient("RingletAllgather")
-    def _allgather_grad(op, grad):
-        # This rank's rows of the summed gradient.
-        set_id = op.get_attr("process_set_id")
-        (reduced,) = allreduce([grad], [_handles.op_name("allreduce", None, set_id)],
-                               basics.core_op(basics.Sum), 1.0, 1.0, set_id)
-        x = op.inputs[0]
-        rows = allgather(tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1]),
-                         _handles.op_name("allgather", None, set_id), set_id)
-        offset = tf.reduce_sum(rows[:_ringlet.process_set_rank(set_id)])
-        begin = tf.concat([[offset], tf.zeros_like(tf.shape(reduced, out_type=tf.int64)[1:])], 0)
-        return tf.slice(reduced, begin, tf.shape(x, out_type=tf.int64))
-
-    @tf.RegisterGradient("RingletBroadcast")
-    def _broadcast_grad(op, grad):
-        # The sum of the gradients at the root, zero elsewhere.
-        set_id = op.get_attr("process_set_id")
-        (reduced,) = allreduce([grad], [_handles.op_name("allreduce", None, set_id)],
-                               basics.core_op(basics.Sum), 1.0, 1.0, set_id)
-        if _ringlet.rank() != op.get_attr("root_rank"):
-            return tf.zeros_like(reduced)
-        return reduced
