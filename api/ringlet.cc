@@ -552,21 +552,12 @@ void synchronize_then(int64_t handle, std::function<void(Result, std::exception_
         const int rank = rt.rank();
         rt.synchronize_then(handle, [done = std::move(done), rank](
                                         core::runtime::HandleTable::Outcome outcome) {
-          if (!outcome.failure) {
+          if (outcome.failure) {
+            done(Result{},
+                 std::make_exception_ptr(api::error_of(*outcome.failure, "synchronize", rank)));
+          } else {
             done(to_public(std::move(outcome.result)), nullptr);
-            return;
           }
-          std::exception_ptr error;
-          try {
-            try {
-              throw *outcome.failure;
-            } catch (...) {
-              api::rethrow_as_error("synchronize", rank);
-            }
-          } catch (...) {
-            error = std::current_exception();
-          }
-          done(Result{}, error);
         });
       },
       /*start=*/false);

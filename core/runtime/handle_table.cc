@@ -14,55 +14,57 @@ Handle HandleTable::create() {
   return h;
 }
 
-std::function<void()> HandleTable::finish(Entry it) {
+std::unique_ptr<HandleTable::State> HandleTable::finish(Entry it) {
   it->second->done = true;
-  if (!it->second->then) return {};
+  if (!it->second->then) return nullptr;
   std::unique_ptr<State> s = std::move(it->second);
   states_.erase(it);
-  return [s = std::shared_ptr<State>(std::move(s))] {
-    s->then(Outcome{std::move(s->failure), std::move(s->result)});
-  };
+  return s;
+}
+
+void HandleTable::run_then(std::unique_ptr<State> s) {
+  if (s) s->then(Outcome{std::move(s->failure), std::move(s->result)});
 }
 
 void HandleTable::complete(Handle h, Result result) {
-  std::function<void()> then;
+  std::unique_ptr<State> continued;
   {
     std::lock_guard lock(mu_);
     auto it = states_.find(h);
     if (it == states_.end() || it->second->done) return;
     it->second->result = std::move(result);
-    then = finish(it);
+    continued = finish(it);
   }
   cv_.notify_all();
-  if (then) then();
+  run_then(std::move(continued));
 }
 
 void HandleTable::complete_all(std::vector<std::pair<Handle, Result>>& done) {
-  std::vector<std::function<void()>> thens;
+  std::vector<std::unique_ptr<State>> continued;
   {
     std::lock_guard lock(mu_);
     for (auto& [h, result] : done) {
       auto it = states_.find(h);
       if (it == states_.end() || it->second->done) continue;
       it->second->result = std::move(result);
-      if (auto then = finish(it)) thens.push_back(std::move(then));
+      if (auto s = finish(it)) continued.push_back(std::move(s));
     }
   }
   cv_.notify_all();
-  for (auto& then : thens) then();
+  for (auto& s : continued) run_then(std::move(s));
 }
 
 void HandleTable::fail(Handle h, common::Failure failure) {
-  std::function<void()> then;
+  std::unique_ptr<State> continued;
   {
     std::lock_guard lock(mu_);
     auto it = states_.find(h);
     if (it == states_.end() || it->second->done) return;
     it->second->failure = std::move(failure);
-    then = finish(it);
+    continued = finish(it);
   }
   cv_.notify_all();
-  if (then) then();
+  run_then(std::move(continued));
 }
 
 common::Failure HandleTable::stopped_before(Handle h) const {
@@ -72,7 +74,7 @@ common::Failure HandleTable::stopped_before(Handle h) const {
 }
 
 void HandleTable::take_then(Handle h, Continuation then) {
-  std::function<void()> now;
+  std::unique_ptr<State> now;
   {
     std::lock_guard lock(mu_);
     State& s = find(h);
@@ -85,7 +87,7 @@ void HandleTable::take_then(Handle h, Continuation then) {
       now = finish(states_.find(h));
     }
   }
-  if (now) now();
+  run_then(std::move(now));
 }
 
 HandleTable::State& HandleTable::find(Handle h) const {
@@ -145,7 +147,7 @@ void HandleTable::release(Handle h) {
 
 void HandleTable::close(const std::string& why) {
   // Nobody waits on a continued handle to give it take()'s grace: it ends now.
-  std::vector<std::function<void()>> thens;
+  std::vector<std::unique_ptr<State>> continued;
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
@@ -156,13 +158,13 @@ void HandleTable::close(const std::string& why) {
       auto next = std::next(it);
       if (!it->second->done && it->second->then) {
         it->second->failure = stopped_before(it->first);
-        thens.push_back(finish(it));
+        continued.push_back(finish(it));
       }
       it = next;
     }
   }
   cv_.notify_all();
-  for (auto& then : thens) then();
+  for (auto& s : continued) run_then(std::move(s));
 }
 
 size_t HandleTable::size() const {

@@ -88,10 +88,11 @@ class HandleTable {
     Continuation then;  // set by take_then while pending
   };
   State& find(Handle h) const;  // mu_ held
-  // Marks `it` done; returns the continuation to run (the state is then
-  // erased), or an empty one. mu_ held.
+  // Marks `it` done. A continued handle's state is taken out of the table and
+  // returned, for run_then() once mu_ is released; otherwise nullptr. mu_ held.
   using Entry = std::unordered_map<Handle, std::unique_ptr<State>>::iterator;
-  std::function<void()> finish(Entry it);
+  std::unique_ptr<State> finish(Entry it);
+  static void run_then(std::unique_ptr<State> s);  // mu_ not held
   // A continued handle's failure when the runtime stopped first. mu_ held.
   common::Failure stopped_before(Handle h) const;
 
