@@ -1,11 +1,27 @@
 # Finds Ringlet's dependencies and turns each AUTO option into a RINGLET_HAVE_*
 # boolean. A component asked for with ON that cannot be found is an error.
 find_package(Threads REQUIRED)
-find_package(PkgConfig REQUIRED)
+find_package(PkgConfig)
 find_package(OpenSSL REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
-pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+# hwloc through pkg-config where there is one; otherwise by its header and
+# library under CMAKE_PREFIX_PATH (a prefix unpacked without pkg-config, as
+# tests/gpu/device-check.sh makes on a bare GPU machine).
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(HWLOC IMPORTED_TARGET hwloc)
+endif()
+if(NOT TARGET PkgConfig::HWLOC)
+  find_path(RINGLET_HWLOC_INCLUDE_DIR hwloc.h)
+  find_library(RINGLET_HWLOC_LIBRARY hwloc)
+  if(NOT RINGLET_HWLOC_INCLUDE_DIR OR NOT RINGLET_HWLOC_LIBRARY)
+    message(FATAL_ERROR "hwloc was not found, neither by pkg-config nor as hwloc.h and libhwloc "
+                        "under CMAKE_PREFIX_PATH (Debian: apt-get install libhwloc-dev)")
+  endif()
+  add_library(PkgConfig::HWLOC UNKNOWN IMPORTED)
+  set_target_properties(PkgConfig::HWLOC PROPERTIES IMPORTED_LOCATION ${RINGLET_HWLOC_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${RINGLET_HWLOC_INCLUDE_DIR})
+endif()
 
 function(ringlet_resolve_option name found)
   if(RINGLET_WITH_${name} STREQUAL "ON" AND NOT ${found})
@@ -40,6 +56,7 @@ if(NOT RINGLET_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 ringlet_resolve_option(CUDA _cuda_found)
+string(REPLACE ";" " " RINGLET_CUDA_ARCHITECTURES_TEXT "${CMAKE_CUDA_ARCHITECTURES}")
 if(RINGLET_HAVE_CUDA)
   # CMake 3.25 knows nvcc's -std flags only up to C++17 and refuses
   # CUDA_STANDARD 20; nvcc >= 12 accepts -std=c++20, so name the flag for it.
@@ -57,6 +74,14 @@ if(RINGLET_HAVE_CUDA)
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(_nccl_found ON)
+    # The version, for --check-build: nccl.h spells it as three defines.
+    file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_version_lines REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+    set(RINGLET_NCCL_VERSION "")
+    foreach(part MAJOR MINOR PATCH)
+      string(REGEX MATCH "NCCL_${part} +([0-9]+)" _m "${_nccl_version_lines}")
+      list(APPEND RINGLET_NCCL_VERSION ${CMAKE_MATCH_1})
+    endforeach()
+    string(JOIN "." RINGLET_NCCL_VERSION ${RINGLET_NCCL_VERSION})
     add_library(Ringlet::nccl UNKNOWN IMPORTED)
     set_target_properties(Ringlet::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
                           INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
@@ -64,7 +89,9 @@ if(RINGLET_HAVE_CUDA)
 endif()
 ringlet_resolve_option(NCCL _nccl_found)
 
-pkg_check_modules(UCX IMPORTED_TARGET ucx)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(UCX IMPORTED_TARGET ucx)
+endif()
 ringlet_resolve_option(UCX UCX_FOUND)
 
 find_package(MPI COMPONENTS C)

@@ -1,5 +1,6 @@
-// reduce and reduce_many on device memory. Element-wise and memory bound:
-// one grid-stride loop, each element widened to its compute type, combined by
+// reduce and reduce_many on device memory. Memory bound: every input is read
+// once and the output written once, 16 bytes per access where the pointers
+// share their alignment, each element widened to its compute type, combined by
 // the shared ops.h functor and narrowed back.
 #include "device_types.cuh"
 #include "ringlet/kernels/cuda.h"
@@ -8,25 +9,79 @@ namespace ringlet::kernels::cuda {
 namespace {
 
 using detail::Element;
+using detail::kLanes16;
+using detail::Lanes;
 
 template <class Op, class S>
-__global__ void reduce_kernel(S* out, const S* a, const S* b, size_t n) {
-  const Op op{};
-  for (size_t i = detail::thread_index(); i < n; i += detail::grid_stride()) {
-    out[i] = Element<S>::narrow(op(Element<S>::widen(a[i]), Element<S>::widen(b[i])));
+struct ReduceTwo {
+  static constexpr int L = kLanes16<S>;
+  S* out;
+  const S* a;
+  const S* b;
+
+  __device__ void scalar(size_t i) const {
+    out[i] = Element<S>::narrow(Op{}(Element<S>::widen(a[i]), Element<S>::widen(b[i])));
   }
+  __device__ Lanes<S, L> load(size_t i) const {
+    const Lanes<S, L> x = detail::load_lanes<S, L>(a + i), y = detail::load_lanes<S, L>(b + i);
+    Lanes<S, L> r;
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+      r.v[l] = Element<S>::narrow(Op{}(Element<S>::widen(x.v[l]), Element<S>::widen(y.v[l])));
+    }
+    return r;
+  }
+  __device__ void store(size_t i, const Lanes<S, L>& r) const { detail::store_lanes<S, L>(out + i, r); }
+};
+
+template <class Op, class S>
+__global__ void reduce_kernel(ReduceTwo<Op, S> f, size_t n, size_t head, bool vector) {
+  detail::elementwise<ReduceTwo<Op, S>::L>(f, n, head, vector);
 }
 
-// Each thread folds its element across all inputs in a register, so every
-// input is read once and out written once; out may be one of the inputs.
+// Each thread folds its elements across all inputs in registers, in input
+// order; out may be one of the inputs.
 template <class Op, class S>
-__global__ void reduce_many_kernel(S* out, const void* const* inputs, int k, size_t n) {
-  const Op op{};
-  for (size_t i = detail::thread_index(); i < n; i += detail::grid_stride()) {
-    auto acc = Element<S>::widen(static_cast<const S*>(inputs[0])[i]);
-    for (int j = 1; j < k; ++j) acc = op(acc, Element<S>::widen(static_cast<const S*>(inputs[j])[i]));
+struct ReduceMany {
+  static constexpr int L = kLanes16<S>;
+  using C = typename Element<S>::Compute;
+  S* out;
+  const void* const* inputs;
+  int k;
+
+  __device__ const S* input(int j) const { return static_cast<const S*>(inputs[j]); }
+  __device__ void scalar(size_t i) const {
+    C acc = Element<S>::widen(input(0)[i]);
+    for (int j = 1; j < k; ++j) acc = Op{}(acc, Element<S>::widen(input(j)[i]));
     out[i] = Element<S>::narrow(acc);
   }
+  __device__ Lanes<S, L> load(size_t i) const {
+    C acc[L];
+    const Lanes<S, L> first = detail::load_lanes<S, L>(input(0) + i);
+#pragma unroll
+    for (int l = 0; l < L; ++l) acc[l] = Element<S>::widen(first.v[l]);
+    for (int j = 1; j < k; ++j) {
+      const Lanes<S, L> x = detail::load_lanes<S, L>(input(j) + i);
+#pragma unroll
+      for (int l = 0; l < L; ++l) acc[l] = Op{}(acc[l], Element<S>::widen(x.v[l]));
+    }
+    Lanes<S, L> r;
+#pragma unroll
+    for (int l = 0; l < L; ++l) r.v[l] = Element<S>::narrow(acc[l]);
+    return r;
+  }
+  __device__ void store(size_t i, const Lanes<S, L>& r) const { detail::store_lanes<S, L>(out + i, r); }
+};
+
+template <class Op, class S>
+__global__ void reduce_many_kernel(ReduceMany<Op, S> f, size_t n) {
+  // The pointers live on the device, so the alignment is decided here, once
+  // per thread, from the same values on every thread.
+  constexpr int L = ReduceMany<Op, S>::L;
+  const size_t head = detail::head_elements(f.out, sizeof(S), 16, n);
+  bool vector = true;
+  for (int j = 0; j < f.k; ++j) vector = vector && detail::aligned_after(f.input(j), sizeof(S), head, 16);
+  detail::elementwise<L>(f, n, head, vector);
 }
 
 }  // namespace
@@ -37,9 +92,14 @@ cudaError_t reduce(DataType dtype, ReduceOp op, void* out, const void* a, const 
     using S = typename decltype(tag)::Type;
     return detail::visit_op(op, [&](auto op_tag) {
       using Op = typename decltype(op_tag)::template Fn<typename Element<S>::Compute>;
+      using F = ReduceTwo<Op, S>;
       if (count == 0) return cudaSuccess;
-      reduce_kernel<Op, S><<<detail::blocks_for(count), detail::kThreads, 0, stream>>>(
-          static_cast<S*>(out), static_cast<const S*>(a), static_cast<const S*>(b), count);
+      const size_t head = detail::head_elements(out, sizeof(S), 16, count);
+      const bool vector = detail::aligned_after(a, sizeof(S), head, 16) &&
+                          detail::aligned_after(b, sizeof(S), head, 16);
+      reduce_kernel<Op, S><<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0, stream>>>(
+          F{static_cast<S*>(out), static_cast<const S*>(a), static_cast<const S*>(b)}, count, head,
+          vector);
       return cudaGetLastError();
     });
   });
@@ -52,9 +112,10 @@ cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* cons
     using S = typename decltype(tag)::Type;
     return detail::visit_op(op, [&](auto op_tag) {
       using Op = typename decltype(op_tag)::template Fn<typename Element<S>::Compute>;
+      using F = ReduceMany<Op, S>;
       if (count == 0) return cudaSuccess;
-      reduce_many_kernel<Op, S><<<detail::blocks_for(count), detail::kThreads, 0, stream>>>(
-          static_cast<S*>(out), inputs, num_inputs, count);
+      reduce_many_kernel<Op, S><<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0,
+                                  stream>>>(F{static_cast<S*>(out), inputs, num_inputs}, count);
       return cudaGetLastError();
     });
   });

@@ -1,5 +1,6 @@
 // scale and finish_average on device memory, with ops.h's ScaleBy and
-// DivideBy so that the rounding and saturation are the CPU's.
+// DivideBy so that the rounding and saturation are the CPU's; 16 bytes per
+// access after a scalar head that reaches the buffer's alignment.
 #include <type_traits>
 
 #include "device_types.cuh"
@@ -9,18 +10,35 @@ namespace ringlet::kernels::cuda {
 namespace {
 
 using detail::Element;
+using detail::kLanes16;
+using detail::Lanes;
 
 template <class S, class F>
-__global__ void map_kernel(S* buf, size_t n, F f) {
-  for (size_t i = detail::thread_index(); i < n; i += detail::grid_stride()) {
-    buf[i] = Element<S>::narrow(f(Element<S>::widen(buf[i])));
+struct Map {
+  static constexpr int L = kLanes16<S>;
+  S* buf;
+  F f;
+
+  __device__ void scalar(size_t i) const { buf[i] = Element<S>::narrow(f(Element<S>::widen(buf[i]))); }
+  __device__ Lanes<S, L> load(size_t i) const {
+    Lanes<S, L> x = detail::load_lanes<S, L>(buf + i);
+#pragma unroll
+    for (int l = 0; l < L; ++l) x.v[l] = Element<S>::narrow(f(Element<S>::widen(x.v[l])));
+    return x;
   }
+  __device__ void store(size_t i, const Lanes<S, L>& x) const { detail::store_lanes<S, L>(buf + i, x); }
+};
+
+template <class S, class F>
+__global__ void map_kernel(Map<S, F> m, size_t n, size_t head) {
+  detail::elementwise<Map<S, F>::L>(m, n, head, true);
 }
 
 template <class S, class F>
 cudaError_t launch_map(void* buf, size_t count, F f, cudaStream_t stream) {
-  map_kernel<S, F><<<detail::blocks_for(count), detail::kThreads, 0, stream>>>(
-      static_cast<S*>(buf), count, f);
+  const size_t head = detail::head_elements(buf, sizeof(S), 16, count);
+  map_kernel<S, F><<<detail::blocks_for_elements<Map<S, F>::L>(count), detail::kThreads, 0, stream>>>(
+      Map<S, F>{static_cast<S*>(buf), f}, count, head);
   return cudaGetLastError();
 }
 

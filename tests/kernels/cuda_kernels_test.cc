@@ -31,6 +31,8 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return data_; }
+  // `bytes` past the start: tests place data off the allocation's alignment.
+  void* at(size_t bytes) const { return static_cast<unsigned char*>(data_) + bytes; }
   cudaError_t upload(const void* host) { return cudaMemcpy(data_, host, bytes_, cudaMemcpyHostToDevice); }
   cudaError_t download(void* host) const { return cudaMemcpy(host, data_, bytes_, cudaMemcpyDeviceToHost); }
 
@@ -58,144 +60,233 @@ class CudaKernelsTest : public ::testing::Test {
   std::mt19937_64 rng_{2024};
 };
 
+// Element shifts of (a, b) off a 256-byte boundary: both aligned, both off by
+// the same amount (the vector path after a scalar head), and off by different
+// amounts (the element-by-element path).
+constexpr std::pair<size_t, size_t> kShifts[] = {{0, 0}, {1, 1}, {3, 3}, {0, 1}};
+
 TEST_F(CudaKernelsTest, ReduceMatchesReference) {
   for (DataType dtype : kAllDtypes) {
     for (ReduceOp op : kAllOps) {
-      for (size_t n : {size_t{1}, size_t{31}, size_t{1000003}}) {
-        SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::string(to_string(op)) +
-                     " n=" + std::to_string(n));
-        const size_t bytes = n * dtype_size(dtype);
-        std::vector<unsigned char> a(bytes), b(bytes), expected(bytes), gpu_out(bytes);
-        fill_random(dtype, a.data(), n, rng_);
-        fill_random(dtype, b.data(), n, rng_);
-        ref_reduce(dtype, op, expected.data(), a.data(), b.data(), n);
-        DeviceBuffer da(bytes), db(bytes);
-        RINGLET_ASSERT_CUDA(da.upload(a.data()));
-        RINGLET_ASSERT_CUDA(db.upload(b.data()));
-        // In place on a, as the ring does.
-        RINGLET_ASSERT_CUDA(cuda::reduce(dtype, op, da.get(), da.get(), db.get(), n, stream_));
-        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-        RINGLET_ASSERT_CUDA(da.download(gpu_out.data()));
-        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n));
+      for (size_t n : {size_t{1}, size_t{31}, size_t{4099}, size_t{1000003}}) {
+        for (auto [shift_a, shift_b] : kShifts) {
+          SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::string(to_string(op)) +
+                       " n=" + std::to_string(n) + " shifts " + std::to_string(shift_a) + "," +
+                       std::to_string(shift_b));
+          const size_t elem = dtype_size(dtype), bytes = n * elem;
+          std::vector<unsigned char> a(bytes), b(bytes), expected(bytes), gpu_out(bytes);
+          fill_random(dtype, a.data(), n, rng_);
+          fill_random(dtype, b.data(), n, rng_);
+          ref_reduce(dtype, op, expected.data(), a.data(), b.data(), n);
+          DeviceBuffer da(bytes + 64), db(bytes + 64);
+          void* pa = da.at(shift_a * elem);
+          void* pb = db.at(shift_b * elem);
+          RINGLET_ASSERT_CUDA(cudaMemcpy(pa, a.data(), bytes, cudaMemcpyHostToDevice));
+          RINGLET_ASSERT_CUDA(cudaMemcpy(pb, b.data(), bytes, cudaMemcpyHostToDevice));
+          // In place on a, as the ring does.
+          RINGLET_ASSERT_CUDA(cuda::reduce(dtype, op, pa, pa, pb, n, stream_));
+          RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+          RINGLET_ASSERT_CUDA(cudaMemcpy(gpu_out.data(), pa, bytes, cudaMemcpyDeviceToHost));
+          EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n));
+        }
       }
     }
   }
 }
 
+// Out of place, with every pointer at a different alignment: nothing may be
+// written outside [out, out + n).
+TEST_F(CudaKernelsTest, ReduceOutOfPlaceWritesOnlyItsOutput) {
+  const DataType dtype = DataType::kFloat16;
+  const size_t n = 12345, elem = dtype_size(dtype), bytes = n * elem, shift = 5 * elem;
+  std::vector<unsigned char> a(bytes), b(bytes), expected(bytes);
+  fill_random(dtype, a.data(), n, rng_);
+  fill_random(dtype, b.data(), n, rng_);
+  ref_reduce(dtype, ReduceOp::kSum, expected.data(), a.data(), b.data(), n);
+  DeviceBuffer da(bytes), db(bytes + 64), dout(bytes + 2 * shift);
+  RINGLET_ASSERT_CUDA(da.upload(a.data()));
+  RINGLET_ASSERT_CUDA(cudaMemcpy(db.at(elem), b.data(), bytes, cudaMemcpyHostToDevice));
+  RINGLET_ASSERT_CUDA(cudaMemset(dout.get(), 0x5a, bytes + 2 * shift));
+  RINGLET_ASSERT_CUDA(cuda::reduce(dtype, ReduceOp::kSum, dout.at(shift), da.get(), db.at(elem), n, stream_));
+  RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+  std::vector<unsigned char> all(bytes + 2 * shift);
+  RINGLET_ASSERT_CUDA(dout.download(all.data()));
+  EXPECT_TRUE(same_values(dtype, expected.data(), all.data() + shift, n));
+  for (size_t i = 0; i < shift; ++i) {
+    ASSERT_EQ(all[i], 0x5a) << "byte " << i << " before the output was written";
+    ASSERT_EQ(all[shift + bytes + i], 0x5a) << "byte " << i << " after the output was written";
+  }
+}
+
 TEST_F(CudaKernelsTest, ReduceManyMatchesReference) {
+  // Element shift of each of the four inputs; the output is input 1.
+  const std::vector<std::vector<size_t>> shifts = {{0, 0, 0, 0}, {2, 2, 2, 2}, {0, 0, 1, 0}};
   for (DataType dtype : kAllDtypes) {
     for (ReduceOp op : kAllOps) {
-      const size_t n = 70001, k = 4, bytes = n * dtype_size(dtype);
-      std::vector<std::vector<unsigned char>> host(k, std::vector<unsigned char>(bytes));
-      std::vector<const void*> host_ptrs;
-      std::vector<DeviceBuffer> dev;
-      dev.reserve(k);
-      std::vector<const void*> dev_ptrs;
-      for (size_t j = 0; j < k; ++j) {
-        fill_random(dtype, host[j].data(), n, rng_);
-        host_ptrs.push_back(host[j].data());
-        dev.emplace_back(bytes);
-        RINGLET_ASSERT_CUDA(dev.back().upload(host[j].data()));
-        dev_ptrs.push_back(dev.back().get());
+      for (const auto& shift : shifts) {
+        const size_t n = 70001, k = 4, elem = dtype_size(dtype), bytes = n * elem;
+        std::vector<std::vector<unsigned char>> host(k, std::vector<unsigned char>(bytes));
+        std::vector<const void*> host_ptrs;
+        std::vector<DeviceBuffer> dev;
+        dev.reserve(k);
+        std::vector<const void*> dev_ptrs;
+        for (size_t j = 0; j < k; ++j) {
+          fill_random(dtype, host[j].data(), n, rng_);
+          host_ptrs.push_back(host[j].data());
+          dev.emplace_back(bytes + 64);
+          void* p = dev.back().at(shift[j] * elem);
+          RINGLET_ASSERT_CUDA(cudaMemcpy(p, host[j].data(), bytes, cudaMemcpyHostToDevice));
+          dev_ptrs.push_back(p);
+        }
+        std::vector<unsigned char> expected(bytes), gpu_out(bytes);
+        ref_reduce_many(dtype, op, expected.data(), host_ptrs, n);
+        DeviceBuffer ptrs(k * sizeof(void*));
+        RINGLET_ASSERT_CUDA(ptrs.upload(dev_ptrs.data()));
+        void* out = const_cast<void*>(dev_ptrs[1]);
+        RINGLET_ASSERT_CUDA(cuda::reduce_many(dtype, op, out,
+                                              static_cast<const void* const*>(ptrs.get()), k, n,
+                                              stream_));
+        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+        RINGLET_ASSERT_CUDA(cudaMemcpy(gpu_out.data(), out, bytes, cudaMemcpyDeviceToHost));
+        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
+            << to_string(dtype) << " " << to_string(op) << " shifts " << shift[0] << shift[1]
+            << shift[2] << shift[3];
       }
-      std::vector<unsigned char> expected(bytes), gpu_out(bytes);
-      ref_reduce_many(dtype, op, expected.data(), host_ptrs, n);
-      DeviceBuffer ptrs(k * sizeof(void*));
-      RINGLET_ASSERT_CUDA(ptrs.upload(dev_ptrs.data()));
-      RINGLET_ASSERT_CUDA(cuda::reduce_many(dtype, op, dev[1].get(),
-                                            static_cast<const void* const*>(ptrs.get()), k, n,
-                                            stream_));
-      RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-      RINGLET_ASSERT_CUDA(dev[1].download(gpu_out.data()));
-      EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
-          << to_string(dtype) << " " << to_string(op);
     }
   }
 }
 
 TEST_F(CudaKernelsTest, ScaleAndAverageMatchReference) {
   for (DataType dtype : kAllDtypes) {
-    const size_t n = 100003, bytes = n * dtype_size(dtype);
-    std::vector<unsigned char> host(bytes), expected(bytes), gpu_out(bytes);
-    fill_random(dtype, host.data(), n, rng_);
-    DeviceBuffer dev(bytes);
-    for (double factor : {0.5, -3.0, 1.0 / 3.0}) {
-      ref_scale_buffer(dtype, expected.data(), host.data(), n, factor);
-      RINGLET_ASSERT_CUDA(dev.upload(host.data()));
-      RINGLET_ASSERT_CUDA(cuda::scale(dtype, dev.get(), n, factor, stream_));
+    for (size_t shift : {size_t{0}, size_t{1}}) {
+      const size_t n = 100003, elem = dtype_size(dtype), bytes = n * elem;
+      std::vector<unsigned char> host(bytes), expected(bytes), gpu_out(bytes);
+      fill_random(dtype, host.data(), n, rng_);
+      DeviceBuffer dev(bytes + 64);
+      void* p = dev.at(shift * elem);
+      auto upload = [&] { return cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice); };
+      auto download = [&] { return cudaMemcpy(gpu_out.data(), p, bytes, cudaMemcpyDeviceToHost); };
+      for (double factor : {0.5, -3.0, 1.0 / 3.0}) {
+        ref_scale_buffer(dtype, expected.data(), host.data(), n, factor);
+        RINGLET_ASSERT_CUDA(upload());
+        RINGLET_ASSERT_CUDA(cuda::scale(dtype, p, n, factor, stream_));
+        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+        RINGLET_ASSERT_CUDA(download());
+        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
+            << to_string(dtype) << " x" << factor << " shift " << shift;
+      }
+      ref_finish_average(dtype, expected.data(), host.data(), n, 3);
+      RINGLET_ASSERT_CUDA(upload());
+      RINGLET_ASSERT_CUDA(cuda::finish_average(dtype, p, n, 3, stream_));
       RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-      RINGLET_ASSERT_CUDA(dev.download(gpu_out.data()));
+      RINGLET_ASSERT_CUDA(download());
       EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
-          << to_string(dtype) << " x" << factor;
+          << to_string(dtype) << " shift " << shift;
     }
-    ref_finish_average(dtype, expected.data(), host.data(), n, 3);
-    RINGLET_ASSERT_CUDA(dev.upload(host.data()));
-    RINGLET_ASSERT_CUDA(cuda::finish_average(dtype, dev.get(), n, 3, stream_));
-    RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-    RINGLET_ASSERT_CUDA(dev.download(gpu_out.data()));
-    EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n)) << to_string(dtype);
   }
 }
 
+// A fusion buffer's layout: the tensors' element counts, whether each slot
+// starts on 16 bytes (the GPU planner's padding) or right after the last, and
+// the element shift of every k-th tensor's own memory.
+struct PackLayout {
+  std::string name;
+  std::vector<size_t> counts;
+  bool padded;
+  size_t shift_every;  // 0: no tensor shifted
+};
+
+std::vector<PackLayout> pack_layouts() {
+  std::vector<size_t> many(300, 37);
+  many.push_back(1000003);
+  many.push_back(5);
+  return {{"back to back", {1, 0, 7, 31, 4097, 100000, 3}, false, 0},
+          {"padded", {1, 0, 7, 31, 4097, 100000, 3}, true, 0},
+          {"padded, shifted tensors", {9, 4097, 100000, 64, 3}, true, 2},
+          {"many small and one large", many, true, 0}};
+}
+
 TEST_F(CudaKernelsTest, BatchedPackUnpackMatchReference) {
-  const size_t counts[] = {1, 0, 7, 31, 4097, 100000, 3};
-  for (DataType dtype : kAllDtypes) {
-    const size_t elem = dtype_size(dtype);
-    size_t total = 0, max_count = 0;
-    std::vector<std::vector<unsigned char>> host;
-    std::vector<DeviceBuffer> dev;
-    dev.reserve(std::size(counts));
-    std::vector<cuda::FusedSegment> segments;
-    for (size_t c : counts) {
-      host.emplace_back(c * elem);
-      fill_random(dtype, host.back().data(), c, rng_);
-      dev.emplace_back(c * elem);
-      RINGLET_ASSERT_CUDA(dev.back().upload(host.back().data()));
-      segments.push_back({dev.back().get(), total, c});
-      total += c;
-      max_count = std::max(max_count, c);
-    }
-    DeviceBuffer descriptors(segments.size() * sizeof(cuda::FusedSegment));
-    RINGLET_ASSERT_CUDA(descriptors.upload(segments.data()));
-    const auto* dev_segments = static_cast<const cuda::FusedSegment*>(descriptors.get());
-    for (double factor : {1.0, 0.125}) {
-      // Each tensor scaled as the reference computes it (factor 1: copied),
-      // laid end to end.
-      std::vector<unsigned char> expected(total * elem), gpu_fused(total * elem);
-      for (size_t i = 0, offset = 0; i < host.size(); offset += counts[i], ++i) {
+  for (const PackLayout& layout : pack_layouts()) {
+    for (DataType dtype : kAllDtypes) {
+      SCOPED_TRACE(layout.name + " " + std::string(to_string(dtype)));
+      const size_t elem = dtype_size(dtype), align = 16 / elem;
+      const size_t n_tensors = layout.counts.size();
+      std::vector<std::vector<unsigned char>> host;
+      std::vector<DeviceBuffer> dev;
+      dev.reserve(n_tensors);
+      std::vector<cuda::FusedSegment> segments;
+      size_t total = 0;
+      for (size_t i = 0; i < n_tensors; ++i) {
+        const size_t c = layout.counts[i];
+        const size_t shift = layout.shift_every != 0 && i % layout.shift_every == 1 ? 1 : 0;
+        if (layout.padded) total = (total + align - 1) / align * align;
+        host.emplace_back(c * elem);
+        fill_random(dtype, host.back().data(), c, rng_);
+        dev.emplace_back(c * elem + 64);
+        void* p = dev.back().at(shift * elem);
+        RINGLET_ASSERT_CUDA(cudaMemcpy(p, host.back().data(), c * elem, cudaMemcpyHostToDevice));
+        segments.push_back({p, total, c});
+        total += c;
+      }
+      DeviceBuffer descriptors(segments.size() * sizeof(cuda::FusedSegment));
+      RINGLET_ASSERT_CUDA(descriptors.upload(segments.data()));
+      const auto* dev_segments = static_cast<const cuda::FusedSegment*>(descriptors.get());
+      const int num = static_cast<int>(segments.size());
+      for (double factor : {1.0, 0.125}) {
+        // Each tensor scaled as the reference computes it (factor 1: copied),
+        // at its slot; the padding is left as it was (zero).
+        std::vector<unsigned char> expected(total * elem, 0), gpu_fused(total * elem);
+        for (size_t i = 0; i < n_tensors; ++i) {
+          unsigned char* slot = expected.data() + segments[i].offset * elem;
+          if (factor == 1.0) {
+            std::memcpy(slot, host[i].data(), layout.counts[i] * elem);
+          } else {
+            ref_scale_buffer(dtype, slot, host[i].data(), layout.counts[i], factor);
+          }
+        }
+        DeviceBuffer fused(total * elem);
+        RINGLET_ASSERT_CUDA(cudaMemset(fused.get(), 0, total * elem));
+        RINGLET_ASSERT_CUDA(
+            cuda::pack(dtype, fused.get(), dev_segments, num, total, factor, stream_));
+        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+        RINGLET_ASSERT_CUDA(fused.download(gpu_fused.data()));
         if (factor == 1.0) {
-          std::memcpy(expected.data() + offset * elem, host[i].data(), counts[i] * elem);
+          EXPECT_EQ(expected, gpu_fused);
         } else {
-          ref_scale_buffer(dtype, expected.data() + offset * elem, host[i].data(), counts[i], factor);
+          EXPECT_TRUE(same_values(dtype, expected.data(), gpu_fused.data(), total));
         }
       }
-      DeviceBuffer fused(total * elem);
-      RINGLET_ASSERT_CUDA(cuda::pack(dtype, fused.get(), dev_segments, segments.size(), max_count,
-                                     factor, stream_));
-      RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-      RINGLET_ASSERT_CUDA(fused.download(gpu_fused.data()));
-      if (factor == 1.0) {
-        EXPECT_EQ(expected, gpu_fused) << to_string(dtype);
-      } else {
-        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_fused.data(), total))
-            << to_string(dtype);
+      // Unpack with factor 1 restores every tensor bit for bit; with a factor
+      // each comes back scaled.
+      std::vector<unsigned char> fused_host(total * elem, 0);
+      for (size_t i = 0; i < n_tensors; ++i) {
+        std::memcpy(fused_host.data() + segments[i].offset * elem, host[i].data(),
+                    layout.counts[i] * elem);
       }
-    }
-    // Unpack with factor 1 restores every tensor bit for bit.
-    std::vector<unsigned char> fused_host(total * elem);
-    for (size_t i = 0, offset = 0; i < host.size(); offset += counts[i], ++i) {
-      std::memcpy(fused_host.data() + offset * elem, host[i].data(), counts[i] * elem);
-    }
-    DeviceBuffer fused(total * elem);
-    RINGLET_ASSERT_CUDA(fused.upload(fused_host.data()));
-    for (auto& d : dev) cudaMemset(d.get(), 0, 1);
-    RINGLET_ASSERT_CUDA(cuda::unpack(dtype, fused.get(), dev_segments, segments.size(), max_count,
-                                     1.0, stream_));
-    RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-    for (size_t i = 0; i < host.size(); ++i) {
-      std::vector<unsigned char> back(counts[i] * elem);
-      RINGLET_ASSERT_CUDA(dev[i].download(back.data()));
-      EXPECT_EQ(back, host[i]) << to_string(dtype) << " tensor " << i;
+      DeviceBuffer fused(total * elem);
+      RINGLET_ASSERT_CUDA(fused.upload(fused_host.data()));
+      for (double factor : {1.0, 4.0}) {
+        for (size_t i = 0; i < n_tensors; ++i) {
+          RINGLET_ASSERT_CUDA(cudaMemset(segments[i].tensor, 0, layout.counts[i] * elem));
+        }
+        RINGLET_ASSERT_CUDA(
+            cuda::unpack(dtype, fused.get(), dev_segments, num, total, factor, stream_));
+        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+        for (size_t i = 0; i < n_tensors; ++i) {
+          const size_t c = layout.counts[i];
+          std::vector<unsigned char> back(c * elem), expected(c * elem);
+          RINGLET_ASSERT_CUDA(
+              cudaMemcpy(back.data(), segments[i].tensor, c * elem, cudaMemcpyDeviceToHost));
+          if (factor == 1.0) {
+            EXPECT_EQ(back, host[i]) << "tensor " << i;
+          } else {
+            ref_scale_buffer(dtype, expected.data(), host[i].data(), c, factor);
+            EXPECT_TRUE(same_values(dtype, expected.data(), back.data(), c))
+                << "tensor " << i << " x" << factor;
+          }
+        }
+      }
     }
   }
 }

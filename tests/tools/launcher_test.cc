@@ -569,6 +569,12 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
                            "Available Transports:", "[X] shm  [X] tcp  "}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
+  // A build with CUDA says what HOROVOD_GPU_OPERATIONS could use here.
+  if (r.out.find("[ ] Ringlet ring (CUDA) (found at build time") != std::string::npos) {
+    for (const char* want : {"\nGPU:\n", "    CUDA kernels for architectures ", "    this machine: "}) {
+      EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+    }
+  }
 }
 
 TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {

@@ -1,5 +1,6 @@
 #include "check_build.h"
 
+#include <dlfcn.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -27,6 +28,8 @@ BuildFeatures built_features() {
   f.mpi = RINGLET_BUILD_MPI;
   f.python = RINGLET_BUILD_PYTHON;
   f.tensorflow_ops = RINGLET_BUILD_TENSORFLOW;
+  f.nccl_version = RINGLET_BUILD_NCCL_VERSION;
+  f.cuda_architectures = RINGLET_BUILD_CUDA_ARCHITECTURES;
   return f;
 }
 
@@ -39,6 +42,32 @@ bool python_has_module(const std::string& module) {
       module + "\") else 1)' 2>/dev/null";
   const int status = std::system(command.c_str());
   return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+void count_cuda_devices(BuildFeatures& f) {
+  f.cuda_devices = 0;
+  void* driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver == nullptr) {
+    f.cuda_devices_note = "no CUDA driver (libcuda.so.1 cannot be loaded)";
+    return;
+  }
+  // cuInit and cuDeviceGetCount, declared by hand: their C signatures are
+  // stable across every driver version.
+  using Init = int (*)(unsigned);
+  using Count = int (*)(int*);
+  auto init = reinterpret_cast<Init>(::dlsym(driver, "cuInit"));
+  auto count = reinterpret_cast<Count>(::dlsym(driver, "cuDeviceGetCount"));
+  int n = 0;
+  if (init == nullptr || count == nullptr) {
+    f.cuda_devices_note = "the CUDA driver lacks cuInit or cuDeviceGetCount";
+  } else if (const int err = init(0); err != 0) {
+    f.cuda_devices_note = "the CUDA driver did not start (cuInit error " + std::to_string(err) + ")";
+  } else if (const int err2 = count(&n); err2 != 0) {
+    f.cuda_devices_note = "cuDeviceGetCount error " + std::to_string(err2);
+  } else {
+    f.cuda_devices = n;
+  }
+  ::dlclose(driver);
 }
 
 std::string format_check_build(const BuildFeatures& f, std::string_view version) {
@@ -80,6 +109,20 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
   item(out, false, unserved(f.nccl, "NCCL"));
   item(out, false, unserved(f.mpi, "MPI"));
+  // What HOROVOD_GPU_OPERATIONS could choose from: how the kernels were
+  // built, NCCL's version, and the devices of this machine.
+  if (f.cuda) {
+    out += "\nGPU:\n";
+    out += "    CUDA kernels for architectures " + f.cuda_architectures + "\n";
+    out += f.nccl ? "    NCCL " + f.nccl_version + " at build time\n" : "    NCCL not found at build time\n";
+    if (f.cuda_devices > 0) {
+      out += "    this machine: " + std::to_string(f.cuda_devices) + " CUDA device" +
+             (f.cuda_devices == 1 ? "" : "s") + "\n";
+    } else {
+      out += "    this machine: no CUDA device" +
+             (f.cuda_devices_note.empty() ? std::string() : " (" + f.cuda_devices_note + ")") + "\n";
+    }
+  }
   out += "\nAvailable Transports:\n";
   out += "    [X] shm  [X] tcp  ";
   // RINGLET_TRANSPORT=ucx is refused at init: there is no UCX carrier yet.

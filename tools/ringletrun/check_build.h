@@ -17,12 +17,22 @@ struct BuildFeatures {
   bool mpi = false;
   bool python = false;
   bool tensorflow_ops = false;  // ringlet.tensorflow's op library
+  std::string nccl_version;        // of nccl.h at build time; empty without NCCL
+  std::string cuda_architectures;  // what the CUDA kernels were compiled for
   // Frameworks importable by the python3 the ranks would run (found at run
   // time: they are installed apart from Ringlet).
   bool torch = false;
   bool tensorflow = false;
   bool tf_keras = false;
+  // This machine's CUDA devices as the driver counts them, or why none could
+  // be counted (found at run time).
+  int cuda_devices = 0;
+  std::string cuda_devices_note;
 };
+
+// Counts the CUDA devices through the driver, loaded with dlopen so that
+// ringletrun links no CUDA library; fills cuda_devices and cuda_devices_note.
+void count_cuda_devices(BuildFeatures& f);
 
 // Whether `python3` on PATH can import `module` (without importing it).
 bool python_has_module(const std::string& module);

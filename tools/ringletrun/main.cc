@@ -272,6 +272,7 @@ int run(int argc, char** argv) {
       features.tensorflow = python_has_module("tensorflow");
       features.tf_keras = python_has_module("tf_keras");
     }
+    if (features.cuda) count_cuda_devices(features);
     std::cout << format_check_build(features, built_version());
     return 0;
   }

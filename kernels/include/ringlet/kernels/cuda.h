@@ -5,8 +5,12 @@
 // Every launcher is asynchronous on `stream` and returns the launch status
 // (cudaSuccess, cudaErrorInvalidValue for a bad dtype/op/count, or the error
 // the launch reported); no exception leaves it. Pointers are device (or
-// managed) memory; counts are elements; count 0 launches nothing. `out` may
-// alias an input exactly. NaN results are NaN but, unlike on the CPU, their
+// managed) memory aligned to their element size, as every CUDA access must
+// be; counts are elements; count 0 launches nothing. `out` may alias an input
+// exactly. Where all the pointers of a call reach a 16-byte boundary at the
+// same element, the body moves 16 bytes per access between a scalar head and
+// tail; otherwise the kernel goes element by element, correctly but slower.
+// A launch never synchronizes the device. NaN results are NaN but, unlike on the CPU, their
 // payload is whatever the device's conversion instructions produce.
 #pragma once
 
@@ -47,12 +51,15 @@ struct FusedSegment {
 
 // Batched: one launch copies every segment, scaling by `factor` on the way (1.0
 // copies bits exactly). `segments` is a device array of `num_segments`
-// descriptors; `max_count` is the largest segment's count (it sizes the grid;
-// a smaller value only makes the launch slower).
+// descriptors sorted by offset and not overlapping; `fused_count` is the fused
+// buffer's extent in elements (at least every offset + count). Offsets padded
+// so that each slot starts on 16 bytes let the copy use 16-byte accesses
+// wherever the tensor is aligned too; any other layout is copied correctly,
+// element by element.
 cudaError_t pack(DataType dtype, void* fused, const FusedSegment* segments, int num_segments,
-                 size_t max_count, double factor, cudaStream_t stream);
+                 size_t fused_count, double factor, cudaStream_t stream);
 cudaError_t unpack(DataType dtype, const void* fused, const FusedSegment* segments,
-                   int num_segments, size_t max_count, double factor, cudaStream_t stream);
+                   int num_segments, size_t fused_count, double factor, cudaStream_t stream);
 
 // Conversions on raw 16-bit patterns, round to nearest even.
 cudaError_t float_to_half(uint16_t* out, const float* in, size_t count, cudaStream_t stream);

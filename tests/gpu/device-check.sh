@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The one prepared check for a lent GPU machine, run there from the repository
+# root with .gpu-deps/ carried (tests/gpu/fetch-deps.sh fills it here, where
+# Debian's registry is reachable):
+#
+#   tests/gpu/device-check.sh
+#
+# That machine has nvcc, CMake, ninja, Python with PyTorch and NCCL's wheel,
+# and none of our Debian packages: they are unpacked from .gpu-deps/ into a
+# private prefix (never into /). It then builds in build-gpu/ for the local
+# GPU's architecture, checks every CUDA kernel against the scalar reference
+# (odd sizes, misaligned pointers, every dtype and op), measures the kernels
+# beside a device-to-device cudaMemcpy, runs the GPU collectives this version
+# serves, and prints one summary table. Logs go to $OUT (the device tool's
+# folder) or /tmp/ringlet-device-check.
+#
+# Exit status: 0 every check passed; 1 a wrong result or a failed step;
+# 77 no CUDA device here.
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+out="${OUT:-/tmp/ringlet-device-check}"
+mkdir -p "$out"
+build="$root/build-gpu"
+deps=/tmp/ringlet-deps
+started=$SECONDS
+
+rows=()
+failed=0
+# row NAME STATUS DETAIL; STATUS is PASS, FAIL, SKIP or INFO.
+row() {
+  rows+=("$1|$2|$3")
+  [ "$2" = FAIL ] && failed=1
+  printf '== %-34s %-5s %s\n' "$1" "$2" "$3"
+}
+summary() {
+  echo
+  echo "# Ringlet GPU check, $(date -u +%Y-%m-%dT%H:%MZ), $((SECONDS - started)) s"
+  printf '%-36s %-5s %s\n' "check" "result" "detail"
+  for r in "${rows[@]}"; do
+    IFS='|' read -r name status detail <<<"$r"
+    printf '%-36s %-5s %s\n' "$name" "$status" "$detail"
+  done
+}
+finish() {
+  summary | tee "$out/summary.txt"
+  exit "$1"
+}
+
+# --- the machine -------------------------------------------------------------
+gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+if [ -z "$gpu" ]; then
+  row "CUDA device" SKIP "no CUDA device: nvidia-smi lists none"
+  finish 77
+fi
+row "CUDA device" INFO "$gpu"
+row "nvcc" INFO "$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' | head -1)"
+arch="${RINGLET_CUDA_ARCHITECTURES:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')}"
+
+# --- dependencies: the carried Debian packages, NCCL from its wheel ----------
+if ! ls .gpu-deps/*.deb >/dev/null 2>&1; then
+  row "dependencies" FAIL ".gpu-deps/*.deb missing: run tests/gpu/fetch-deps.sh here and carry .gpu-deps"
+  finish 1
+fi
+rm -rf "$deps"
+mkdir -p "$deps"
+for f in .gpu-deps/*.deb; do dpkg -x "$f" "$deps"; done
+prefix="$deps/usr"
+libdir="$prefix/lib/x86_64-linux-gnu"
+# Debian's pkg-config files name /usr as their prefix; CMake would find them
+# through CMAKE_PREFIX_PATH and then look for the headers in the wrong place.
+sed -i "s|^prefix=/usr\$|prefix=$prefix|" "$libdir"/pkgconfig/*.pc "$prefix"/share/pkgconfig/*.pc
+# OpenSSL's configuration.h lives under the multiarch include folder, which the
+# compilers search only under /usr.
+export CPATH="$prefix/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
+nccl_dir="$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null)"
+nccl_args=(-DRINGLET_WITH_NCCL=AUTO)
+if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/include/nccl.h" ]; then
+  nccl_lib="$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1)"
+  nccl_args=(-DRINGLET_WITH_NCCL=ON "-DNCCL_INCLUDE_DIR=$nccl_dir/include" "-DNCCL_LIBRARY=$nccl_lib")
+  export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+row "dependencies" INFO "$(ls .gpu-deps/*.deb | wc -l) Debian packages; NCCL ${nccl_dir:-from the CUDA toolkit}"
+
+# --- build -------------------------------------------------------------------
+configure=(cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
+  "-DCMAKE_PREFIX_PATH=$prefix" "-DOPENSSL_ROOT_DIR=$prefix"
+  "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DRINGLET_WITH_CUDA=ON "${nccl_args[@]}"
+  -DRINGLET_WITH_UCX=OFF -DRINGLET_WITH_MPI=OFF -DRINGLET_WITH_PYTHON=OFF
+  -DRINGLET_WITH_TENSORFLOW=OFF)
+targets=(kernels_test gpu_kernel_bandwidth ringletrun ringlet-bench)
+t0=$SECONDS
+if ! "${configure[@]}" >"$out/configure.log" 2>&1; then
+  tail -30 "$out/configure.log"
+  row "configure" FAIL "see configure.log"
+  finish 1
+fi
+if ! cmake --build "$build" --target "${targets[@]}" -- -k 0 >"$out/build.log" 2>&1; then
+  grep -E "error|FAILED" "$out/build.log" | head -30
+  row "build" FAIL "see build.log"
+  finish 1
+fi
+row "build (sm_$arch)" PASS "$((SECONDS - t0)) s: ${targets[*]}"
+
+# --- every kernel against the scalar reference --------------------------------
+t0=$SECONDS
+"$build/bin/kernels_test" --gtest_filter='CudaKernelsTest.*' >"$out/kernels_test.log" 2>&1
+status=$?
+passed="$(grep -o '\[  PASSED  \] [0-9]* test' "$out/kernels_test.log" | grep -o '[0-9]*' | tail -1)"
+skipped="$(grep -o '\[  SKIPPED \] [0-9]* test' "$out/kernels_test.log" | grep -o '[0-9]*' | tail -1)"
+if [ $status -ne 0 ]; then
+  grep -B2 -A8 "Failure\|FAILED" "$out/kernels_test.log" | head -60
+  row "kernels against the reference" FAIL "exit $status; see kernels_test.log"
+elif [ -n "$skipped" ] && [ "$skipped" != 0 ]; then
+  row "kernels against the reference" FAIL "$skipped skipped on a machine with a GPU: $(grep -m1 -o 'no CUDA device.*' "$out/kernels_test.log")"
+else
+  row "kernels against the reference" PASS "${passed:-0} tests, $((SECONDS - t0)) s"
+fi
+
+# --- bandwidth beside cudaMemcpy ------------------------------------------------
+if "$build/bin/gpu_kernel_bandwidth" --mib 64,256 --iters 20 >"$out/bandwidth.txt" 2>&1; then
+  cat "$out/bandwidth.txt"
+  row "kernel bandwidth" INFO "$(grep -o '[0-9]* row(s) below [0-9]*% of the copy' "$out/bandwidth.txt") (bandwidth.txt)"
+else
+  cat "$out/bandwidth.txt"
+  row "kernel bandwidth" FAIL "see bandwidth.txt"
+fi
+
+# --- what this build says it can run --------------------------------------------
+"$build/bin/ringletrun" --check-build >"$out/check-build.txt" 2>&1
+sed -n '/GPU:/,/^$/p' "$out/check-build.txt"
+
+# --- GPU collectives ------------------------------------------------------------
+# Each runs with checking on; a collective this version refuses by name is
+# reported as not served, anything else that fails is a failure.
+collective() {  # NAME NP BACKEND COLLECTIVE
+  local name="$1" np="$2" backend="$3" coll="$4" log="$out/bench-$1.log"
+  timeout 300 "$build/bin/ringletrun" -np "$np" "$build/bin/ringlet-bench" "$coll" --device cuda \
+    --backend "$backend" -b 1K -e 256M -f 4 -c 1 -n 20 -w 5 >"$log" 2>&1
+  local status=$?
+  if grep -q "is not served yet" "$log"; then
+    row "$name" SKIP "not served by this version: $(grep -m1 -o 'cuda is not served yet[^(]*' "$log")"
+  elif [ $status -ne 0 ]; then
+    tail -20 "$log"
+    row "$name" FAIL "exit $status; see bench-$name.log"
+  elif grep -Eq 'checked .*, [1-9][0-9]* wrong' "$log"; then
+    row "$name" FAIL "wrong results; see bench-$name.log"
+  else
+    row "$name" PASS "$(grep -m1 'Avg bus bandwidth' "$log" | sed 's/.*: *//') GB/s average busbw"
+  fi
+}
+collective ring-allreduce-np2 2 ring allreduce
+collective ring-allgather-np2 2 ring allgather
+collective ring-broadcast-np2 2 ring broadcast
+collective ring-allreduce-np4 4 ring allreduce
+collective nccl-allreduce-np1 1 nccl allreduce
+
+finish $failed
