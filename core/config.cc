@@ -174,14 +174,14 @@ std::vector<EnvVar> build_table() {
                   choice<CpuOperations>({{"RING", CpuOperations::kRing},
                                          {"MPI", CpuOperations::kMpi}},
                                         &Config::cpu_operations)));
-  // Accepted, every value, although no device tensor is served yet: Horovod
-  // reads this variable when it is built, and images built for GPUs keep it
-  // in the environment of every job, CPU-only ones included. Refusing it at
-  // init would stop jobs that never touch a device; instead the refusal comes
-  // where the setting would first matter, at a device tensor's submission,
-  // and names it (device_tensor_refusal below).
+  // Accepted, every value, whatever this build serves: Horovod reads this
+  // variable when it is built, and images built for GPUs keep it in the
+  // environment of every job, CPU-only ones included. Refusing it at init
+  // would stop jobs that never touch a device; instead a device tensor that
+  // the chosen operations cannot serve is refused at its submission, naming
+  // the setting (core/gpu/device_collectives.h: device_refusal).
   t.push_back(row("HOROVOD_GPU_OPERATIONS", "NCCL", "one of NCCL|RING|MPI (any case)",
-                  "backend for GPU-memory collectives (device tensors are not served yet)",
+                  "backend for GPU-memory collectives (NCCL serves allreduce; RING and MPI not yet)",
                   choice<GpuOperations>({{"NCCL", GpuOperations::kNccl},
                                          {"RING", GpuOperations::kRing},
                                          {"MPI", GpuOperations::kMpi}},
@@ -295,13 +295,6 @@ std::string_view to_string(GpuOperations g) {
     case GpuOperations::kMpi: return "MPI";
   }
   return "?";
-}
-
-std::string device_tensor_refusal(GpuOperations gpu_operations, int device) {
-  return "device tensors (cuda:" + std::to_string(device) +
-         ") are not served by this version yet: HOROVOD_GPU_OPERATIONS=" +
-         std::string(to_string(gpu_operations)) +
-         " has no GPU collectives to run (accepted today: host-memory tensors, device -1)";
 }
 
 const std::vector<EnvVar>& env_table() {

@@ -88,10 +88,6 @@ std::string host_name(const Config& config);
 // "NCCL", "RING", "MPI": as HOROVOD_GPU_OPERATIONS spells them.
 std::string_view to_string(GpuOperations g);
 
-// Why a tensor on CUDA device `device` is refused, naming the GPU operations
-// setting that will decide its path once device tensors are served.
-std::string device_tensor_refusal(GpuOperations gpu_operations, int device);
-
 // The table as text, for `ringletrun --help-env`.
 std::string describe_env_table();
 

@@ -53,6 +53,8 @@ def parse_args():
     p.add_argument("--fp16-allreduce", action="store_true")
     p.add_argument("--gradient-predivide-factor", type=float, default=1.0)
     p.add_argument("--checkpoint", default=None, help="rank 0 saves the model here")
+    p.add_argument("--no-cuda", action="store_true",
+                   help="train on the CPU even where CUDA is available")
     p.add_argument("--check", action="store_true",
                    help="fail unless the loss fell and the ranks agree on the parameters")
     return p.parse_args()
@@ -60,9 +62,15 @@ def parse_args():
 
 def main():
     args = parse_args()
+    args.cuda = not args.no_cuda and torch.cuda.is_available()
     hvd.init()
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)  # one core per rank
+    if args.cuda:
+        # One GPU per rank, by local rank (NCCL runs one rank per device).
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+        torch.cuda.manual_seed(args.seed)
+    device = torch.device("cuda") if args.cuda else torch.device("cpu")
 
     x, y = mnist_data.load(args.data_dir, train=True)
     train_set = torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
@@ -77,7 +85,7 @@ def main():
     test_loader = torch.utils.data.DataLoader(test_set, batch_size=args.test_batch_size,
                                               sampler=test_sampler)
 
-    model = Net()
+    model = Net().to(device)
     # The learning rate grows with the number of ranks, as the batch does.
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(),
                                 momentum=args.momentum)
@@ -96,6 +104,7 @@ def main():
         for step, (data, target) in enumerate(loader):
             if args.max_steps and step >= args.max_steps:
                 break
+            data, target = data.to(device), target.to(device)
             optimizer.zero_grad()
             loss = F.nll_loss(model(data), target)
             loss.backward()
@@ -104,7 +113,7 @@ def main():
             if step % args.log_interval == 0 and hvd.rank() == 0:
                 print(f"train epoch {epoch} [{step * len(data)}/{len(sampler)}] "
                       f"loss {loss.item():.4f}", flush=True)
-        evaluate(model, test_loader, test_sampler)
+        evaluate(model, test_loader, test_sampler, device)
 
     if hvd.rank() == 0 and args.checkpoint:
         torch.save(model.state_dict(), args.checkpoint)
@@ -113,11 +122,12 @@ def main():
     hvd.shutdown()
 
 
-def evaluate(model, loader, sampler):
+def evaluate(model, loader, sampler, device):
     model.eval()
-    loss_sum, correct = torch.zeros(1), torch.zeros(1)
+    loss_sum, correct = torch.zeros(1, device=device), torch.zeros(1, device=device)
     with torch.no_grad():
         for data, target in loader:
+            data, target = data.to(device), target.to(device)
             out = model(data)
             loss_sum += F.nll_loss(out, target, reduction="sum")
             correct += (out.argmax(1) == target).sum()
@@ -133,7 +143,7 @@ def check(model, losses):
     window = max(1, min(10, len(losses) // 4))
     first = sum(losses[:window]) / window
     last = sum(losses[-window:]) / window
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     everyone = hvd.allgather(flat.unsqueeze(0), name="check.parameters")
     identical = bool((everyone == everyone[0]).all())
     print(f"rank {hvd.rank()}: loss {first:.4f} -> {last:.4f}; parameters identical on every "

@@ -43,6 +43,7 @@ struct Case {
 struct OpBuffers {
   const void* send;
   void* recv;
+  int device = -1;  // --device cuda: the CUDA device both live on
 };
 OpBuffers op_buffers(const Case& c, void* send_buf, void* recv_buf);
 

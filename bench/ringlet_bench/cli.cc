@@ -1,9 +1,9 @@
 // The command line. Flag names, defaults and meanings are nccl-tests'; the
-// Ringlet-only flags follow them. Choices that this version does not serve
-// (--device cuda, --backend nccl, --transport ucx) are left out of --help and
-// refused with "not served yet" when given, as is --tensors outside allreduce
-// on the ring backend: a benchmark that silently ignores a flag reports
-// numbers for something other than what was asked.
+// Ringlet-only flags follow them. Choices that this build or version does not
+// serve (--device cuda without CUDA and NCCL, --transport ucx) are refused by
+// name when given, as is --tensors outside allreduce on the ring backend: a
+// benchmark that silently ignores a flag reports numbers for something other
+// than what was asked.
 #include <CLI/CLI.hpp>
 
 #include <cctype>
@@ -103,9 +103,7 @@ std::vector<BackendKind> parse_backends(const std::string& list) {
     } else if (name == "mpi") {
       kind = BackendKind::kMpi;
     } else if (name == "nccl") {
-      throw CLI::ValidationError("--backend",
-                                 "nccl is not served yet: this version runs no GPU collectives "
-                                 "(accepted: ring, mpi)");
+      kind = BackendKind::kRing;  // Ringlet's runtime, with HOROVOD_GPU_OPERATIONS=NCCL
     } else {
       throw CLI::ValidationError("--backend", "'" + name + "' is not one of ring, mpi");
     }
@@ -173,8 +171,15 @@ Command parse_command_line(int argc, char** argv) {
   app.add_option("-J,--output_file", o.json_file, "also write the results as JSON to this file");
   // No CLI11 IsMember on these three: it would list its whole set in --help,
   // refused choices included; the values are checked below instead.
-  app.add_option("--device", device, "cpu (default; host memory is the only device served so far)");
+#if RINGLET_BENCH_CUDA
+  app.add_option("--device", device, "cpu (default) | cuda (allreduce of device buffers)");
+  app.add_option("--backend", backend,
+                 "ring | mpi, or a comma list (ring,mpi) to alternate under mpirun; with --device "
+                 "cuda: nccl | ring (sets HOROVOD_GPU_OPERATIONS)");
+#else
+  app.add_option("--device", device, "cpu (default; this build has no CUDA collectives)");
   app.add_option("--backend", backend, "ring | mpi, or a comma list (ring,mpi) to alternate under mpirun");
+#endif
   auto* transport_opt =
       app.add_option("--transport", transport, "auto | shm | tcp (sets RINGLET_TRANSPORT)");
   app.add_option("--tensors", tensors, "submit N named tensors per iteration through the async runtime");
@@ -194,11 +199,27 @@ Command parse_command_line(int argc, char** argv) {
     }
     if (collective.empty()) throw CLI::RequiredError("collective");
     if (device == "cuda") {
+#if RINGLET_BENCH_CUDA
+      if (collective != "allreduce") {
+        throw CLI::ValidationError("--device", "cuda is not served for " + collective +
+                                                   " yet (allreduce is)");
+      }
+      if (backend != "nccl" && backend != "ring") {
+        throw CLI::ValidationError("--backend", "with --device cuda, one of nccl, ring (asked: " +
+                                                    backend + ")");
+      }
+      o.cuda = true;
+      o.gpu_operations = backend == "nccl" ? "NCCL" : "RING";
+#else
       throw CLI::ValidationError("--device",
-                                 "cuda is not served yet: this version runs host-memory "
-                                 "collectives only (accepted: cpu)");
+                                 "cuda is not served by this build: it was built without CUDA "
+                                 "and NCCL (accepted: cpu)");
+#endif
+    } else if (device != "cpu") {
+      throw CLI::ValidationError("--device", "'" + device + "' is not one of cpu, cuda");
+    } else if (backend.find("nccl") != std::string::npos) {
+      throw CLI::ValidationError("--backend", "nccl needs --device cuda (accepted: ring, mpi)");
     }
-    if (device != "cpu") throw CLI::ValidationError("--device", "'" + device + "' is not cpu");
     if (transport == "ucx") {
       throw CLI::ValidationError("--transport",
                                  "ucx is not served yet: there is no UCX carrier (accepted: auto, "

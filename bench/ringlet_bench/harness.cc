@@ -7,7 +7,9 @@
 #include <memory>
 #include <new>
 
+#include "device_buffers.h"
 #include "percentile.h"
+#include "ringlet/ringlet.h"
 
 namespace ringlet::bench {
 namespace {
@@ -40,6 +42,7 @@ double elapsed_us(Clock::time_point start) {
 struct Buffers {
   Buffer send;
   Buffer recv;
+  std::unique_ptr<DeviceBuffers> device;  // --device cuda
 };
 
 // The largest allocation any size of the sweep needs.
@@ -50,19 +53,30 @@ Buffers allocate(const Options& o, int nranks) {
     send = std::max(send, l.send_elems * dtype_size(o.dtype));
     recv = std::max(recv, l.inplace_elems() * dtype_size(o.dtype));
   }
-  return Buffers{Buffer(send), Buffer(recv)};
+  return Buffers{Buffer(send), Buffer(recv),
+                 o.cuda ? make_device_buffers(ringlet::local_rank(), send, recv) : nullptr};
 }
 
 // One timed op on fresh inputs; checks this rank's output when `check` is
 // given, adding to it.
 double timed_op(Backend& be, const Case& c, Buffers& buf, bool barrier, LocalCheck* check) {
   prepare(c, buf.send.get(), buf.recv.get());
-  OpBuffers ob = op_buffers(c, buf.send.get(), buf.recv.get());
+  void* send = buf.send.get();
+  void* recv = buf.recv.get();
+  const size_t es = dtype_size(c.dtype);
+  if (buf.device) {
+    buf.device->upload(send, c.layout.send_elems * es, recv, c.layout.inplace_elems() * es);
+    send = buf.device->send();
+    recv = buf.device->recv();
+  }
+  OpBuffers ob = op_buffers(c, send, recv);
+  if (buf.device) ob.device = buf.device->device();
   if (barrier) be.barrier();
   const auto start = Clock::now();
-  be.run(c, ob, buf.send.get());
+  be.run(c, ob, send);
   const double us = elapsed_us(start);
   if (check != nullptr) {
+    if (buf.device) buf.device->download(buf.recv.get(), c.layout.inplace_elems() * es);
     const CheckCount counted = check_output(c, buf.recv.get());
     check->checked += counted.checked;
     check->wrong += counted.wrong;

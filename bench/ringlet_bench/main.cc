@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "harness.h"
 #include "options.h"
+#include "ringlet/ringlet.h"
 #include "ringlet/common/host_name.h"
 #include "table.h"
 
@@ -42,12 +43,15 @@ void check_same_world(const Options& o, const std::vector<std::unique_ptr<Backen
   }
 }
 
-std::string describe_rank() {
-  return "Pid " + std::to_string(getpid()) + " on " + ringlet::common::host_name() + " device cpu";
+std::string describe_rank(bool cuda) {
+  return "Pid " + std::to_string(getpid()) + " on " + ringlet::common::host_name() + " device " +
+         (cuda ? "cuda (local rank " + std::to_string(ringlet::local_rank()) + " modulo the devices)"
+               : std::string("cpu"));
 }
 
 int run(const Options& o) {
   if (!o.transport.empty()) setenv("RINGLET_TRANSPORT", o.transport.c_str(), 1);
+  if (o.cuda) setenv("HOROVOD_GPU_OPERATIONS", o.gpu_operations.c_str(), 1);
   // Declared first so that MPI outlives Ringlet, which may have bootstrapped through it.
   MpiRuntime mpi(o.uses(BackendKind::kMpi));
   std::vector<std::unique_ptr<Backend>> owned;
@@ -61,7 +65,7 @@ int run(const Options& o) {
   const int n = first.size();
   const bool printer = first.rank() == 0;
 
-  std::vector<std::string> ranks = first.gather_strings(describe_rank(), 160);
+  std::vector<std::string> ranks = first.gather_strings(describe_rank(o.cuda), 160);
   if (printer) {
     print_preamble(o, n, ranks);
     if (!o.alternating()) print_table_header(o, std::string(backends.front()->name()));

@@ -35,6 +35,11 @@ struct Options {
   std::string csv_file;
   std::vector<BackendKind> backends{BackendKind::kRing};
   std::string transport;  // "" = leave RINGLET_TRANSPORT as the environment has it
+  // --device cuda: the buffers live on this rank's CUDA device (its local
+  // rank modulo the devices it sees), filled and checked through the host;
+  // HOROVOD_GPU_OPERATIONS is set from --backend (ring: RING, nccl: NCCL).
+  bool cuda = false;
+  std::string gpu_operations;
   // > 0: each iteration submits this many named tensors of the row's size
   // through the asynchronous runtime (allreduce, ring backend) and waits for
   // all; time and bandwidth are per iteration, the op column "sum_async_Nx".
@@ -60,9 +65,9 @@ struct Command {
 };
 
 // Parses argv. Help, --help-env and usage errors come back as kExit after
-// printing; choices this version does not serve (--device cuda, --backend
-// nccl, --transport ucx) are not listed in --help and are refused by name
-// when given, never silently ignored.
+// printing; choices this build or version does not serve (--device cuda
+// without CUDA and NCCL, or for other collectives than allreduce;
+// --transport ucx) are refused by name when given, never silently ignored.
 Command parse_command_line(int argc, char** argv);
 
 // "4K", "64M", "1G", "4096": bytes. Throws std::invalid_argument.

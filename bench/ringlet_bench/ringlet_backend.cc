@@ -57,7 +57,9 @@ class RingletBackend : public Backend {
     }
     switch (c.collective) {
       case Collective::kAllreduce:
-        if (tensors_ > 0) {
+        if (b.device >= 0) {
+          run_on_device(c, b);
+        } else if (tensors_ > 0) {
           run_tensors(c, b);
         } else {
           ringlet::allreduce(b.send, b.recv, c.layout.count, c.dtype, c.op);
@@ -82,6 +84,14 @@ class RingletBackend : public Backend {
   }
 
   void barrier() override { ringlet::barrier(); }
+
+  // --device cuda: one named allreduce of device tensors, waited for.
+  void run_on_device(const Case& c, const OpBuffers& b) {
+    const std::vector<int64_t> shape{static_cast<int64_t>(c.layout.count)};
+    const Tensor in{const_cast<void*>(b.send), c.dtype, shape, b.device};
+    const Tensor out{b.recv, c.dtype, shape, b.device};
+    ringlet::synchronize(ringlet::allreduce_async("bench.device", in, out, c.op));
+  }
 
   // One iteration of --tensors N: tensor 0 is the harness's (so the check
   // sees it); the others read the same input out of place, or run in place

@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ringlet/common/failure.h"
 #include "ringlet/types.h"
+
+namespace ringlet::core::gpu {
+class ReadyEvent;  // core/gpu/device_collectives.h
+}
 
 namespace ringlet::core::runtime {
 
@@ -25,8 +30,8 @@ enum class CollectiveKind : uint8_t {
 std::string_view to_string(CollectiveKind k);
 std::string_view to_upper_string(CollectiveKind k);
 
-// Where the tensor lives. Only the host is served today; the device id and
-// stream travel with the request so that GPU paths need no new fields.
+// Where the tensor lives: the host, or a CUDA device with the stream that
+// produced the tensor.
 struct Device {
   int32_t id = -1;              // -1: host memory; >= 0: CUDA device ordinal
   void* cuda_stream = nullptr;  // cudaStream_t the producer used; not negotiated
@@ -67,6 +72,8 @@ struct Request {
   Device device;
   const void* input = nullptr;
   void* output = nullptr;
+  // A device tensor's point on its producer's stream, recorded at submission.
+  std::shared_ptr<gpu::ReadyEvent> ready;
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);  // "[4, 5]"

@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/gpu/device_collectives.h"
+
 namespace ringlet::core::runtime {
 
 RuntimeError request_error(const Request& r, int rank, const std::string& why) {
@@ -21,7 +23,10 @@ void validate_request(Request& r, int rank, const ProcessSetTable& sets,
   for (int64_t d : m.shape) {
     if (d < 0) throw bad("negative dimension in shape " + shape_string(m.shape));
   }
-  if (r.device.id >= 0) throw bad(device_tensor_refusal(gpu_operations, r.device.id));
+  if (r.device.id >= 0) {
+    const std::string why = gpu::device_refusal(gpu_operations, m.kind, m.dtype, r.device.id);
+    if (!why.empty()) throw bad(why);
+  }
   // A set's members size the split collectives and hold the root. The world
   // (most calls) needs no lookup: no lock and no copy per submission.
   const int world_size = sets.world_size();

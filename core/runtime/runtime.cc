@@ -10,6 +10,7 @@
 
 #include "core/collectives/algorithm_table.h"
 #include "core/collectives/collectives.h"
+#include "core/gpu/device_collectives.h"
 #include "core/nvtx/nvtx.h"
 #include "core/runtime/negotiation.h"
 #include "core/runtime/request_validation.h"
@@ -251,6 +252,9 @@ int Runtime::join() {
 Handle Runtime::enqueue(Request r) {
   nvtx::Range range("ENQUEUE", 0, 1);
   validate_request(r, rank_, set_table_, gpu_operations_);
+  // The collective waits, on the device, for the work that produced the
+  // tensor so far on its stream; the caller's thread never waits for it.
+  if (r.device.id >= 0) r.ready = gpu::record_ready(rank_, r.device.id, r.device.cuda_stream);
   const Metadata& m = r.meta;
   auto bad = [&](const std::string& why) { return request_error(r, rank_, why); };
 

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/gpu/device_collectives.h"
 #include "core/runtime/cache_coordinator.h"
 #include "core/runtime/handle_table.h"
 #include "core/runtime/negotiation.h"
@@ -248,6 +249,10 @@ class Runtime {
   void run_allreduce(Communicator& comm, const Response& r, std::vector<Pending*>& items,
                      timeline::Timeline* tl);
   Result run_single(Communicator& comm, const Response& r, Pending& p, timeline::Timeline* tl);
+  // An allreduce whose tensors live on a CUDA device.
+  void run_device_allreduce(Communicator& comm, const Response& r, std::vector<Pending*>& items,
+                            timeline::Timeline* tl);
+  gpu::DeviceCollectives& device_collectives();  // made on first use
   void count_run(const Response& r);
   void finish(const std::string& name, Result result);
   void fail(const std::string& name, common::Failure failure);
@@ -297,6 +302,7 @@ class Runtime {
   bool join_sent_ = false;                               // this rank's join flag went out
   std::unordered_map<std::string, Pending> reported_;    // reported, awaiting a response
   std::vector<std::byte> prescale_buffer_;               // reducescatter: the prescaled input
+  std::unique_ptr<gpu::DeviceCollectives> device_collectives_;  // see device_collectives()
   std::string pending_abort_;  // stall shutdown to announce (world message)
 
   std::thread thread_;

@@ -75,6 +75,12 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
       items.push_back(&it->second);
       continue;
     }
+    if (joining && resp.meta[i].device >= 0) {
+      throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
+                         "'" + resp.names[i] + "' is on device cuda:" +
+                             std::to_string(resp.meta[i].device) +
+                             " and this rank has joined: join() does not serve device tensors yet");
+    }
     if (!joining || resp.kind != CollectiveKind::kAllreduce || set.id != 0) {
       throw RuntimeError(ErrorKind::kInternal, rank_,
                          "negotiation chose '" + resp.names[i] +
@@ -220,6 +226,10 @@ void Runtime::run_allreduce(Communicator& comm, const Response& resp, std::vecto
   // packs pieces into a fusion buffer of its own. The algorithms report their
   // phases to the recorder.
   const Metadata& m = resp.meta[0];
+  if (m.device >= 0) {
+    run_device_allreduce(comm, resp, items, tl);
+    return;
+  }
   std::vector<kernels::cpu::ConstSegment> in;
   std::vector<kernels::cpu::Segment> out;
   in.reserve(items.size());
@@ -232,6 +242,35 @@ void Runtime::run_allreduce(Communicator& comm, const Response& resp, std::vecto
   }
   PhaseRecorder phases(comm, tl, resp.names, in, dtype_size(m.dtype));
   core::allreduce_segments(comm, in, out, m.dtype, m.op, m.prescale, m.postscale);
+}
+
+void Runtime::run_device_allreduce(Communicator& comm, const Response& resp,
+                                   std::vector<Pending*>& items, timeline::Timeline* tl) {
+  const Metadata& m = resp.meta[0];
+  std::vector<gpu::DeviceSegment> tensors;
+  std::vector<std::shared_ptr<gpu::ReadyEvent>> ready;
+  tensors.reserve(items.size());
+  ready.reserve(items.size());
+  for (Pending* p : items) {
+    const Request& r = p->request;
+    tensors.push_back({r.input, r.output, static_cast<size_t>(r.meta.elements())});
+    ready.push_back(r.ready);
+  }
+  Phase phase(tl, resp.names, "NCCL_ALLREDUCE", static_cast<uint64_t>(resp.bytes), m.dtype);
+  device_collectives().allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op,
+                                 m.prescale, m.postscale);
+}
+
+gpu::DeviceCollectives& Runtime::device_collectives() {
+  if (!device_collectives_) {
+    device_collectives_ = gpu::make_device_collectives(rank_);
+    // Submission refuses device tensors where nothing serves them.
+    if (!device_collectives_) {
+      throw RuntimeError(ErrorKind::kInternal, rank_,
+                         "a device tensor reached a build without device collectives");
+    }
+  }
+  return *device_collectives_;
 }
 
 Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pending,
@@ -263,6 +302,12 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
     case CollectiveKind::kBroadcast: {
       const size_t n = static_cast<size_t>(m.elements());
       result.shape = req.meta.shape;
+      if (m.device >= 0) {
+        Phase p(tl, resp.names, "NCCL_BROADCAST", n * es, dt);
+        device_collectives().broadcast(comm, m.process_set, m.device, req.output, n, dt,
+                                       comm.rank_of_global(m.root), req.ready);
+        break;
+      }
       Phase p(tl, resp.names, algorithm_name(comm, collectives::Collective::kBroadcast, n * es),
               n * es, dt);
       // Roots are global ranks (as in Horovod); the set numbers its own.

@@ -139,29 +139,31 @@ TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
 
 // HOROVOD_GPU_OPERATIONS is accepted at init, whatever it says (CPU-only jobs
 // run with Horovod's build-time setting in their environment); a tensor on a
-// CUDA device is refused at its submission, naming the setting, and the
-// refusal leaves the runtime usable.
+// CUDA device that the chosen operations cannot serve is refused at its
+// submission, naming the setting, and the refusal leaves the runtime usable.
+// (Allreduce through NCCL is served where built: tests/gpu covers it.)
 TEST_F(ApiTest, DeviceTensorsAreRefusedNamingTheGpuOperations) {
   for (const char* gpu_ops : {"NCCL", "RING"}) {
     setenv("HOROVOD_GPU_OPERATIONS", gpu_ops, 1);
     ASSERT_EQ(ringlet_init(), RINGLET_OK) << gpu_ops << ": " << last_error();
     float x[2] = {1, 2}, y[2] = {0, 0};
-    const ringlet::Tensor in{x, ringlet::DataType::kFloat32, {2}, 0};
-    const ringlet::Tensor out{y, ringlet::DataType::kFloat32, {2}, 0};
-    try {
-      ringlet::allreduce_async("on.device", in, out);
-      ADD_FAILURE() << "a cuda:0 tensor was accepted";
-    } catch (const ringlet::Error& e) {
-      EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
-      const std::string what = e.what();
-      EXPECT_NE(what.find("'on.device'"), std::string::npos) << what;
-      EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
-      EXPECT_NE(what.find(std::string("HOROVOD_GPU_OPERATIONS=") + gpu_ops), std::string::npos) << what;
-      EXPECT_NE(what.find("host-memory tensors"), std::string::npos) << what;
+    if (std::string(gpu_ops) == "RING") {
+      const ringlet::Tensor in{x, ringlet::DataType::kFloat32, {2}, 0};
+      const ringlet::Tensor out{y, ringlet::DataType::kFloat32, {2}, 0};
+      try {
+        ringlet::allreduce_async("on.device", in, out);
+        ADD_FAILURE() << "a cuda:0 tensor was accepted with HOROVOD_GPU_OPERATIONS=RING";
+      } catch (const ringlet::Error& e) {
+        EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+        const std::string what = e.what();
+        EXPECT_NE(what.find("'on.device'"), std::string::npos) << what;
+        EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
+        EXPECT_NE(what.find("HOROVOD_GPU_OPERATIONS=RING"), std::string::npos) << what;
+      }
     }
     try {
-      ringlet::broadcast_async("on.device.too", {x, ringlet::DataType::kFloat32, {2}, 1}, 0);
-      ADD_FAILURE() << "a cuda:1 tensor was accepted";
+      ringlet::allgather_async("on.device.too", {x, ringlet::DataType::kFloat32, {2}, 1});
+      ADD_FAILURE() << "a cuda:1 allgather was accepted";
     } catch (const ringlet::Error& e) {
       EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
       EXPECT_NE(std::string(e.what()).find("cuda:1"), std::string::npos) << e.what();

@@ -160,8 +160,14 @@ TEST(CommandLine, HelpOffersOnlyWhatIsServed) {
   // "nccl-tests" names the conventions followed, not a choice.
   std::string choices = p.out;
   for (size_t at; (at = choices.find("nccl-tests")) != std::string::npos;) choices.erase(at, 10);
-  for (const char* refused : {"cuda", "nccl", "ucx"}) {
-    EXPECT_EQ(choices.find(refused), std::string::npos) << refused << " is offered in\n" << p.out;
+  // The GPU choices only where this build serves them.
+  std::vector<const char*> refused = {"ucx"};
+  if (!RINGLET_BENCH_CUDA) refused.insert(refused.end(), {"cuda", "nccl"});
+  for (const char* r : refused) {
+    EXPECT_EQ(choices.find(r), std::string::npos) << r << " is offered in\n" << p.out;
+  }
+  if (RINGLET_BENCH_CUDA) {
+    EXPECT_NE(p.out.find("cuda (allreduce of device buffers)"), std::string::npos) << p.out;
   }
   for (const char* offered : {"--device", "--backend", "--transport", "--per-op-barrier", "p50", "p90", "p99"}) {
     EXPECT_NE(p.out.find(offered), std::string::npos) << offered << " is missing from\n" << p.out;
@@ -174,13 +180,17 @@ TEST(CommandLine, RefusedChoicesSayWhyAndWhatIsAccepted) {
     std::vector<std::string> said;
   };
   const Refusal refusals[] = {
-      {{"allreduce", "--device", "cuda"}, {"--device", "cuda is not served yet", "accepted: cpu"}},
-      {{"allreduce", "--backend", "nccl"}, {"--backend", "nccl is not served yet", "accepted: ring, mpi"}},
-      {{"allreduce", "--backend", "ring,nccl"}, {"nccl is not served yet"}},
+      RINGLET_BENCH_CUDA
+          ? Refusal{{"allgather", "--device", "cuda", "--backend", "nccl"},
+                    {"--device", "cuda is not served for allgather yet (allreduce is)"}}
+          : Refusal{{"allreduce", "--device", "cuda"},
+                    {"--device", "cuda is not served by this build", "accepted: cpu"}},
+      {{"allreduce", "--backend", "nccl"}, {"--backend", "nccl needs --device cuda", "accepted: ring, mpi"}},
+      {{"allreduce", "--backend", "ring,nccl"}, {"nccl needs --device cuda"}},
       {{"allreduce", "--transport", "ucx"},
        {"--transport", "ucx is not served yet", "accepted: auto, shm, tcp"}},
       {{"allreduce", "--transport", "rdma"}, {"'rdma' is not one of auto, shm, tcp"}},
-      {{"allreduce", "--device", "tpu"}, {"'tpu' is not cpu"}},
+      {{"allreduce", "--device", "tpu"}, {"'tpu' is not one of cpu, cuda"}},
   };
   for (const Refusal& r : refusals) {
     const Parsed p = parse(r.args);
@@ -190,6 +200,18 @@ TEST(CommandLine, RefusedChoicesSayWhyAndWhatIsAccepted) {
       EXPECT_NE(p.err.find(piece), std::string::npos) << piece << " missing from: " << p.err;
     }
   }
+}
+
+TEST(CommandLine, DeviceCudaNamesTheGpuOperations) {
+  if (!RINGLET_BENCH_CUDA) GTEST_SKIP() << "this build has no device collectives (CUDA and NCCL)";
+  Parsed nccl = parse({"allreduce", "--device", "cuda", "--backend", "nccl"});
+  ASSERT_EQ(nccl.cmd.action, Command::Action::kRun) << nccl.err;
+  EXPECT_TRUE(nccl.cmd.options.cuda);
+  EXPECT_EQ(nccl.cmd.options.gpu_operations, "NCCL");
+  Parsed ring = parse({"allreduce", "--device", "cuda"});
+  ASSERT_EQ(ring.cmd.action, Command::Action::kRun) << ring.err;
+  EXPECT_EQ(ring.cmd.options.gpu_operations, "RING");
+  EXPECT_FALSE(parse({"allreduce"}).cmd.options.cuda);
 }
 
 TEST(CommandLine, PerOpBarrierIsOffByDefault) {

@@ -10,8 +10,11 @@
 # private prefix (never into /). It then builds in build-gpu/ for the local
 # GPU's architecture, checks every CUDA kernel against the scalar reference
 # (odd sizes, misaligned pointers, every dtype and op), measures the kernels
-# beside a device-to-device cudaMemcpy, runs the GPU collectives this version
-# serves, and prints one summary table. Logs go to $OUT (the device tool's
+# beside a device-to-device cudaMemcpy, runs allreduce of device tensors
+# through the public API and ringlet-bench (NCCL, one rank: NCCL runs one rank
+# per device and the machine has one), tries Ringlet's own ring on device
+# memory with 2 and 4 ranks (reported as not served until it is), and prints
+# one summary table. Logs go to $OUT (the device tool's
 # folder) or /tmp/ringlet-device-check.
 #
 # Exit status: 0 every check passed; 1 a wrong result or a failed step;
@@ -88,14 +91,19 @@ row "dependencies" INFO "$(ls .gpu-deps/*.deb | wc -l) Debian packages; NCCL ${n
 configure=(cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
   "-DCMAKE_PREFIX_PATH=$prefix" "-DOPENSSL_ROOT_DIR=$prefix"
   "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DRINGLET_WITH_CUDA=ON "${nccl_args[@]}"
-  -DRINGLET_WITH_UCX=OFF -DRINGLET_WITH_MPI=OFF -DRINGLET_WITH_PYTHON=OFF
+  -DRINGLET_WITH_UCX=OFF -DRINGLET_WITH_MPI=OFF -DRINGLET_WITH_PYTHON=AUTO
   -DRINGLET_WITH_TENSORFLOW=OFF)
-targets=(kernels_test gpu_kernel_bandwidth ringletrun ringlet-bench)
+targets=(kernels_test device_collectives_test gpu_kernel_bandwidth ringletrun ringlet-bench)
 t0=$SECONDS
 if ! "${configure[@]}" >"$out/configure.log" 2>&1; then
   tail -30 "$out/configure.log"
   row "configure" FAIL "see configure.log"
   finish 1
+fi
+python_built=0
+if grep -q "PYTHON=ON" "$out/configure.log"; then
+  python_built=1
+  targets+=(_ringlet)
 fi
 if ! cmake --build "$build" --target "${targets[@]}" -- -k 0 >"$out/build.log" 2>&1; then
   grep -E "error|FAILED" "$out/build.log" | head -30
@@ -119,6 +127,59 @@ else
   row "kernels against the reference" PASS "${passed:-0} tests, $((SECONDS - t0)) s"
 fi
 
+# --- device tensors through the public API (NCCL, one rank) ----------------------
+t0=$SECONDS
+"$build/bin/device_collectives_test" >"$out/device_collectives_test.log" 2>&1
+status=$?
+passed="$(grep -o '\[  PASSED  \] [0-9]* test' "$out/device_collectives_test.log" | grep -o '[0-9]*' | tail -1)"
+skipped="$(grep -o '\[  SKIPPED \] [0-9]* test' "$out/device_collectives_test.log" | grep -o '[0-9]*' | tail -1)"
+if [ $status -eq 0 ] && [ -n "$skipped" ] && [ "$skipped" -gt 1 ]; then
+  # One test runs only where there is no device; any other skip is a fault.
+  row "device collectives (API, NCCL)" FAIL "$skipped skipped on a machine with a GPU; see device_collectives_test.log"
+elif [ $status -ne 0 ]; then
+  grep -B2 -A8 "Failure\|FAILED\|what()" "$out/device_collectives_test.log" | head -60
+  row "device collectives (API, NCCL)" FAIL "exit $status; see device_collectives_test.log"
+else
+  row "device collectives (API, NCCL)" PASS "${passed:-0} tests, $((SECONDS - t0)) s"
+fi
+
+# --- PyTorch on CUDA tensors (one rank) ---------------------------------------------
+if [ $python_built = 0 ]; then
+  row "ringlet.torch on CUDA" SKIP "the Python binding was not built here (see configure.log)"
+else
+  export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+  if timeout 300 "$build/bin/ringletrun" -np 1 python3 - >"$out/torch_cuda.log" 2>&1 <<'PY'
+import torch
+import ringlet.torch as hvd
+hvd.init()
+x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+assert torch.equal(hvd.allreduce(x, op=hvd.Sum), x), "allreduce"
+y = x.clone(); hvd.allreduce_(y, op=hvd.Average, prescale_factor=2.0, postscale_factor=0.5)
+assert torch.equal(y, x), "allreduce_ with scales"
+parts = [torch.full((n,), float(n), device="cuda") for n in (1, 3, 4097)]
+outs = hvd.grouped_allreduce(parts, op=hvd.Sum)
+assert all(torch.equal(a, b) for a, b in zip(outs, parts)), "grouped"
+z = x.clone(); hvd.broadcast_(z, root_rank=0)
+assert torch.equal(z, x), "broadcast_"
+h = x.half(); assert torch.equal(hvd.allreduce(h, op=hvd.Sum), h), "float16"
+print("torch cuda collectives ok")
+hvd.shutdown()
+PY
+  then
+    row "ringlet.torch on CUDA" PASS "allreduce, allreduce_, grouped, broadcast_, float16"
+  else
+    tail -20 "$out/torch_cuda.log"
+    row "ringlet.torch on CUDA" FAIL "see torch_cuda.log"
+  fi
+  if timeout 300 "$build/bin/ringletrun" -np 1 python3 examples/pytorch_mnist.py --epochs 1 \
+      --max-steps 40 --check >"$out/pytorch_mnist.log" 2>&1; then
+    row "pytorch_mnist.py on CUDA" PASS "$(grep -m1 -o 'loss [0-9.]* -> [0-9.]*' "$out/pytorch_mnist.log")"
+  else
+    tail -20 "$out/pytorch_mnist.log"
+    row "pytorch_mnist.py on CUDA" FAIL "see pytorch_mnist.log"
+  fi
+fi
+
 # --- bandwidth beside cudaMemcpy ------------------------------------------------
 if "$build/bin/gpu_kernel_bandwidth" --mib 64,256 --iters 20 >"$out/bandwidth.txt" 2>&1; then
   cat "$out/bandwidth.txt"
@@ -140,8 +201,8 @@ collective() {  # NAME NP BACKEND COLLECTIVE
   timeout 300 "$build/bin/ringletrun" -np "$np" "$build/bin/ringlet-bench" "$coll" --device cuda \
     --backend "$backend" -b 1K -e 256M -f 4 -c 1 -n 20 -w 5 >"$log" 2>&1
   local status=$?
-  if grep -q "is not served yet" "$log"; then
-    row "$name" SKIP "not served by this version: $(grep -m1 -o 'cuda is not served yet[^(]*' "$log")"
+  if grep -q "not served" "$log"; then
+    row "$name" SKIP "$(grep -m1 -o '[^:]*not served[^(;]*' "$log" | head -1)"
   elif [ $status -ne 0 ]; then
     tail -20 "$log"
     row "$name" FAIL "exit $status; see bench-$name.log"
@@ -151,10 +212,10 @@ collective() {  # NAME NP BACKEND COLLECTIVE
     row "$name" PASS "$(grep -m1 'Avg bus bandwidth' "$log" | sed 's/.*: *//') GB/s average busbw"
   fi
 }
+collective nccl-allreduce-np1 1 nccl allreduce
 collective ring-allreduce-np2 2 ring allreduce
 collective ring-allgather-np2 2 ring allgather
 collective ring-broadcast-np2 2 ring broadcast
 collective ring-allreduce-np4 4 ring allreduce
-collective nccl-allreduce-np1 1 nccl allreduce
 
 finish $failed

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/gpu/device_collectives.h"
+
 namespace ringlet::core::runtime {
 namespace {
 
@@ -19,9 +21,10 @@ Request request(CollectiveKind kind, std::vector<int64_t> shape, int32_t set = 0
   return r;
 }
 
-std::string refusal(Request r, int rank, const ProcessSetTable& sets) {
+std::string refusal(Request r, int rank, const ProcessSetTable& sets,
+                    GpuOperations gpu_operations = GpuOperations::kNccl) {
   try {
-    validate_request(r, rank, sets);
+    validate_request(r, rank, sets, gpu_operations);
   } catch (const RuntimeError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
     return e.what();
@@ -50,8 +53,10 @@ TEST(RequestValidation, RefusesWhatThisRankCanTellIsWrong) {
   EXPECT_EQ(refusal(bad_dtype, 0, sets), "rank 0: allreduce 't': invalid dtype 42");
   Request device = request(CollectiveKind::kAllreduce, {4});
   device.device.id = 0;
-  EXPECT_EQ(refusal(device, 0, sets),
-            "rank 0: allreduce 't': " + device_tensor_refusal(GpuOperations::kNccl, 0));
+  // Served where this build has CUDA and NCCL; otherwise refused, naming why.
+  const std::string why =
+      gpu::device_refusal(GpuOperations::kNccl, CollectiveKind::kAllreduce, DataType::kFloat32, 0);
+  EXPECT_EQ(refusal(device, 0, sets), why.empty() ? "" : "rank 0: allreduce 't': " + why);
   Request null = request(CollectiveKind::kAllreduce, {4});
   null.output = nullptr;
   EXPECT_EQ(refusal(null, 0, sets), "rank 0: allreduce 't': null input or output buffer");
@@ -60,6 +65,29 @@ TEST(RequestValidation, RefusesWhatThisRankCanTellIsWrong) {
   EXPECT_EQ(refusal(empty, 0, sets), "");  // nothing to read or write
   EXPECT_EQ(refusal(request(CollectiveKind::kAllgather, {}), 0, sets),
             "rank 0: allgather 't': needs a tensor of at least one dimension");
+}
+
+// What no build serves on device memory yet is refused by name in every
+// build: Ringlet's own ring and MPI as HOROVOD_GPU_OPERATIONS, and the
+// collectives other than allreduce and broadcast.
+TEST(RequestValidation, DeviceTensorsNameWhatCannotServeThem) {
+  ProcessSetTable sets(2, 0);
+  Request r = request(CollectiveKind::kAllreduce, {4});
+  r.device.id = 1;
+  for (GpuOperations ops : {GpuOperations::kRing, GpuOperations::kMpi}) {
+    const std::string why = refusal(r, 0, sets, ops);
+    EXPECT_NE(why.find("cuda:1"), std::string::npos) << why;
+    EXPECT_NE(why.find("HOROVOD_GPU_OPERATIONS=" + std::string(to_string(ops))), std::string::npos)
+        << why;
+  }
+  Request g = request(CollectiveKind::kAllgather, {4});
+  g.device.id = 0;
+  const std::string why = refusal(g, 0, sets, GpuOperations::kNccl);
+  EXPECT_EQ(why.rfind("rank 0: allgather 't': device tensors (cuda:0)", 0), 0u) << why;
+  Request shorts = request(CollectiveKind::kAllreduce, {4});
+  shorts.meta.dtype = DataType::kInt16;
+  shorts.device.id = 0;
+  EXPECT_NE(refusal(shorts, 0, sets, GpuOperations::kNccl), "");
 }
 
 TEST(RequestValidation, BroadcastRootMustBeInTheSet) {

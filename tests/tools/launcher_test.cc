@@ -579,8 +579,8 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
 
 TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
   // Whatever was found at build time, these paths are refused by this
-  // version (device tensors, HOROVOD_CPU_OPERATIONS=MPI, RINGLET_TRANSPORT=ucx):
-  // none may be marked available.
+  // version (Ringlet's ring on device memory, HOROVOD_CPU_OPERATIONS=MPI,
+  // RINGLET_TRANSPORT=ucx): none may be marked available.
   Result r = run_ringletrun({"--check-build"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t ops = r.out.find("Available Tensor Operations:");
@@ -589,8 +589,17 @@ TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
   ASSERT_NE(transports, std::string::npos) << r.out;
   const std::string op_section = r.out.substr(ops, transports - ops);
   const std::string transport_section = r.out.substr(transports);
-  for (const char* refused : {"[X] Ringlet ring (CUDA)", "[X] NCCL", "[X] MPI"}) {
+  for (const char* refused : {"[X] Ringlet ring (CUDA)", "[X] MPI"}) {
     EXPECT_EQ(op_section.find(refused), std::string::npos) << refused << "\n" << r.out;
+  }
+  // NCCL is marked only where the build has CUDA too, and then says what it serves.
+  const bool cuda = r.out.find("\nGPU:\n") != std::string::npos;
+  const size_t nccl = op_section.find("[X] NCCL");
+  if (nccl != std::string::npos) {
+    EXPECT_TRUE(cuda) << r.out;
+    EXPECT_NE(op_section.find("[X] NCCL (allreduce and broadcast of device tensors)"),
+              std::string::npos)
+        << r.out;
   }
   EXPECT_NE(op_section.find("[X] Ringlet ring (CPU)"), std::string::npos) << r.out;
   EXPECT_EQ(transport_section.find("[X] ucx"), std::string::npos) << r.out;

@@ -104,10 +104,15 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   item(out, f.mpi, "MPI");
   out += "\nAvailable Tensor Operations:\n";
   item(out, true, "Ringlet ring (CPU)");
-  // Device tensors are refused (HOROVOD_GPU_OPERATIONS names what a later
-  // version will serve), and HOROVOD_CPU_OPERATIONS=MPI is refused at init.
+  // HOROVOD_GPU_OPERATIONS=NCCL serves device allreduce and broadcast where
+  // both CUDA and NCCL were built in; RING on device memory and
+  // HOROVOD_CPU_OPERATIONS=MPI are refused by name.
   item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
-  item(out, false, unserved(f.nccl, "NCCL"));
+  if (f.cuda && f.nccl) {
+    item(out, true, "NCCL (allreduce and broadcast of device tensors)");
+  } else {
+    item(out, false, unserved(f.nccl, "NCCL"));
+  }
   item(out, false, unserved(f.mpi, "MPI"));
   // What HOROVOD_GPU_OPERATIONS could choose from: how the kernels were
   // built, NCCL's version, and the devices of this machine.

@@ -1,0 +1,71 @@
+// Collectives on CUDA device memory. The runtime hands a response whose
+// tensors live on a device to this interface; what serves it depends on the
+// build (CUDA and NCCL found) and on HOROVOD_GPU_OPERATIONS. Where nothing
+// does, device_refusal() says why, and a device tensor is refused when it is
+// submitted, so that a job fails at the call rather than mid-collective.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/config.h"
+#include "core/runtime/request.h"
+#include "ringlet/types.h"
+
+namespace ringlet::core {
+class Communicator;
+}
+
+namespace ringlet::core::gpu {
+
+// Why a `kind` collective of `dtype` on a tensor of CUDA device `device`
+// cannot run in this build with these settings; empty where it can.
+std::string device_refusal(GpuOperations operations, runtime::CollectiveKind kind, DataType dtype,
+                           int device);
+
+// The point on the producer's stream after which a submitted tensor holds
+// its data: recorded at submission, waited for on the device (never on the
+// host) before the collective reads the tensor.
+class ReadyEvent;
+// Records it on `stream` (a cudaStream_t; null: the legacy default stream) of
+// `device`. Throws RuntimeError naming `rank` and the CUDA error.
+std::shared_ptr<ReadyEvent> record_ready(int rank, int device, void* stream);
+
+// One device tensor of an allreduce: in place when input == output.
+struct DeviceSegment {
+  const void* input;
+  void* output;
+  size_t count;  // elements
+};
+
+// The device collectives of one runtime: per device a stream and a fusion
+// buffer, per process set a NCCL communicator, each made on first use and
+// released with the object.
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  // Allreduces `tensors` (one, or a fused response) of `device` over `comm`
+  // (the communicator of `process_set`): each waits for its ready event, they
+  // are packed into the device fusion buffer with `prescale`, reduced,
+  // and unpacked with `postscale` (kAvg: divided by the ranks). Returns once
+  // the results are in the outputs; throws a RuntimeError naming the rank,
+  // the device and the cause (a peer's failure or the deadline aborts the
+  // NCCL communicator first).
+  virtual void allreduce(Communicator& comm, int32_t process_set, int device,
+                         std::span<const DeviceSegment> tensors,
+                         std::span<const std::shared_ptr<ReadyEvent>> ready, DataType dtype,
+                         ReduceOp op, double prescale, double postscale) = 0;
+  // Broadcasts `count` elements of `buffer` from `root` (a rank of `comm`) to
+  // every rank of `comm`, in place, after `ready`.
+  virtual void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer,
+                         size_t count, DataType dtype, int root,
+                         const std::shared_ptr<ReadyEvent>& ready) = 0;
+};
+
+// Null where this build has no device collectives (device_refusal says why).
+std::unique_ptr<DeviceCollectives> make_device_collectives(int rank);
+
+}  // namespace ringlet::core::gpu

@@ -1,0 +1,152 @@
+#include "core/gpu/nccl_communicator.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/gpu/cuda_resources.h"
+#include "core/runtime/runtime_error.h"
+
+namespace ringlet::core::gpu {
+
+using runtime::ErrorKind;
+using runtime::RuntimeError;
+
+namespace {
+
+// What a NCCL failure means to the job: a remote or system error is a lost
+// peer in practice (its process or its link went away).
+ErrorKind kind_of(ncclResult_t r) {
+  switch (r) {
+    case ncclRemoteError:
+    case ncclSystemError: return ErrorKind::kPeerLost;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return ErrorKind::kInvalidArgument;
+    default: return ErrorKind::kInternal;
+  }
+}
+
+// Short waits first, so that a collective of a few microseconds is not
+// charged a sleep; then sleeps, so that a long one leaves the core to others.
+void pause(int& turns) {
+  if (++turns < 256) return;
+  std::this_thread::sleep_for(std::chrono::microseconds(turns < 1024 ? 5 : 50));
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::string& key,
+                                   int global_rank)
+    : device_(device), rank_(global_rank), size_(comm.size()), owner_(comm) {
+  set_text_ = "NCCL communicator of " + std::to_string(size_) + " rank" +
+              (size_ == 1 ? "" : "s") + " on cuda:" + std::to_string(device);
+  ncclUniqueId id;
+  const transport::Deadline deadline = comm.deadline();
+  if (comm.rank() == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) {
+      throw RuntimeError(kind_of(r), rank_,
+                         set_text_ + ": ncclGetUniqueId failed: " + ncclGetErrorString(r));
+    }
+    comm.store().set(key, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
+                                               reinterpret_cast<uint8_t*>(&id) + sizeof id));
+  } else {
+    const std::vector<uint8_t> bytes = comm.store().get(key, deadline);
+    if (bytes.size() != sizeof id) {
+      throw RuntimeError(ErrorKind::kInternal, rank_,
+                         set_text_ + ": the unique id in the store has " +
+                             std::to_string(bytes.size()) + " bytes, not " +
+                             std::to_string(sizeof id));
+    }
+    std::memcpy(&id, bytes.data(), sizeof id);
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, comm.rank(), &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    std::string why = set_text_ + ": ncclCommInitRankConfig failed: " + ncclGetErrorString(r);
+    const char* last = comm_ != nullptr ? ncclGetLastError(comm_) : nullptr;
+    if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
+    if (r == ncclInvalidUsage) {
+      why += "; NCCL runs one rank per device: give each rank its own GPU, or use "
+             "HOROVOD_GPU_OPERATIONS=RING";
+    }
+    if (comm_ != nullptr) (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+    throw RuntimeError(kind_of(r), rank_, why);
+  }
+  settle("ncclCommInitRankConfig (every rank joins)", deadline);
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ == nullptr || aborted_) return;
+  // Destroy is local and waits for this rank's queued work; a communicator
+  // whose peers are gone is aborted instead, and never reaches here.
+  (void)ncclCommDestroy(comm_);
+}
+
+void NcclCommunicator::check(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess) return;
+  if (r == ncclInProgress) {
+    settle(what, owner_.deadline());
+    return;
+  }
+  fail(r, what);
+}
+
+void NcclCommunicator::settle(const char* what, transport::Deadline deadline) {
+  int turns = 0;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+    if (q != ncclSuccess) fail(q, what);
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) fail(state, what);
+    if (transport::Clock::now() >= deadline) time_out(what);
+    pause(turns);
+  }
+}
+
+void NcclCommunicator::wait(cudaEvent_t done, transport::Deadline deadline, const char* what) {
+  int turns = 0;
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(done);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) {
+      aborted_ = true;
+      (void)ncclCommAbort(comm_);
+      check_cuda(e, rank_, device_, what);
+    }
+    ncclResult_t state = ncclSuccess;
+    (void)ncclCommGetAsyncError(comm_, &state);
+    if (state != ncclSuccess && state != ncclInProgress) fail(state, what);
+    if (owner_.failed()) {
+      aborted_ = true;
+      (void)ncclCommAbort(comm_);
+      throw RuntimeError(owner_.failed_earlier());
+    }
+    if (transport::Clock::now() >= deadline) time_out(what);
+    pause(turns);
+  }
+}
+
+void NcclCommunicator::fail(ncclResult_t r, const char* what) {
+  std::string why = set_text_ + ": " + what + " failed: " + ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm_);
+  if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
+  aborted_ = true;
+  (void)ncclCommAbort(comm_);
+  throw RuntimeError(kind_of(r), rank_, why);
+}
+
+void NcclCommunicator::time_out(const char* what) {
+  aborted_ = true;
+  (void)ncclCommAbort(comm_);
+  throw RuntimeError(ErrorKind::kTimeout, rank_,
+                     set_text_ + ": " + what +
+                         " did not finish within RINGLET_TIMEOUT_SECONDS; the communicator was "
+                         "aborted (a peer may have died or never joined)");
+}
+
+}  // namespace ringlet::core::gpu
