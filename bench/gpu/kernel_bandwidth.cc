@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
     const auto* seg_table = table.as<const cuda::FusedSegment>();
     const void* inputs_host[4] = {a.p, b.p, c.p, d.p};
     Device inputs(sizeof inputs_host);
-    check(cudaMemcpy(inputs.p, inputs_host, sizeof inputs_host, cudaMemcpyHostToDevice), "cudaMemcpy");
+    check(cudaMemcpy(inputs.p, inputs_host, sizeof inputs_host, cudaMemcpyHostToDevice),
+          "cudaMemcpy");
 
     struct Row {
       const char* name;
@@ -142,17 +143,31 @@ int main(int argc, char** argv) {
         {"cudaMemcpy device-to-device", 2.0 * bytes,
          [&] { return cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, stream); }},
         {"pack 64 tensors (x1)", 2.0 * bytes,
-         [&] { return cuda::pack(DataType::kFloat32, c.p, seg_table, kTensors, elems, 1.0, stream); }},
+         [&] {
+           return cuda::pack(DataType::kFloat32, c.p, seg_table, kTensors, elems, 1.0, stream);
+         }},
         {"pack 64 tensors (x0.5)", 2.0 * bytes,
-         [&] { return cuda::pack(DataType::kFloat32, c.p, seg_table, kTensors, elems, 0.5, stream); }},
+         [&] {
+           return cuda::pack(DataType::kFloat32, c.p, seg_table, kTensors, elems, 0.5, stream);
+         }},
         {"unpack 64 tensors (x1)", 2.0 * bytes,
-         [&] { return cuda::unpack(DataType::kFloat32, c.p, seg_table, kTensors, elems, 1.0, stream); }},
+         [&] {
+           return cuda::unpack(DataType::kFloat32, c.p, seg_table, kTensors, elems, 1.0, stream);
+         }},
         {"reduce sum fp32 in place", 3.0 * bytes,
-         [&] { return cuda::reduce(DataType::kFloat32, ReduceOp::kSum, b.p, b.p, a.p, elems, stream); }},
+         [&] {
+           return cuda::reduce(DataType::kFloat32, ReduceOp::kSum, b.p, b.p, a.p, elems, stream);
+         }},
         {"reduce sum bf16 in place", 3.0 * bytes,
-         [&] { return cuda::reduce(DataType::kBFloat16, ReduceOp::kSum, b.p, b.p, a.p, elems * 2, stream); }},
+         [&] {
+           return cuda::reduce(DataType::kBFloat16, ReduceOp::kSum, b.p, b.p, a.p, elems * 2,
+                               stream);
+         }},
         {"reduce max fp16 in place", 3.0 * bytes,
-         [&] { return cuda::reduce(DataType::kFloat16, ReduceOp::kMax, b.p, b.p, a.p, elems * 2, stream); }},
+         [&] {
+           return cuda::reduce(DataType::kFloat16, ReduceOp::kMax, b.p, b.p, a.p, elems * 2,
+                               stream);
+         }},
         {"reduce_many 4 inputs fp32", 5.0 * bytes,
          [&] {
            return cuda::reduce_many(DataType::kFloat32, ReduceOp::kSum, e.p,

@@ -14,9 +14,9 @@ void check_cuda(cudaError_t err, int rank, int device, const char* what) {
   const bool no_such_device = err == cudaErrorNoDevice || err == cudaErrorInvalidDevice ||
                               err == cudaErrorInsufficientDriver;
   throw RuntimeError(no_such_device ? ErrorKind::kInvalidArgument : ErrorKind::kInternal, rank,
-                     "cuda:" + std::to_string(device) + ": " + what + " failed: " +
-                         cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")" +
-                         (no_such_device ? "; this process sees no such CUDA device" : ""));
+                     "cuda:" + std::to_string(device) + ": " + what +
+                         " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                         ")" + (no_such_device ? "; this process sees no such CUDA device" : ""));
 }
 
 DeviceScope::DeviceScope(int device, int rank) {

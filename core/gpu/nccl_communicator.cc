@@ -20,10 +20,13 @@ namespace {
 ErrorKind kind_of(ncclResult_t r) {
   switch (r) {
     case ncclRemoteError:
-    case ncclSystemError: return ErrorKind::kPeerLost;
+    case ncclSystemError:
+      return ErrorKind::kPeerLost;
     case ncclInvalidArgument:
-    case ncclInvalidUsage: return ErrorKind::kInvalidArgument;
-    default: return ErrorKind::kInternal;
+    case ncclInvalidUsage:
+      return ErrorKind::kInvalidArgument;
+    default:
+      return ErrorKind::kInternal;
   }
 }
 
@@ -39,8 +42,8 @@ void pause(int& turns) {
 NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::string& key,
                                    int global_rank)
     : device_(device), rank_(global_rank), size_(comm.size()), owner_(comm) {
-  set_text_ = "NCCL communicator of " + std::to_string(size_) + " rank" +
-              (size_ == 1 ? "" : "s") + " on cuda:" + std::to_string(device);
+  set_text_ = "NCCL communicator of " + std::to_string(size_) + " rank" + (size_ == 1 ? "" : "s") +
+              " on cuda:" + std::to_string(device);
   ncclUniqueId id;
   const transport::Deadline deadline = comm.deadline();
   if (comm.rank() == 0) {
@@ -69,8 +72,9 @@ NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::st
     const char* last = comm_ != nullptr ? ncclGetLastError(comm_) : nullptr;
     if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
     if (r == ncclInvalidUsage) {
-      why += "; NCCL runs one rank per device: give each rank its own GPU, or use "
-             "HOROVOD_GPU_OPERATIONS=RING";
+      why +=
+          "; NCCL runs one rank per device: give each rank its own GPU, or use "
+          "HOROVOD_GPU_OPERATIONS=RING";
     }
     if (comm_ != nullptr) (void)ncclCommAbort(comm_);
     comm_ = nullptr;

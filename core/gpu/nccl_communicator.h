@@ -44,8 +44,8 @@ class NcclCommunicator {
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
   int device_;
-  int rank_;      // this rank, global, for messages
-  int size_;      // ranks of the communicator
+  int rank_;  // this rank, global, for messages
+  int size_;  // ranks of the communicator
   std::string set_text_;
   Communicator& owner_;
 };

@@ -33,27 +33,48 @@ namespace {
 // NCCL's element types; the 16-bit integers have none.
 bool nccl_type(DataType dtype, ncclDataType_t& out) {
   switch (dtype) {
-    case DataType::kFloat32: out = ncclFloat32; return true;
-    case DataType::kFloat64: out = ncclFloat64; return true;
-    case DataType::kFloat16: out = ncclFloat16; return true;
-    case DataType::kBFloat16: out = ncclBfloat16; return true;
-    case DataType::kInt8: out = ncclInt8; return true;
-    case DataType::kUInt8: out = ncclUint8; return true;
-    case DataType::kInt32: out = ncclInt32; return true;
-    case DataType::kInt64: out = ncclInt64; return true;
+    case DataType::kFloat32:
+      out = ncclFloat32;
+      return true;
+    case DataType::kFloat64:
+      out = ncclFloat64;
+      return true;
+    case DataType::kFloat16:
+      out = ncclFloat16;
+      return true;
+    case DataType::kBFloat16:
+      out = ncclBfloat16;
+      return true;
+    case DataType::kInt8:
+      out = ncclInt8;
+      return true;
+    case DataType::kUInt8:
+      out = ncclUint8;
+      return true;
+    case DataType::kInt32:
+      out = ncclInt32;
+      return true;
+    case DataType::kInt64:
+      out = ncclInt64;
+      return true;
     case DataType::kInt16:
-    case DataType::kUInt16: return false;
+    case DataType::kUInt16:
+      return false;
   }
   return false;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kProd: return ncclProd;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kProd:
+      return ncclProd;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: break;  // the division is finish_average's, as on the host
+    case ReduceOp::kAvg:
+      break;  // the division is finish_average's, as on the host
   }
   return ncclSum;
 }
@@ -82,12 +103,12 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     PerDevice& d = per_device(device);
     NcclCommunicator& nccl = communicator(comm, process_set, device);
     const cudaStream_t stream = d.stream.get();
+    auto cuda = [&](cudaError_t e, const char* what) { check_cuda(e, rank_, device, what); };
     for (const auto& r : ready) {
-      if (r != nullptr) check_cuda(cudaStreamWaitEvent(stream, r->event.get(), 0), rank_, device, "cudaStreamWaitEvent");
+      if (r != nullptr) cuda(cudaStreamWaitEvent(stream, r->event.get(), 0), "cudaStreamWaitEvent");
     }
     const size_t es = dtype_size(dtype);
     const int ranks = comm.size();
-    auto cuda = [&](cudaError_t e, const char* what) { check_cuda(e, rank_, device, what); };
 
     if (tensors.size() == 1) {
       // One tensor: reduced in its output, with no fusion buffer.
@@ -176,8 +197,8 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     if (it == comms_.end()) {
       // Every member makes its communicators in the same order (the order of
       // the responses), so the count names the same one on every rank.
-      const std::string store_key = "ringlet/nccl-id/set" + std::to_string(process_set) + "/" +
-                                    std::to_string(created_++);
+      const std::string store_key =
+          "ringlet/nccl-id/set" + std::to_string(process_set) + "/" + std::to_string(created_++);
       it = comms_.emplace(key, std::make_unique<NcclCommunicator>(comm, device, store_key, rank_))
                .first;
     }
@@ -220,12 +241,14 @@ std::string device_refusal(GpuOperations operations, CollectiveKind kind, DataTy
                            int device) {
   const std::string where = "device tensors (cuda:" + std::to_string(device) + ")";
   if (operations == GpuOperations::kRing) {
-    return where + ": HOROVOD_GPU_OPERATIONS=RING (Ringlet's ring over CUDA IPC) is not served "
-                   "by this version yet; HOROVOD_GPU_OPERATIONS=NCCL is";
+    return where +
+           ": HOROVOD_GPU_OPERATIONS=RING (Ringlet's ring over CUDA IPC) is not served "
+           "by this version yet; HOROVOD_GPU_OPERATIONS=NCCL is";
   }
   if (operations == GpuOperations::kMpi) {
-    return where + ": HOROVOD_GPU_OPERATIONS=MPI needs a CUDA-aware MPI, which this build does "
-                   "not use; HOROVOD_GPU_OPERATIONS=NCCL is served";
+    return where +
+           ": HOROVOD_GPU_OPERATIONS=MPI needs a CUDA-aware MPI, which this build does "
+           "not use; HOROVOD_GPU_OPERATIONS=NCCL is served";
   }
   if (kind == CollectiveKind::kBroadcast) return "";
   if (kind != CollectiveKind::kAllreduce) {

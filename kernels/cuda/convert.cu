@@ -36,7 +36,9 @@ struct Widen {
   float* out;
   const uint16_t* in;
 
-  __device__ void scalar(size_t i) const { out[i] = Element<S>::widen(detail::from_raw_bits<S>(in[i])); }
+  __device__ void scalar(size_t i) const {
+    out[i] = Element<S>::widen(detail::from_raw_bits<S>(in[i]));
+  }
   __device__ Lanes<float, kL> load(size_t i) const {
     const Lanes<uint16_t, kL> x = detail::load_lanes<uint16_t, kL>(in + i);
     Lanes<float, kL> r;

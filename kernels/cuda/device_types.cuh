@@ -60,16 +60,26 @@ struct Tag {
 template <class Fn>
 cudaError_t visit_dtype(DataType dtype, Fn&& fn) {
   switch (dtype) {
-    case DataType::kFloat32: return fn(Tag<float>{});
-    case DataType::kFloat64: return fn(Tag<double>{});
-    case DataType::kFloat16: return fn(Tag<__half>{});
-    case DataType::kBFloat16: return fn(Tag<__nv_bfloat16>{});
-    case DataType::kInt8: return fn(Tag<int8_t>{});
-    case DataType::kUInt8: return fn(Tag<uint8_t>{});
-    case DataType::kInt32: return fn(Tag<int32_t>{});
-    case DataType::kInt64: return fn(Tag<int64_t>{});
-    case DataType::kInt16: return fn(Tag<int16_t>{});
-    case DataType::kUInt16: return fn(Tag<uint16_t>{});
+    case DataType::kFloat32:
+      return fn(Tag<float>{});
+    case DataType::kFloat64:
+      return fn(Tag<double>{});
+    case DataType::kFloat16:
+      return fn(Tag<__half>{});
+    case DataType::kBFloat16:
+      return fn(Tag<__nv_bfloat16>{});
+    case DataType::kInt8:
+      return fn(Tag<int8_t>{});
+    case DataType::kUInt8:
+      return fn(Tag<uint8_t>{});
+    case DataType::kInt32:
+      return fn(Tag<int32_t>{});
+    case DataType::kInt64:
+      return fn(Tag<int64_t>{});
+    case DataType::kInt16:
+      return fn(Tag<int16_t>{});
+    case DataType::kUInt16:
+      return fn(Tag<uint16_t>{});
   }
   return cudaErrorInvalidValue;
 }
@@ -84,10 +94,14 @@ template <class Fn>
 cudaError_t visit_op(ReduceOp op, Fn&& fn) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return fn(OpTag<ops::Sum>{});
-    case ReduceOp::kProd: return fn(OpTag<ops::Prod>{});
-    case ReduceOp::kMin: return fn(OpTag<ops::Min>{});
-    case ReduceOp::kMax: return fn(OpTag<ops::Max>{});
+    case ReduceOp::kAvg:
+      return fn(OpTag<ops::Sum>{});
+    case ReduceOp::kProd:
+      return fn(OpTag<ops::Prod>{});
+    case ReduceOp::kMin:
+      return fn(OpTag<ops::Min>{});
+    case ReduceOp::kMax:
+      return fn(OpTag<ops::Max>{});
   }
   return cudaErrorInvalidValue;
 }
@@ -177,7 +191,7 @@ __host__ __device__ __forceinline__ size_t head_elements(const void* p, size_t e
 // Whether `p`, `head` elements on, is aligned to `align` bytes: every pointer
 // of a vectorized loop must reach its alignment at the same element.
 __host__ __device__ __forceinline__ bool aligned_after(const void* p, size_t element, size_t head,
-                                                      size_t align) {
+                                                       size_t align) {
   return (reinterpret_cast<uintptr_t>(p) + head * element) % align == 0;
 }
 

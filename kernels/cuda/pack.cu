@@ -38,7 +38,9 @@ struct Copy {
     }
     return x;
   }
-  __device__ void store(size_t i, const Lanes<S, L>& x) const { detail::store_lanes<S, L>(dst + i, x); }
+  __device__ void store(size_t i, const Lanes<S, L>& x) const {
+    detail::store_lanes<S, L>(dst + i, x);
+  }
 };
 
 // The first segment at or after `from` that ends past element `at`; the
@@ -92,10 +94,10 @@ cudaError_t launch(DataType dtype, void* fused, const FusedSegment* segments, in
     using C = typename Element<S>::Compute;
     if (num_segments == 0 || fused_count == 0) return cudaSuccess;
     const size_t tiles = (fused_count + kTileBytes / sizeof(S) - 1) / (kTileBytes / sizeof(S));
-    pack_kernel<S, kToFused><<<detail::blocks_for(tiles * detail::kThreads), detail::kThreads, 0,
-                               stream>>>(static_cast<S*>(fused), segments, num_segments,
-                                         fused_count, factor == 1.0,
-                                         ops::ScaleBy<C>{static_cast<ops::ScaleType<C>>(factor)});
+    pack_kernel<S, kToFused>
+        <<<detail::blocks_for(tiles * detail::kThreads), detail::kThreads, 0, stream>>>(
+            static_cast<S*>(fused), segments, num_segments, fused_count, factor == 1.0,
+            ops::ScaleBy<C>{static_cast<ops::ScaleType<C>>(factor)});
     return cudaGetLastError();
   });
 }

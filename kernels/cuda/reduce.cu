@@ -31,7 +31,9 @@ struct ReduceTwo {
     }
     return r;
   }
-  __device__ void store(size_t i, const Lanes<S, L>& r) const { detail::store_lanes<S, L>(out + i, r); }
+  __device__ void store(size_t i, const Lanes<S, L>& r) const {
+    detail::store_lanes<S, L>(out + i, r);
+  }
 };
 
 template <class Op, class S>
@@ -70,7 +72,9 @@ struct ReduceMany {
     for (int l = 0; l < L; ++l) r.v[l] = Element<S>::narrow(acc[l]);
     return r;
   }
-  __device__ void store(size_t i, const Lanes<S, L>& r) const { detail::store_lanes<S, L>(out + i, r); }
+  __device__ void store(size_t i, const Lanes<S, L>& r) const {
+    detail::store_lanes<S, L>(out + i, r);
+  }
 };
 
 template <class Op, class S>
@@ -80,7 +84,8 @@ __global__ void reduce_many_kernel(ReduceMany<Op, S> f, size_t n) {
   constexpr int L = ReduceMany<Op, S>::L;
   const size_t head = detail::head_elements(f.out, sizeof(S), 16, n);
   bool vector = true;
-  for (int j = 0; j < f.k; ++j) vector = vector && detail::aligned_after(f.input(j), sizeof(S), head, 16);
+  for (int j = 0; j < f.k; ++j)
+    vector = vector && detail::aligned_after(f.input(j), sizeof(S), head, 16);
   detail::elementwise<L>(f, n, head, vector);
 }
 
@@ -97,9 +102,10 @@ cudaError_t reduce(DataType dtype, ReduceOp op, void* out, const void* a, const 
       const size_t head = detail::head_elements(out, sizeof(S), 16, count);
       const bool vector = detail::aligned_after(a, sizeof(S), head, 16) &&
                           detail::aligned_after(b, sizeof(S), head, 16);
-      reduce_kernel<Op, S><<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0, stream>>>(
-          F{static_cast<S*>(out), static_cast<const S*>(a), static_cast<const S*>(b)}, count, head,
-          vector);
+      reduce_kernel<Op, S>
+          <<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0, stream>>>(
+              F{static_cast<S*>(out), static_cast<const S*>(a), static_cast<const S*>(b)}, count,
+              head, vector);
       return cudaGetLastError();
     });
   });
@@ -114,8 +120,9 @@ cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* cons
       using Op = typename decltype(op_tag)::template Fn<typename Element<S>::Compute>;
       using F = ReduceMany<Op, S>;
       if (count == 0) return cudaSuccess;
-      reduce_many_kernel<Op, S><<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0,
-                                  stream>>>(F{static_cast<S*>(out), inputs, num_inputs}, count);
+      reduce_many_kernel<Op, S>
+          <<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0, stream>>>(
+              F{static_cast<S*>(out), inputs, num_inputs}, count);
       return cudaGetLastError();
     });
   });

@@ -19,14 +19,18 @@ struct Map {
   S* buf;
   F f;
 
-  __device__ void scalar(size_t i) const { buf[i] = Element<S>::narrow(f(Element<S>::widen(buf[i]))); }
+  __device__ void scalar(size_t i) const {
+    buf[i] = Element<S>::narrow(f(Element<S>::widen(buf[i])));
+  }
   __device__ Lanes<S, L> load(size_t i) const {
     Lanes<S, L> x = detail::load_lanes<S, L>(buf + i);
 #pragma unroll
     for (int l = 0; l < L; ++l) x.v[l] = Element<S>::narrow(f(Element<S>::widen(x.v[l])));
     return x;
   }
-  __device__ void store(size_t i, const Lanes<S, L>& x) const { detail::store_lanes<S, L>(buf + i, x); }
+  __device__ void store(size_t i, const Lanes<S, L>& x) const {
+    detail::store_lanes<S, L>(buf + i, x);
+  }
 };
 
 template <class S, class F>
@@ -37,8 +41,9 @@ __global__ void map_kernel(Map<S, F> m, size_t n, size_t head) {
 template <class S, class F>
 cudaError_t launch_map(void* buf, size_t count, F f, cudaStream_t stream) {
   const size_t head = detail::head_elements(buf, sizeof(S), 16, count);
-  map_kernel<S, F><<<detail::blocks_for_elements<Map<S, F>::L>(count), detail::kThreads, 0, stream>>>(
-      Map<S, F>{static_cast<S*>(buf), f}, count, head);
+  map_kernel<S, F>
+      <<<detail::blocks_for_elements<Map<S, F>::L>(count), detail::kThreads, 0, stream>>>(
+          Map<S, F>{static_cast<S*>(buf), f}, count, head);
   return cudaGetLastError();
 }
 

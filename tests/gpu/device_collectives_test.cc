@@ -33,8 +33,9 @@ bool have_device(std::string& why) {
 class DeviceCollectives : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID"}) {
+    for (const char* name :
+         {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID"}) {
       unsetenv(name);
     }
     setenv("HOROVOD_GPU_OPERATIONS", "NCCL", 1);
@@ -71,7 +72,8 @@ std::vector<float> ramp(size_t n, float from) {
 
 TEST_F(DeviceCollectives, WithoutADeviceIsRefusedAtSubmission) {
   std::string why;
-  if (have_device(why)) GTEST_SKIP() << "a CUDA device is present: the tests below run the allreduce";
+  if (have_device(why))
+    GTEST_SKIP() << "a CUDA device is present: the tests below run the allreduce";
   ringlet::init();
   float x[4] = {1, 2, 3, 4};
   const ringlet::Tensor t{x, ringlet::DataType::kFloat32, {4}, 0};
@@ -120,8 +122,8 @@ TEST_F(DeviceCollectives, FusedTensorsOfOddSizes) {
     in_t.push_back(ins.back()->tensor());
     out_t.push_back(outs.back()->tensor());
   }
-  for (int64_t h : ringlet::grouped_allreduce_async(names, in_t, out_t, ringlet::ReduceOp::kSum,
-                                                    1.0, 3.0)) {
+  for (int64_t h :
+       ringlet::grouped_allreduce_async(names, in_t, out_t, ringlet::ReduceOp::kSum, 1.0, 3.0)) {
     ringlet::synchronize(h);
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -145,12 +147,14 @@ TEST_F(DeviceCollectives, WaitsForTheProducersStream) {
   void* staged = nullptr;
   ASSERT_EQ(cudaMallocHost(&staged, n * sizeof(float)), cudaSuccess);
   std::memcpy(staged, twos.data(), n * sizeof(float));
-  for (int i = 0; i < 8; ++i) ASSERT_EQ(cudaMemsetAsync(big.p, i, n * 8 * sizeof(float), s), cudaSuccess);
-  ASSERT_EQ(cudaMemcpyAsync(in.p, staged, n * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(cudaMemsetAsync(big.p, i, n * 8 * sizeof(float), s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(in.p, staged, n * sizeof(float), cudaMemcpyHostToDevice, s),
+            cudaSuccess);
   ringlet::Tensor input = in.tensor(), output = out.tensor();
   input.stream = output.stream = s;
-  ringlet::synchronize(ringlet::allreduce_async("after.producer", input, output,
-                                                ringlet::ReduceOp::kSum));
+  ringlet::synchronize(
+      ringlet::allreduce_async("after.producer", input, output, ringlet::ReduceOp::kSum));
   EXPECT_EQ(out.read(), twos);
   cudaFreeHost(staged);
   cudaStreamDestroy(s);
