@@ -71,6 +71,8 @@ def main():
         torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
         torch.cuda.manual_seed(args.seed)
     device = torch.device("cuda") if args.cuda else torch.device("cpu")
+    if hvd.rank() == 0:
+        print(f"training on {device} with {hvd.size()} rank(s)", flush=True)
 
     x, y = mnist_data.load(args.data_dir, train=True)
     train_set = torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y))

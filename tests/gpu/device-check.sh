@@ -148,7 +148,7 @@ if [ $python_built = 0 ]; then
   row "ringlet.torch on CUDA" SKIP "the Python binding was not built here (see configure.log)"
 else
   export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
-  if timeout 300 "$build/bin/ringletrun" -np 1 python3 - >"$out/torch_cuda.log" 2>&1 <<'PY'
+  cat >"$out/torch_cuda.py" <<'PY'
 import torch
 import ringlet.torch as hvd
 hvd.init()
@@ -165,6 +165,8 @@ h = x.half(); assert torch.equal(hvd.allreduce(h, op=hvd.Sum), h), "float16"
 print("torch cuda collectives ok")
 hvd.shutdown()
 PY
+  timeout 300 "$build/bin/ringletrun" -np 1 python3 "$out/torch_cuda.py" >"$out/torch_cuda.log" 2>&1
+  if grep -q "torch cuda collectives ok" "$out/torch_cuda.log"
   then
     row "ringlet.torch on CUDA" PASS "allreduce, allreduce_, grouped, broadcast_, float16"
   else
@@ -172,7 +174,8 @@ PY
     row "ringlet.torch on CUDA" FAIL "see torch_cuda.log"
   fi
   if timeout 300 "$build/bin/ringletrun" -np 1 python3 examples/pytorch_mnist.py --epochs 1 \
-      --max-steps 40 --check >"$out/pytorch_mnist.log" 2>&1; then
+      --max-steps 40 --check >"$out/pytorch_mnist.log" 2>&1 &&
+      grep -q "training on cuda" "$out/pytorch_mnist.log"; then
     row "pytorch_mnist.py on CUDA" PASS "$(grep -m1 -o 'loss [0-9.]* -> [0-9.]*' "$out/pytorch_mnist.log")"
   else
     tail -20 "$out/pytorch_mnist.log"
