@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/gpu/finalizer.h"
 #include "core/runtime/request.h"
 #include "ringlet/types.h"
 
@@ -42,27 +43,33 @@ struct DeviceSegment {
 };
 
 // The device collectives of one runtime: per device a stream and a fusion
-// buffer, per process set a NCCL communicator, each made on first use and
-// released with the object.
+// buffer, per process set a NCCL communicator, each made on first use, and
+// the finalizer that watches what they started; released with the object,
+// which first waits for everything started to end.
+//
+// Each call queues the collective's work on the device and returns; `done`
+// is called on the finalizer's thread once the results are on the device,
+// or with the failure (a NCCL or CUDA error, or the deadline: the NCCL
+// communicator is aborted first, and every later collective on it fails at
+// once). A call that cannot queue its work throws a RuntimeError instead,
+// and `done` is never called.
 class DeviceCollectives {
  public:
+  using Completion = Finalizer::Completion;
   virtual ~DeviceCollectives() = default;
   // Allreduces `tensors` (one, or a fused response) of `device` over `comm`
   // (the communicator of `process_set`): each waits for its ready event, they
-  // are packed into the device fusion buffer with `prescale`, reduced,
-  // and unpacked with `postscale` (kAvg: divided by the ranks). Returns once
-  // the results are in the outputs; throws a RuntimeError naming the rank,
-  // the device and the cause (a peer's failure or the deadline aborts the
-  // NCCL communicator first).
+  // are packed into the device fusion buffer with `prescale`, reduced, and
+  // unpacked with `postscale` (kAvg: divided by the ranks).
   virtual void allreduce(Communicator& comm, int32_t process_set, int device,
                          std::span<const DeviceSegment> tensors,
                          std::span<const std::shared_ptr<ReadyEvent>> ready, DataType dtype,
-                         ReduceOp op, double prescale, double postscale) = 0;
+                         ReduceOp op, double prescale, double postscale, Completion done) = 0;
   // Broadcasts `count` elements of `buffer` from `root` (a rank of `comm`) to
   // every rank of `comm`, in place, after `ready`.
   virtual void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer,
                          size_t count, DataType dtype, int root,
-                         const std::shared_ptr<ReadyEvent>& ready) = 0;
+                         const std::shared_ptr<ReadyEvent>& ready, Completion done) = 0;
 };
 
 // Null where this build has no device collectives (device_refusal says why).

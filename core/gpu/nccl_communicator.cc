@@ -84,13 +84,14 @@ NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::st
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ == nullptr || aborted_) return;
+  if (comm_ == nullptr || failure_) return;
   // Destroy is local and waits for this rank's queued work; a communicator
-  // whose peers are gone is aborted instead, and never reaches here.
+  // whose peers are gone was aborted instead, and is not touched again.
   (void)ncclCommDestroy(comm_);
 }
 
 void NcclCommunicator::check(ncclResult_t r, const char* what) {
+  throw_if_aborted();
   if (r == ncclSuccess) return;
   if (r == ncclInProgress) {
     settle(what, owner_.deadline());
@@ -112,45 +113,51 @@ void NcclCommunicator::settle(const char* what, transport::Deadline deadline) {
   }
 }
 
-void NcclCommunicator::wait(cudaEvent_t done, transport::Deadline deadline, const char* what) {
-  int turns = 0;
-  for (;;) {
-    const cudaError_t e = cudaEventQuery(done);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) {
-      aborted_ = true;
-      (void)ncclCommAbort(comm_);
-      check_cuda(e, rank_, device_, what);
-    }
-    ncclResult_t state = ncclSuccess;
-    (void)ncclCommGetAsyncError(comm_, &state);
-    if (state != ncclSuccess && state != ncclInProgress) fail(state, what);
-    if (owner_.failed()) {
-      aborted_ = true;
-      (void)ncclCommAbort(comm_);
-      throw RuntimeError(owner_.failed_earlier());
-    }
-    if (transport::Clock::now() >= deadline) time_out(what);
-    pause(turns);
+bool NcclCommunicator::poll(cudaEvent_t done, transport::Deadline deadline, const char* what) {
+  throw_if_aborted();
+  const cudaError_t e = cudaEventQuery(done);
+  if (e == cudaSuccess) return true;
+  if (e != cudaErrorNotReady) {
+    abort_with(RuntimeError(ErrorKind::kInternal, rank_,
+                            set_text_ + ": " + what + ": cudaEventQuery failed: " +
+                                cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"));
   }
+  ncclResult_t state = ncclSuccess;
+  (void)ncclCommGetAsyncError(comm_, &state);
+  if (state != ncclSuccess && state != ncclInProgress) fail(state, what);
+  if (transport::Clock::now() >= deadline) time_out(what);
+  return false;
+}
+
+void NcclCommunicator::throw_if_aborted() {
+  std::lock_guard lock(mu_);
+  if (failure_) throw *failure_;
+}
+
+void NcclCommunicator::abort_with(common::Failure failure) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_) {
+      failure_ = failure;
+      (void)ncclCommAbort(comm_);
+    }
+    failure = *failure_;
+  }
+  throw failure;
 }
 
 void NcclCommunicator::fail(ncclResult_t r, const char* what) {
   std::string why = set_text_ + ": " + what + " failed: " + ncclGetErrorString(r);
   const char* last = ncclGetLastError(comm_);
   if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
-  aborted_ = true;
-  (void)ncclCommAbort(comm_);
-  throw RuntimeError(kind_of(r), rank_, why);
+  abort_with(RuntimeError(kind_of(r), rank_, why));
 }
 
 void NcclCommunicator::time_out(const char* what) {
-  aborted_ = true;
-  (void)ncclCommAbort(comm_);
-  throw RuntimeError(ErrorKind::kTimeout, rank_,
-                     set_text_ + ": " + what +
-                         " did not finish within RINGLET_TIMEOUT_SECONDS; the communicator was "
-                         "aborted (a peer may have died or never joined)");
+  abort_with(RuntimeError(ErrorKind::kTimeout, rank_,
+                          set_text_ + ": " + what +
+                              " did not finish within RINGLET_TIMEOUT_SECONDS; the communicator "
+                              "was aborted (a peer may have died or never joined)"));
 }
 
 }  // namespace ringlet::core::gpu

@@ -8,9 +8,12 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/communicator.h"
+#include "ringlet/common/failure.h"
 
 namespace ringlet::core::gpu {
 
@@ -27,27 +30,36 @@ class NcclCommunicator {
 
   ncclComm_t get() const { return comm_; }
 
-  // Checks what a NCCL call returned: ncclInProgress is waited out; anything
-  // but success aborts and throws, naming `what`.
+  // Checks what a NCCL call returned (runtime loop): ncclInProgress is waited
+  // out; anything but success aborts and throws, naming `what`. Throws the
+  // first failure at once once the communicator was aborted.
   void check(ncclResult_t r, const char* what);
 
-  // Waits until `done` (recorded on the stream after the NCCL call) has
-  // happened, watching NCCL's asynchronous error and the deadline.
-  void wait(cudaEvent_t done, transport::Deadline deadline, const char* what);
+  // One look at a collective whose end `done` marks (an event recorded on the
+  // stream after it), from the finalizer's thread: true once it happened;
+  // throws, after aborting the communicator, on a CUDA or NCCL error or past
+  // `deadline`, and throws the first failure once the communicator was
+  // aborted.
+  bool poll(cudaEvent_t done, transport::Deadline deadline, const char* what);
 
  private:
   // Polls ncclCommGetAsyncError until it leaves ncclInProgress.
   void settle(const char* what, transport::Deadline deadline);
+  // Aborts the communicator once (the first failure is kept) and throws it.
+  [[noreturn]] void abort_with(common::Failure failure);
   [[noreturn]] void fail(ncclResult_t r, const char* what);
   [[noreturn]] void time_out(const char* what);
+  void throw_if_aborted();
 
   ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
+  // The loop thread calls NCCL and the finalizer polls it; either may abort.
+  std::mutex mu_;
+  std::optional<common::Failure> failure_;  // set once aborted
   int device_;
   int rank_;  // this rank, global, for messages
   int size_;  // ranks of the communicator
   std::string set_text_;
-  Communicator& owner_;
+  Communicator& owner_;  // its deadline(), on the loop thread only
 };
 
 }  // namespace ringlet::core::gpu

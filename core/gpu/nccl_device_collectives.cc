@@ -93,7 +93,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   void allreduce(Communicator& comm, int32_t process_set, int device,
                  std::span<const DeviceSegment> tensors,
                  std::span<const std::shared_ptr<ReadyEvent>> ready, DataType dtype, ReduceOp op,
-                 double prescale, double postscale) override {
+                 double prescale, double postscale, Completion done) override {
     ncclDataType_t type;
     if (!nccl_type(dtype, type)) {
       throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
@@ -151,12 +151,12 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       cuda(kernels::cuda::unpack(dtype, d.fusion.get(), table + n, n, extent, postscale, stream),
            "the unpack kernel (MEMCPY_OUT_FUSION_BUFFER)");
     }
-    cuda(cudaEventRecord(d.done.get(), stream), "cudaEventRecord");
-    nccl.wait(d.done.get(), comm.deadline(), "the allreduce");
+    watch(nccl, stream, rank_, device, comm.deadline(), "the allreduce", std::move(done));
   }
 
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
-                 DataType dtype, int root, const std::shared_ptr<ReadyEvent>& ready) override {
+                 DataType dtype, int root, const std::shared_ptr<ReadyEvent>& ready,
+                 Completion done) override {
     DeviceScope scope(device, rank_);
     PerDevice& d = per_device(device);
     NcclCommunicator& nccl = communicator(comm, process_set, device);
@@ -169,15 +169,23 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     nccl.check(ncclBroadcast(buffer, buffer, count * dtype_size(dtype), ncclUint8, root, nccl.get(),
                              stream),
                "ncclBroadcast");
-    check_cuda(cudaEventRecord(d.done.get(), stream), rank_, device, "cudaEventRecord");
-    nccl.wait(d.done.get(), comm.deadline(), "the broadcast");
+    watch(nccl, stream, rank_, device, comm.deadline(), "the broadcast", std::move(done));
   }
 
  private:
+  // Marks the end of the work just queued on `stream` with an event of its
+  // own and hands it to the finalizer, which reports to `done`.
+  void watch(NcclCommunicator& nccl, cudaStream_t stream, int rank, int device,
+             transport::Deadline deadline, const char* what, Completion done) {
+    auto end = std::make_shared<Event>(rank, device);
+    check_cuda(cudaEventRecord(end->get(), stream), rank, device, "cudaEventRecord");
+    finalizer_.watch([&nccl, end, deadline, what] { return nccl.poll(end->get(), deadline, what); },
+                     std::move(done));
+  }
+
   struct PerDevice {
-    PerDevice(int rank, int device) : stream(rank, device), done(rank, device) {}
+    explicit PerDevice(int rank, int device) : stream(rank, device) {}
     Stream stream;
-    Event done;
     DeviceMemory fusion;
     DeviceMemory table;  // the kernels' segment table
     std::vector<kernels::cuda::FusedSegment> table_host;
@@ -233,6 +241,9 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   // Destroyed before devices_ (declared after): a communicator's queued work
   // may still use a device's stream.
   std::map<std::pair<int32_t, int>, std::unique_ptr<NcclCommunicator>> comms_;
+  // Destroyed first: it waits for every watched collective to end, and its
+  // polls use the communicators.
+  Finalizer finalizer_;
 };
 
 }  // namespace

@@ -297,6 +297,9 @@ void Runtime::shutdown() {
   }
   work_cv_.notify_one();
   thread_.join();
+  // Waits for the device collectives still running, whose completions use
+  // the handles and the timeline.
+  device_collectives_.reset();
   stop_timeline();
   sets_.clear();  // the sets' communicators borrow the world's links
   comm_.reset();
@@ -354,8 +357,12 @@ void Runtime::loop() {
         std::unique_lock lock(mu_);
         loop_idle_ = true;
         work_cv_.wait_until(lock, next_cycle, [&] {
-          return !queue_.empty() || !set_change_queue_.empty() || shutdown_requested_;
+          return !queue_.empty() || !set_change_queue_.empty() || shutdown_requested_ ||
+                 device_failure_.has_value();
         });
+        // A device collective failed on the finalizer's thread: the runtime
+        // stops as it does for a collective that failed here.
+        if (device_failure_) throw RuntimeError(*device_failure_);
         loop_idle_ = false;
         if (!queue_.empty() && !shutdown_requested_) {
           // Hold back while a burst is still arriving: only then can waiting

@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -249,10 +250,15 @@ class Runtime {
   void run_allreduce(Communicator& comm, const Response& r, std::vector<Pending*>& items,
                      timeline::Timeline* tl);
   Result run_single(Communicator& comm, const Response& r, Pending& p, timeline::Timeline* tl);
-  // An allreduce whose tensors live on a CUDA device.
-  void run_device_allreduce(Communicator& comm, const Response& r, std::vector<Pending*>& items,
-                            timeline::Timeline* tl);
+  // A response whose tensors live on a CUDA device: queued on the device
+  // here; its handles complete from the finalizer's thread.
+  void start_on_device(Communicator& comm, const Response& r, std::vector<Pending*>& items);
   gpu::DeviceCollectives& device_collectives();  // made on first use
+  // From the finalizer's thread: the loop stops with `failure` at its next turn.
+  void report_device_failure(const common::Failure& failure);
+  // Takes a reported name out of the loop's books (reported_, the cache's
+  // bits, in_flight_) and returns its handle; nullopt if not reported here.
+  std::optional<Handle> release_reported(const std::string& name);
   void count_run(const Response& r);
   void finish(const std::string& name, Result result);
   void fail(const std::string& name, common::Failure failure);
@@ -303,6 +309,7 @@ class Runtime {
   std::unordered_map<std::string, Pending> reported_;    // reported, awaiting a response
   std::vector<std::byte> prescale_buffer_;               // reducescatter: the prescaled input
   std::unique_ptr<gpu::DeviceCollectives> device_collectives_;  // see device_collectives()
+  std::optional<common::Failure> device_failure_;  // mu_; the first a device collective met
   std::string pending_abort_;  // stall shutdown to announce (world message)
 
   std::thread thread_;

@@ -104,6 +104,11 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
                     static_cast<uint64_t>(resp.bytes), static_cast<int64_t>(resp.names.size()),
                     resp.meta[0].dtype);
   try {
+    if (resp.meta[0].device >= 0) {
+      start_on_device(*set.comm, resp, items);
+      count_run(resp);
+      return;
+    }
     if (resp.kind == CollectiveKind::kAllreduce) {
       run_allreduce(*set.comm, resp, items, tl);
       count_run(resp);
@@ -226,10 +231,6 @@ void Runtime::run_allreduce(Communicator& comm, const Response& resp, std::vecto
   // packs pieces into a fusion buffer of its own. The algorithms report their
   // phases to the recorder.
   const Metadata& m = resp.meta[0];
-  if (m.device >= 0) {
-    run_device_allreduce(comm, resp, items, tl);
-    return;
-  }
   std::vector<kernels::cpu::ConstSegment> in;
   std::vector<kernels::cpu::Segment> out;
   in.reserve(items.size());
@@ -244,21 +245,90 @@ void Runtime::run_allreduce(Communicator& comm, const Response& resp, std::vecto
   core::allreduce_segments(comm, in, out, m.dtype, m.op, m.prescale, m.postscale);
 }
 
-void Runtime::run_device_allreduce(Communicator& comm, const Response& resp,
-                                   std::vector<Pending*>& items, timeline::Timeline* tl) {
+void Runtime::start_on_device(Communicator& comm, const Response& resp,
+                              std::vector<Pending*>& items) {
   const Metadata& m = resp.meta[0];
   std::vector<gpu::DeviceSegment> tensors;
   std::vector<std::shared_ptr<gpu::ReadyEvent>> ready;
-  tensors.reserve(items.size());
-  ready.reserve(items.size());
+  std::vector<std::pair<Handle, Result>> done;
   for (Pending* p : items) {
     const Request& r = p->request;
     tensors.push_back({r.input, r.output, static_cast<size_t>(r.meta.elements())});
     ready.push_back(r.ready);
+    done.emplace_back(p->handle, Result{{}, r.meta.shape, {}});
   }
-  Phase phase(tl, resp.names, "NCCL_ALLREDUCE", static_cast<uint64_t>(resp.bytes), m.dtype);
-  device_collectives().allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op,
-                                 m.prescale, m.postscale);
+  // The names are free again as soon as the work is queued, as when a host
+  // collective ends: the handles complete from the finalizer's thread, and a
+  // caller woken there may submit the same names at once.
+  for (const std::string& name : resp.names) release_reported(name);
+
+  std::shared_ptr<timeline::Timeline> tl;
+  {
+    std::lock_guard lock(mu_);
+    tl = timeline_;
+  }
+  const std::string phase = resp.kind == CollectiveKind::kAllreduce ? "NCCL_ALLREDUCE"
+                                                                    : "NCCL_BROADCAST";
+  if (tl) {
+    for (const std::string& name : resp.names) tl->activity_start(name, phase);
+  }
+  nvtx::Range range(phase.c_str(), static_cast<uint64_t>(resp.bytes),
+                    static_cast<int64_t>(items.size()));
+  auto on_end = [this, names = resp.names, done, tl,
+                 kind = resp.kind](const common::Failure* failure) mutable {
+    if (tl) {
+      for (const std::string& name : names) {
+        tl->activity_end(name);
+        tl->op_end(name);
+      }
+    }
+    if (failure == nullptr) {
+      handles_.complete_all(done);
+      return;
+    }
+    common::Failure f = *failure;
+    f.at_rank(rank_);
+    f.in_collective(to_string(kind));
+    f.for_tensors(names);
+    for (auto& [handle, result] : done) handles_.fail(handle, f);
+    report_device_failure(f);
+  };
+  try {
+    if (resp.kind == CollectiveKind::kAllreduce) {
+      device_collectives().allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op,
+                                     m.prescale, m.postscale, std::move(on_end));
+    } else if (resp.kind == CollectiveKind::kBroadcast) {
+      device_collectives().broadcast(comm, m.process_set, m.device, tensors[0].output,
+                                     tensors[0].count, m.dtype, comm.rank_of_global(m.root),
+                                     ready[0], std::move(on_end));
+    } else {
+      throw RuntimeError(ErrorKind::kInternal, rank_,
+                         std::string(to_string(resp.kind)) +
+                             " of device tensors reached the device collectives");
+    }
+  } catch (const std::exception& e) {
+    // Nothing was queued: the handles fail here (execute() finds the names
+    // released), and the runtime stops as for any failed collective.
+    common::Failure f = failure_from(e, rank_);
+    f.in_collective(to_string(resp.kind));
+    f.for_tensors(resp.names);
+    for (auto& [handle, result] : done) handles_.fail(handle, f);
+    if (tl) {
+      for (const std::string& name : resp.names) {
+        tl->activity_end(name);
+        tl->op_end(name);
+      }
+    }
+    throw RuntimeError(f);
+  }
+}
+
+void Runtime::report_device_failure(const common::Failure& failure) {
+  {
+    std::lock_guard lock(mu_);
+    if (!device_failure_) device_failure_ = failure;
+  }
+  work_cv_.notify_one();
 }
 
 gpu::DeviceCollectives& Runtime::device_collectives() {
@@ -302,12 +372,6 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
     case CollectiveKind::kBroadcast: {
       const size_t n = static_cast<size_t>(m.elements());
       result.shape = req.meta.shape;
-      if (m.device >= 0) {
-        Phase p(tl, resp.names, "NCCL_BROADCAST", n * es, dt);
-        device_collectives().broadcast(comm, m.process_set, m.device, req.output, n, dt,
-                                       comm.rank_of_global(m.root), req.ready);
-        break;
-      }
       Phase p(tl, resp.names, algorithm_name(comm, collectives::Collective::kBroadcast, n * es),
               n * es, dt);
       // Roots are global ranks (as in Horovod); the set numbers its own.
@@ -378,9 +442,9 @@ void Runtime::count_run(const Response& resp) {
   if (resp.names.size() > 1) stats_.fused_tensors += resp.names.size();
 }
 
-void Runtime::finish(const std::string& name, Result result) {
+std::optional<Handle> Runtime::release_reported(const std::string& name) {
   auto it = reported_.find(name);
-  if (it == reported_.end()) return;
+  if (it == reported_.end()) return std::nullopt;
   const Handle h = it->second.handle;
   forget_cached(it->second);
   reported_.erase(it);
@@ -388,7 +452,11 @@ void Runtime::finish(const std::string& name, Result result) {
     std::lock_guard lock(mu_);
     in_flight_.erase(name);  // before completing: the caller may resubmit at once
   }
-  handles_.complete(h, std::move(result));
+  return h;
+}
+
+void Runtime::finish(const std::string& name, Result result) {
+  if (const std::optional<Handle> h = release_reported(name)) handles_.complete(*h, std::move(result));
 }
 
 void Runtime::forget_cached(const Pending& p) {
@@ -397,17 +465,10 @@ void Runtime::forget_cached(const Pending& p) {
 }
 
 void Runtime::fail(const std::string& name, common::Failure failure) {
-  auto it = reported_.find(name);
-  if (it == reported_.end()) return;
-  const Handle h = it->second.handle;
-  forget_cached(it->second);
-  reported_.erase(it);
-  {
-    std::lock_guard lock(mu_);
-    in_flight_.erase(name);
-  }
+  const std::optional<Handle> h = release_reported(name);
+  if (!h) return;
   failure.at_rank(rank_);
-  handles_.fail(h, std::move(failure));
+  handles_.fail(*h, std::move(failure));
 }
 
 void Runtime::fail_everything(common::Failure failure) {
