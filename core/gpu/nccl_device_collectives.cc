@@ -1,9 +1,9 @@
 // The device collectives of a build with CUDA and NCCL: allreduce and
-// broadcast of device tensors through NCCL (HOROVOD_GPU_OPERATIONS=NCCL),
-// with the allreduce's fusion buffer
-// in device memory and the element work (pack with the prescale, average,
-// unpack with the postscale) in the CUDA kernels, all on one stream per
-// device that waits for each tensor's producer on the device.
+// broadcast of device tensors through NCCL (HOROVOD_GPU_OPERATIONS=NCCL). The
+// allreduce's fusion buffer is device memory and its element work (pack with
+// the prescale, average, unpack with the postscale) is the CUDA kernels', all
+// on one stream per device that waits for each tensor's producer on the
+// device; the finalizer reports each collective's end.
 #include <map>
 #include <utility>
 #include <vector>
@@ -21,10 +21,10 @@ using runtime::CollectiveKind;
 using runtime::ErrorKind;
 using runtime::RuntimeError;
 
+// An event of the tensor's device, recorded on its producer's stream.
 class ReadyEvent {
  public:
-  ReadyEvent(int device, int rank) : device(device), event(rank, device) {}
-  const int device;
+  ReadyEvent(int rank, int device) : event(rank, device) {}
   const Event event;
 };
 
@@ -277,7 +277,7 @@ std::string device_refusal(GpuOperations operations, CollectiveKind kind, DataTy
 
 std::shared_ptr<ReadyEvent> record_ready(int rank, int device, void* stream) {
   DeviceScope scope(device, rank);
-  auto ready = std::make_shared<ReadyEvent>(device, rank);
+  auto ready = std::make_shared<ReadyEvent>(rank, device);
   check_cuda(cudaEventRecord(ready->event.get(), static_cast<cudaStream_t>(stream)), rank, device,
              "cudaEventRecord on the tensor's stream");
   return ready;

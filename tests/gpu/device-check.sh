@@ -14,8 +14,10 @@
 # through the public API and ringlet-bench (NCCL, one rank: NCCL runs one rank
 # per device and the machine has one), tries Ringlet's own ring on device
 # memory with 2 and 4 ranks (reported as not served until it is), and prints
-# one summary table. Logs go to $OUT (the device tool's
-# folder) or /tmp/ringlet-device-check.
+# one summary table. A target that fails to build fails its row, and the
+# steps that need it are skipped; the others still run. The summary, the
+# bandwidth table and an archive of every log (logs.tar.gz) go to $OUT (the
+# device tool's folder, which takes few files) or /tmp/ringlet-device-check.
 #
 # Exit status: 0 every check passed; 1 a wrong result or a failed step;
 # 77 no CUDA device here.
@@ -23,8 +25,11 @@ set -uo pipefail
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-out="${OUT:-/tmp/ringlet-device-check}"
-mkdir -p "$out"
+results="${OUT:-/tmp/ringlet-device-check}"
+work=/tmp/ringlet-device-check-work
+out="$work/logs"
+rm -rf "$work"
+mkdir -p "$results" "$out"
 build="$root/build-gpu"
 deps=/tmp/ringlet-deps
 started=$SECONDS
@@ -48,7 +53,18 @@ summary() {
 }
 finish() {
   summary | tee "$out/summary.txt"
+  cp "$out/summary.txt" "$results/summary.txt"
+  [ -f "$out/bandwidth.txt" ] && cp "$out/bandwidth.txt" "$results/bandwidth.txt"
+  tar czf "$results/logs.tar.gz" -C "$work" logs
   exit "$1"
+}
+# built TARGET: whether the build produced it.
+built() {
+  if [ "$1" = _ringlet ]; then
+    ls "$build"/python/ringlet/_ringlet*.so >/dev/null 2>&1
+  else
+    [ -x "$build/bin/$1" ]
+  fi
 }
 
 # --- the machine -------------------------------------------------------------
@@ -105,48 +121,68 @@ if grep -q "PYTHON=ON" "$out/configure.log"; then
   python_built=1
   targets+=(_ringlet)
 fi
-if ! cmake --build "$build" --target "${targets[@]}" -- -k 0 >"$out/build.log" 2>&1; then
+cmake --build "$build" --target "${targets[@]}" -- -k 0 >"$out/build.log" 2>&1
+missing=()
+for t in "${targets[@]}"; do built "$t" || missing+=("$t"); done
+if [ ${#missing[@]} -eq 0 ]; then
+  row "build (sm_$arch)" PASS "$((SECONDS - t0)) s: ${targets[*]}"
+else
   grep -E "error|FAILED" "$out/build.log" | head -30
-  row "build" FAIL "see build.log"
-  finish 1
+  row "build (sm_$arch)" FAIL "not built: ${missing[*]} (see build.log); the steps needing them are skipped"
 fi
-row "build (sm_$arch)" PASS "$((SECONDS - t0)) s: ${targets[*]}"
+# skip_unless_built ROW TARGET...: false (and a SKIP row) unless all were built.
+skip_unless_built() {
+  local name="$1"
+  shift
+  for t in "$@"; do
+    if ! built "$t"; then
+      row "$name" SKIP "$t was not built"
+      return 1
+    fi
+  done
+}
+
+# gtest_row NAME LOG STATUS [ALLOWED_SKIPS]: one row from a GoogleTest run. A
+# test skipped on a machine with a GPU is a fault, beyond ALLOWED_SKIPS (tests
+# that run only where there is no device).
+gtest_row() {
+  local name="$1" log="$2" status="$3" allowed="${4:-0}" passed skipped
+  passed="$(grep -o '\[  PASSED  \] [0-9]* test' "$log" | grep -o '[0-9]*' | tail -1)"
+  skipped="$(grep -o '\[  SKIPPED \] [0-9]* test' "$log" | grep -o '[0-9]*' | tail -1)"
+  if [ "$status" -ne 0 ]; then
+    grep -B2 -A8 "Failure\|FAILED\|what()" "$log" | head -60
+    row "$name" FAIL "exit $status; see $(basename "$log")"
+  elif [ -n "$skipped" ] && [ "$skipped" -gt "$allowed" ]; then
+    row "$name" FAIL "$skipped skipped on a machine with a GPU: $(grep -m1 -o 'no CUDA device.*' "$log")"
+  else
+    row "$name" PASS "${passed:-0} tests, $((SECONDS - t0)) s"
+  fi
+}
 
 # --- every kernel against the scalar reference --------------------------------
-t0=$SECONDS
-"$build/bin/kernels_test" --gtest_filter='CudaKernelsTest.*' >"$out/kernels_test.log" 2>&1
-status=$?
-passed="$(grep -o '\[  PASSED  \] [0-9]* test' "$out/kernels_test.log" | grep -o '[0-9]*' | tail -1)"
-skipped="$(grep -o '\[  SKIPPED \] [0-9]* test' "$out/kernels_test.log" | grep -o '[0-9]*' | tail -1)"
-if [ $status -ne 0 ]; then
-  grep -B2 -A8 "Failure\|FAILED" "$out/kernels_test.log" | head -60
-  row "kernels against the reference" FAIL "exit $status; see kernels_test.log"
-elif [ -n "$skipped" ] && [ "$skipped" != 0 ]; then
-  row "kernels against the reference" FAIL "$skipped skipped on a machine with a GPU: $(grep -m1 -o 'no CUDA device.*' "$out/kernels_test.log")"
-else
-  row "kernels against the reference" PASS "${passed:-0} tests, $((SECONDS - t0)) s"
-fi
+check_kernels() {
+  skip_unless_built "kernels against the reference" kernels_test || return
+  t0=$SECONDS
+  "$build/bin/kernels_test" --gtest_filter='CudaKernelsTest.*' >"$out/kernels_test.log" 2>&1
+  gtest_row "kernels against the reference" "$out/kernels_test.log" $?
+}
 
-# --- device tensors through the public API (NCCL, one rank) ----------------------
-t0=$SECONDS
-"$build/bin/device_collectives_test" >"$out/device_collectives_test.log" 2>&1
-status=$?
-passed="$(grep -o '\[  PASSED  \] [0-9]* test' "$out/device_collectives_test.log" | grep -o '[0-9]*' | tail -1)"
-skipped="$(grep -o '\[  SKIPPED \] [0-9]* test' "$out/device_collectives_test.log" | grep -o '[0-9]*' | tail -1)"
-if [ $status -eq 0 ] && [ -n "$skipped" ] && [ "$skipped" -gt 1 ]; then
-  # One test runs only where there is no device; any other skip is a fault.
-  row "device collectives (API, NCCL)" FAIL "$skipped skipped on a machine with a GPU; see device_collectives_test.log"
-elif [ $status -ne 0 ]; then
-  grep -B2 -A8 "Failure\|FAILED\|what()" "$out/device_collectives_test.log" | head -60
-  row "device collectives (API, NCCL)" FAIL "exit $status; see device_collectives_test.log"
-else
-  row "device collectives (API, NCCL)" PASS "${passed:-0} tests, $((SECONDS - t0)) s"
-fi
+# --- device tensors through the public API (NCCL, one rank) -------------------
+check_device_collectives() {
+  skip_unless_built "device collectives (API, NCCL)" device_collectives_test || return
+  t0=$SECONDS
+  "$build/bin/device_collectives_test" >"$out/device_collectives_test.log" 2>&1
+  # One test runs only where there is no device.
+  gtest_row "device collectives (API, NCCL)" "$out/device_collectives_test.log" $? 1
+}
 
-# --- PyTorch on CUDA tensors (one rank) ---------------------------------------------
-if [ $python_built = 0 ]; then
-  row "ringlet.torch on CUDA" SKIP "the Python binding was not built here (see configure.log)"
-else
+# --- PyTorch on CUDA tensors (one rank) -----------------------------------------
+check_torch() {
+  if [ $python_built = 0 ]; then
+    row "ringlet.torch on CUDA" SKIP "the Python binding was not configured here (see configure.log)"
+    return
+  fi
+  skip_unless_built "ringlet.torch on CUDA" _ringlet ringletrun || return
   export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
   cat >"$out/torch_cuda.py" <<'PY'
 import torch
@@ -166,8 +202,7 @@ print("torch cuda collectives ok")
 hvd.shutdown()
 PY
   timeout 300 "$build/bin/ringletrun" -np 1 python3 "$out/torch_cuda.py" >"$out/torch_cuda.log" 2>&1
-  if grep -q "torch cuda collectives ok" "$out/torch_cuda.log"
-  then
+  if grep -q "torch cuda collectives ok" "$out/torch_cuda.log"; then
     row "ringlet.torch on CUDA" PASS "allreduce, allreduce_, grouped, broadcast_, float16"
   else
     tail -20 "$out/torch_cuda.log"
@@ -181,40 +216,49 @@ PY
     tail -20 "$out/pytorch_mnist.log"
     row "pytorch_mnist.py on CUDA" FAIL "see pytorch_mnist.log"
   fi
-fi
+}
 
 # --- bandwidth beside cudaMemcpy ------------------------------------------------
-if "$build/bin/gpu_kernel_bandwidth" --mib 64,256 --iters 20 >"$out/bandwidth.txt" 2>&1; then
-  cat "$out/bandwidth.txt"
-  row "kernel bandwidth" INFO "$(grep -o '[0-9]* row(s) below [0-9]*% of the copy' "$out/bandwidth.txt") (bandwidth.txt)"
-else
-  cat "$out/bandwidth.txt"
-  row "kernel bandwidth" FAIL "see bandwidth.txt"
-fi
+check_bandwidth() {
+  skip_unless_built "kernel bandwidth" gpu_kernel_bandwidth || return
+  if "$build/bin/gpu_kernel_bandwidth" --mib 64,256 --iters 20 >"$out/bandwidth.txt" 2>&1; then
+    cat "$out/bandwidth.txt"
+    row "kernel bandwidth" INFO "$(grep -o '[0-9]* row(s) below [0-9]*% of the copy' "$out/bandwidth.txt") (bandwidth.txt)"
+  else
+    cat "$out/bandwidth.txt"
+    row "kernel bandwidth" FAIL "see bandwidth.txt"
+  fi
+}
 
-# --- what this build says it can run --------------------------------------------
-"$build/bin/ringletrun" --check-build >"$out/check-build.txt" 2>&1
-sed -n '/GPU:/,/^$/p' "$out/check-build.txt"
-
-# --- GPU collectives ------------------------------------------------------------
+# --- GPU collectives through ringlet-bench --------------------------------------
 # Each runs with checking on; a collective this version refuses by name is
 # reported as not served, anything else that fails is a failure.
 collective() {  # NAME NP BACKEND COLLECTIVE
   local name="$1" np="$2" backend="$3" coll="$4" log="$out/bench-$1.log"
+  skip_unless_built "$name" ringletrun ringlet-bench || return
   timeout 300 "$build/bin/ringletrun" -np "$np" "$build/bin/ringlet-bench" "$coll" --device cuda \
     --backend "$backend" -b 1K -e 256M -f 4 -c 1 -n 20 -w 5 >"$log" 2>&1
   local status=$?
   if grep -q "not served" "$log"; then
     row "$name" SKIP "$(grep -m1 -o '[^:]*not served[^(;]*' "$log" | head -1)"
+  elif grep -Eq 'checked .*, [1-9][0-9]* wrong' "$log"; then
+    row "$name" FAIL "wrong results; see bench-$name.log"
   elif [ $status -ne 0 ]; then
     tail -20 "$log"
     row "$name" FAIL "exit $status; see bench-$name.log"
-  elif grep -Eq 'checked .*, [1-9][0-9]* wrong' "$log"; then
-    row "$name" FAIL "wrong results; see bench-$name.log"
   else
     row "$name" PASS "$(grep -m1 'Avg bus bandwidth' "$log" | sed 's/.*: *//') GB/s average busbw"
   fi
 }
+
+check_kernels
+check_device_collectives
+check_torch
+check_bandwidth
+if built ringletrun; then
+  "$build/bin/ringletrun" --check-build >"$out/check-build.txt" 2>&1
+  sed -n '/GPU:/,/^$/p' "$out/check-build.txt"
+fi
 collective nccl-allreduce-np1 1 nccl allreduce
 collective ring-allreduce-np2 2 ring allreduce
 collective ring-allgather-np2 2 ring allgather
