@@ -238,6 +238,9 @@ Command parse_command_line(int argc, char** argv) {
         throw CLI::ValidationError("--tensors", "needs --backend ring (it runs through Ringlet's runtime)");
       }
     }
+    if (tensors > 0 && o.cuda) {
+      throw CLI::ValidationError("--tensors", "is not served with --device cuda yet");
+    }
     o.tensors = tensors;
     o.min_bytes = parse_size(min_bytes);
     o.max_bytes = parse_size(max_bytes);

@@ -212,6 +212,9 @@ TEST(CommandLine, DeviceCudaNamesTheGpuOperations) {
   ASSERT_EQ(ring.cmd.action, Command::Action::kRun) << ring.err;
   EXPECT_EQ(ring.cmd.options.gpu_operations, "RING");
   EXPECT_FALSE(parse({"allreduce"}).cmd.options.cuda);
+  Parsed tensors = parse({"allreduce", "--device", "cuda", "--backend", "nccl", "--tensors", "4"});
+  EXPECT_EQ(tensors.cmd.exit_code, 2);
+  EXPECT_NE(tensors.err.find("--tensors"), std::string::npos) << tensors.err;
 }
 
 TEST(CommandLine, PerOpBarrierIsOffByDefault) {
