@@ -16,8 +16,9 @@
 # memory with 2 and 4 ranks (reported as not served until it is), and prints
 # one summary table. A target that fails to build fails its row, and the
 # steps that need it are skipped; the others still run. The summary, the
-# bandwidth table and an archive of every log (logs.tar.gz) go to $OUT (the
-# device tool's folder, which takes few files) or /tmp/ringlet-device-check.
+# bandwidth table and an archive of every log (logs.tar.gz) go to $OUT when
+# set (three files, for runners that collect only a few) or to
+# /tmp/ringlet-device-check.
 #
 # Exit status: 0 every check passed; 1 a wrong result or a failed step;
 # 77 no CUDA device here.
