@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
       sizes_mib = parse_sizes(argv[++i]);
     } else if (a == "--iters" && i + 1 < argc) {
       iters = std::atoi(argv[++i]);
+      if (iters < 1) {
+        std::fprintf(stderr, "gpu_kernel_bandwidth: --iters takes a count of 1 or more\n");
+        return 2;
+      }
     } else if (a == "--target" && i + 1 < argc) {
       target = std::atof(argv[++i]);
     } else {

@@ -1,5 +1,9 @@
 #include "core/gpu/cuda_resources.h"
 
+#include <map>
+#include <mutex>
+#include <vector>
+
 #include "core/runtime/runtime_error.h"
 
 namespace ringlet::core::gpu {
@@ -33,18 +37,16 @@ DeviceScope::~DeviceScope() {
 
 void DeviceMemory::reserve(size_t bytes, int rank, int device) {
   if (bytes <= bytes_) return;
-  // Work queued on any stream may still read the old buffer.
-  if (data_ != nullptr) check_cuda(cudaDeviceSynchronize(), rank, device, "cudaDeviceSynchronize");
-  release();
-  check_cuda(cudaMalloc(&data_, bytes), rank, device,
-             ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
+  if (data_ != nullptr) check_cuda(cudaFreeAsync(data_, stream_), rank, device, "cudaFreeAsync");
+  data_ = nullptr;
+  bytes_ = 0;
+  check_cuda(cudaMallocAsync(&data_, bytes, stream_), rank, device,
+             ("cudaMallocAsync of " + std::to_string(bytes) + " bytes").c_str());
   bytes_ = bytes;
 }
 
-void DeviceMemory::release() {
-  if (data_ != nullptr) (void)cudaFree(data_);
-  data_ = nullptr;
-  bytes_ = 0;
+DeviceMemory::~DeviceMemory() {
+  if (data_ != nullptr) (void)cudaFreeAsync(data_, stream_);
 }
 
 Stream::Stream(int rank, int device) {
@@ -61,6 +63,40 @@ Event::Event(int rank, int device) {
 }
 Event::~Event() {
   if (event_ != nullptr) (void)cudaEventDestroy(event_);
+}
+
+namespace {
+
+struct EventPool {
+  std::mutex mu;
+  std::map<int, std::vector<std::unique_ptr<Event>>> free;  // by device
+};
+
+// Never destroyed: an event may come back while the process exits.
+EventPool& event_pool() {
+  static EventPool* pool = new EventPool;
+  return *pool;
+}
+
+}  // namespace
+
+std::shared_ptr<Event> pooled_event(int rank, int device) {
+  EventPool& pool = event_pool();
+  std::unique_ptr<Event> event;
+  {
+    std::lock_guard lock(pool.mu);
+    std::vector<std::unique_ptr<Event>>& free = pool.free[device];
+    if (!free.empty()) {
+      event = std::move(free.back());
+      free.pop_back();
+    }
+  }
+  if (!event) event = std::make_unique<Event>(rank, device);
+  return std::shared_ptr<Event>(event.release(), [device](Event* e) {
+    EventPool& pool = event_pool();
+    std::lock_guard lock(pool.mu);
+    pool.free[device].emplace_back(e);
+  });
 }
 
 }  // namespace ringlet::core::gpu

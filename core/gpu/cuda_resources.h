@@ -6,8 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
-#include <utility>
 
 namespace ringlet::core::gpu {
 
@@ -27,26 +27,18 @@ class DeviceScope {
   int previous_ = -1;
 };
 
-// cudaMalloc'd memory of one device, grown on demand (contents not kept).
+// Device memory used in one stream's order, grown on demand (contents not
+// kept). It is allocated and freed in that order (cudaMallocAsync,
+// cudaFreeAsync), so growing it never waits for the device: the old block is
+// freed once the work queued before on the stream is done.
 class DeviceMemory {
  public:
-  DeviceMemory() = default;
-  ~DeviceMemory() { release(); }
-  DeviceMemory(DeviceMemory&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceMemory& operator=(DeviceMemory&& o) noexcept {
-    if (this != &o) {
-      release();
-      data_ = std::exchange(o.data_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-    }
-    return *this;
-  }
+  explicit DeviceMemory(cudaStream_t stream) : stream_(stream) {}
+  ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
-  // At least `bytes` on the current device; reallocates (after the device's
-  // pending work that may use the old memory is done) only to grow.
+  // At least `bytes`, on the stream's device.
   void reserve(size_t bytes, int rank, int device);
   void* get() const { return data_; }
   template <class T>
@@ -55,7 +47,7 @@ class DeviceMemory {
   }
 
  private:
-  void release();
+  cudaStream_t stream_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
@@ -85,5 +77,10 @@ class Event {
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+// An event of `device` (current) from a pool that takes it back when the last
+// owner lets go: a submission and a collective each need one, and creating
+// them would put a driver call on every submission. Thread-safe.
+std::shared_ptr<Event> pooled_event(int rank, int device);
 
 }  // namespace ringlet::core::gpu

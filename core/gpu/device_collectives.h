@@ -28,12 +28,13 @@ std::string device_refusal(GpuOperations operations, runtime::CollectiveKind kin
                            int device);
 
 // The point on the producer's stream after which a submitted tensor holds
-// its data: recorded at submission, waited for on the device (never on the
-// host) before the collective reads the tensor.
-class ReadyEvent;
+// its data (an event: core/gpu/cuda_resources.h): recorded at submission,
+// waited for on the device (never on the host) before the collective reads
+// the tensor.
+class Event;
 // Records it on `stream` (a cudaStream_t; null: the legacy default stream) of
 // `device`. Throws RuntimeError naming `rank` and the CUDA error.
-std::shared_ptr<ReadyEvent> record_ready(int rank, int device, void* stream);
+std::shared_ptr<Event> record_ready(int rank, int device, void* stream);
 
 // One device tensor of an allreduce: in place when input == output.
 struct DeviceSegment {
@@ -63,13 +64,13 @@ class DeviceCollectives {
   // unpacked with `postscale` (kAvg: divided by the ranks).
   virtual void allreduce(Communicator& comm, int32_t process_set, int device,
                          std::span<const DeviceSegment> tensors,
-                         std::span<const std::shared_ptr<ReadyEvent>> ready, DataType dtype,
-                         ReduceOp op, double prescale, double postscale, Completion done) = 0;
+                         std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
+                         double prescale, double postscale, Completion done) = 0;
   // Broadcasts `count` elements of `buffer` from `root` (a rank of `comm`) to
   // every rank of `comm`, in place, after `ready`.
   virtual void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer,
                          size_t count, DataType dtype, int root,
-                         const std::shared_ptr<ReadyEvent>& ready, Completion done) = 0;
+                         const std::shared_ptr<Event>& ready, Completion done) = 0;
 };
 
 // Null where this build has no device collectives (device_refusal says why).

@@ -16,7 +16,7 @@ std::string device_refusal(GpuOperations operations, runtime::CollectiveKind, Da
          " (HOROVOD_GPU_OPERATIONS=" + std::string(to_string(operations)) + ")";
 }
 
-std::shared_ptr<ReadyEvent> record_ready(int, int, void*) { return nullptr; }
+std::shared_ptr<Event> record_ready(int, int, void*) { return nullptr; }
 
 std::unique_ptr<DeviceCollectives> make_device_collectives(int) { return nullptr; }
 

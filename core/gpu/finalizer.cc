@@ -1,22 +1,11 @@
 #include "core/gpu/finalizer.h"
 
-#include <chrono>
 #include <exception>
 #include <optional>
 
+#include "core/gpu/backoff.h"
+
 namespace ringlet::core::gpu {
-
-namespace {
-
-// Short waits first, so that a collective of a few microseconds is not
-// charged a sleep; then sleeps, so that a long one leaves the core to the
-// application's threads.
-void pause(int& turns) {
-  if (++turns < 256) return;
-  std::this_thread::sleep_for(std::chrono::microseconds(turns < 1024 ? 5 : 50));
-}
-
-}  // namespace
 
 Finalizer::Finalizer() : thread_([this] { run(); }) {}
 
@@ -49,7 +38,7 @@ void Finalizer::run() {
     }
     std::optional<common::Failure> failure;
     try {
-      for (int turns = 0; !e.poll(); pause(turns)) {
+      for (int turns = 0; !e.poll(); backoff(turns)) {
       }
     } catch (const common::Failure& f) {
       failure = f;

@@ -1,10 +1,9 @@
 #include "core/gpu/nccl_communicator.h"
 
-#include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
 
+#include "core/gpu/backoff.h"
 #include "core/gpu/cuda_resources.h"
 #include "core/runtime/runtime_error.h"
 
@@ -30,18 +29,11 @@ ErrorKind kind_of(ncclResult_t r) {
   }
 }
 
-// Short waits first, so that a collective of a few microseconds is not
-// charged a sleep; then sleeps, so that a long one leaves the core to others.
-void pause(int& turns) {
-  if (++turns < 256) return;
-  std::this_thread::sleep_for(std::chrono::microseconds(turns < 1024 ? 5 : 50));
-}
-
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::string& key,
                                    int global_rank)
-    : device_(device), rank_(global_rank), size_(comm.size()), owner_(comm) {
+    : device_(device), rank_(global_rank), size_(comm.size()), timeout_(comm.config().timeout) {
   set_text_ = "NCCL communicator of " + std::to_string(size_) + " rank" + (size_ == 1 ? "" : "s") +
               " on cuda:" + std::to_string(device);
   ncclUniqueId id;
@@ -84,17 +76,35 @@ NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::st
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ == nullptr || failure_) return;
-  // Destroy is local and waits for this rank's queued work; a communicator
-  // whose peers are gone was aborted instead, and is not touched again.
-  (void)ncclCommDestroy(comm_);
+  if (comm_ == nullptr) return;
+  {
+    std::lock_guard lock(mu_);
+    if (failure_) return;  // aborted: NCCL freed it
+  }
+  // Every collective ended before this (the finalizer drained), so the
+  // flush is quick; a peer gone in the meantime makes it wait, and the
+  // timeout then aborts.
+  const transport::Deadline deadline = transport::Clock::now() + timeout_;
+  const ncclResult_t r = ncclCommFinalize(comm_);
+  if (r == ncclSuccess || r == ncclInProgress) {
+    for (int turns = 0; transport::Clock::now() < deadline; backoff(turns)) {
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+      if (state == ncclSuccess) {
+        (void)ncclCommDestroy(comm_);
+        return;
+      }
+      if (state != ncclInProgress) break;
+    }
+  }
+  (void)ncclCommAbort(comm_);
 }
 
 void NcclCommunicator::check(ncclResult_t r, const char* what) {
   throw_if_aborted();
   if (r == ncclSuccess) return;
   if (r == ncclInProgress) {
-    settle(what, owner_.deadline());
+    settle(what, transport::Clock::now() + timeout_);
     return;
   }
   fail(r, what);
@@ -109,7 +119,7 @@ void NcclCommunicator::settle(const char* what, transport::Deadline deadline) {
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) fail(state, what);
     if (transport::Clock::now() >= deadline) time_out(what);
-    pause(turns);
+    backoff(turns);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,6 +25,9 @@ class NcclCommunicator {
   // unique in the job); every rank then joins, within comm's deadline. NCCL
   // refuses two ranks on one device, and the error says so.
   NcclCommunicator(Communicator& comm, int device, const std::string& key, int global_rank);
+  // Finalizes the communicator (NCCL's flush of this rank's work) within the
+  // job's timeout and destroys it; aborts it instead past the timeout, or if
+  // it failed before.
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -59,7 +63,7 @@ class NcclCommunicator {
   int rank_;  // this rank, global, for messages
   int size_;  // ranks of the communicator
   std::string set_text_;
-  Communicator& owner_;  // its deadline(), on the loop thread only
+  std::chrono::milliseconds timeout_;  // RINGLET_TIMEOUT_SECONDS
 };
 
 }  // namespace ringlet::core::gpu

@@ -5,6 +5,7 @@
 // on one stream per device that waits for each tensor's producer on the
 // device; the finalizer reports each collective's end.
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -21,47 +22,32 @@ using runtime::CollectiveKind;
 using runtime::ErrorKind;
 using runtime::RuntimeError;
 
-// An event of the tensor's device, recorded on its producer's stream.
-class ReadyEvent {
- public:
-  ReadyEvent(int rank, int device) : event(rank, device) {}
-  const Event event;
-};
-
 namespace {
 
 // NCCL's element types; the 16-bit integers have none.
-bool nccl_type(DataType dtype, ncclDataType_t& out) {
+std::optional<ncclDataType_t> nccl_type(DataType dtype) {
   switch (dtype) {
     case DataType::kFloat32:
-      out = ncclFloat32;
-      return true;
+      return ncclFloat32;
     case DataType::kFloat64:
-      out = ncclFloat64;
-      return true;
+      return ncclFloat64;
     case DataType::kFloat16:
-      out = ncclFloat16;
-      return true;
+      return ncclFloat16;
     case DataType::kBFloat16:
-      out = ncclBfloat16;
-      return true;
+      return ncclBfloat16;
     case DataType::kInt8:
-      out = ncclInt8;
-      return true;
+      return ncclInt8;
     case DataType::kUInt8:
-      out = ncclUint8;
-      return true;
+      return ncclUint8;
     case DataType::kInt32:
-      out = ncclInt32;
-      return true;
+      return ncclInt32;
     case DataType::kInt64:
-      out = ncclInt64;
-      return true;
+      return ncclInt64;
     case DataType::kInt16:
     case DataType::kUInt16:
-      return false;
+      break;
   }
-  return false;
+  return std::nullopt;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
@@ -92,20 +78,17 @@ class NcclDeviceCollectives final : public DeviceCollectives {
 
   void allreduce(Communicator& comm, int32_t process_set, int device,
                  std::span<const DeviceSegment> tensors,
-                 std::span<const std::shared_ptr<ReadyEvent>> ready, DataType dtype, ReduceOp op,
+                 std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
                  double prescale, double postscale, Completion done) override {
-    ncclDataType_t type;
-    if (!nccl_type(dtype, type)) {
-      throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
-                         "NCCL has no " + std::string(to_string(dtype)) + " type");
-    }
+    // Submission refused the dtypes NCCL lacks (device_refusal).
+    const ncclDataType_t type = nccl_type(dtype).value();
     DeviceScope scope(device, rank_);
     PerDevice& d = per_device(device);
     NcclCommunicator& nccl = communicator(comm, process_set, device);
     const cudaStream_t stream = d.stream.get();
     auto cuda = [&](cudaError_t e, const char* what) { check_cuda(e, rank_, device, what); };
     for (const auto& r : ready) {
-      if (r != nullptr) cuda(cudaStreamWaitEvent(stream, r->event.get(), 0), "cudaStreamWaitEvent");
+      if (r != nullptr) cuda(cudaStreamWaitEvent(stream, r->get(), 0), "cudaStreamWaitEvent");
     }
     const size_t es = dtype_size(dtype);
     const int ranks = comm.size();
@@ -155,14 +138,14 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   }
 
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
-                 DataType dtype, int root, const std::shared_ptr<ReadyEvent>& ready,
+                 DataType dtype, int root, const std::shared_ptr<Event>& ready,
                  Completion done) override {
     DeviceScope scope(device, rank_);
     PerDevice& d = per_device(device);
     NcclCommunicator& nccl = communicator(comm, process_set, device);
     const cudaStream_t stream = d.stream.get();
     if (ready != nullptr) {
-      check_cuda(cudaStreamWaitEvent(stream, ready->event.get(), 0), rank_, device,
+      check_cuda(cudaStreamWaitEvent(stream, ready->get(), 0), rank_, device,
                  "cudaStreamWaitEvent");
     }
     // Moved as bytes: a broadcast never looks at the elements.
@@ -177,15 +160,16 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   // own and hands it to the finalizer, which reports to `done`.
   void watch(NcclCommunicator& nccl, cudaStream_t stream, int rank, int device,
              transport::Deadline deadline, const char* what, Completion done) {
-    auto end = std::make_shared<Event>(rank, device);
+    std::shared_ptr<Event> end = pooled_event(rank, device);
     check_cuda(cudaEventRecord(end->get(), stream), rank, device, "cudaEventRecord");
     finalizer_.watch([&nccl, end, deadline, what] { return nccl.poll(end->get(), deadline, what); },
                      std::move(done));
   }
 
   struct PerDevice {
-    explicit PerDevice(int rank, int device) : stream(rank, device) {}
-    Stream stream;
+    PerDevice(int rank, int device)
+        : stream(rank, device), fusion(stream.get()), table(stream.get()) {}
+    Stream stream;  // destroyed last: the memory is freed in its order
     DeviceMemory fusion;
     DeviceMemory table;  // the kernels' segment table
     std::vector<kernels::cuda::FusedSegment> table_host;
@@ -267,18 +251,17 @@ std::string device_refusal(GpuOperations operations, CollectiveKind kind, DataTy
            " of device tensors is not served by this version yet (allreduce and broadcast are, "
            "through NCCL)";
   }
-  ncclDataType_t type;
-  if (!nccl_type(dtype, type)) {
+  if (!nccl_type(dtype)) {
     return where + ": NCCL has no " + std::string(to_string(dtype)) +
            " type (reduce it on the host, or as int32)";
   }
   return "";
 }
 
-std::shared_ptr<ReadyEvent> record_ready(int rank, int device, void* stream) {
+std::shared_ptr<Event> record_ready(int rank, int device, void* stream) {
   DeviceScope scope(device, rank);
-  auto ready = std::make_shared<ReadyEvent>(rank, device);
-  check_cuda(cudaEventRecord(ready->event.get(), static_cast<cudaStream_t>(stream)), rank, device,
+  std::shared_ptr<Event> ready = pooled_event(rank, device);
+  check_cuda(cudaEventRecord(ready->get(), static_cast<cudaStream_t>(stream)), rank, device,
              "cudaEventRecord on the tensor's stream");
   return ready;
 }

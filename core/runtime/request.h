@@ -13,7 +13,7 @@
 #include "ringlet/types.h"
 
 namespace ringlet::core::gpu {
-class ReadyEvent;  // core/gpu/device_collectives.h
+class Event;  // core/gpu/cuda_resources.h
 }
 
 namespace ringlet::core::runtime {
@@ -73,7 +73,7 @@ struct Request {
   const void* input = nullptr;
   void* output = nullptr;
   // A device tensor's point on its producer's stream, recorded at submission.
-  std::shared_ptr<gpu::ReadyEvent> ready;
+  std::shared_ptr<gpu::Event> ready;
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);  // "[4, 5]"

@@ -249,7 +249,7 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
                               std::vector<Pending*>& items) {
   const Metadata& m = resp.meta[0];
   std::vector<gpu::DeviceSegment> tensors;
-  std::vector<std::shared_ptr<gpu::ReadyEvent>> ready;
+  std::vector<std::shared_ptr<gpu::Event>> ready;
   std::vector<std::pair<Handle, Result>> done;
   for (Pending* p : items) {
     const Request& r = p->request;

@@ -1,12 +1,25 @@
 // scale and finish_average: float multiplication in the documented precision,
 // integer rounding (nearest, ties to even) and saturation, averages that
 // divide integers toward zero.
+#include <limits>
 #include <stdexcept>
 
 #include "reference.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::kernels::test {
 namespace {
+
+// The saturation bounds are derived from the type's width; they must be the
+// host's numeric limits for every integer element type.
+template <class T>
+constexpr bool range_is_the_limits() {
+  return ops::IntRange<T>::kMin == std::numeric_limits<T>::min() &&
+         ops::IntRange<T>::kMax == std::numeric_limits<T>::max();
+}
+static_assert(range_is_the_limits<int8_t>() && range_is_the_limits<uint8_t>() &&
+              range_is_the_limits<int16_t>() && range_is_the_limits<uint16_t>() &&
+              range_is_the_limits<int32_t>() && range_is_the_limits<int64_t>());
 
 class ScaleTest : public ::testing::TestWithParam<cpu::Isa> {
  protected:

@@ -89,33 +89,15 @@ struct Max {
   }
 };
 
-// Range of the integer element types, spelled out because std::numeric_limits
-// is not callable from device code without relaxed constexpr.
+// Range of an integer element type, derived from its width (two's
+// complement): std::numeric_limits is not callable from device code without
+// relaxed constexpr.
 template <class T>
-struct IntRange;
-template <>
-struct IntRange<int8_t> {
-  static constexpr int8_t kMin = -128, kMax = 127;
-};
-template <>
-struct IntRange<uint8_t> {
-  static constexpr uint8_t kMin = 0, kMax = 255;
-};
-template <>
-struct IntRange<int16_t> {
-  static constexpr int16_t kMin = -32768, kMax = 32767;
-};
-template <>
-struct IntRange<uint16_t> {
-  static constexpr uint16_t kMin = 0, kMax = 65535;
-};
-template <>
-struct IntRange<int32_t> {
-  static constexpr int32_t kMin = -2147483647 - 1, kMax = 2147483647;
-};
-template <>
-struct IntRange<int64_t> {
-  static constexpr int64_t kMin = -9223372036854775807LL - 1, kMax = 9223372036854775807LL;
+struct IntRange {
+  using U = std::make_unsigned_t<T>;
+  static constexpr T kMax = std::is_signed_v<T> ? static_cast<T>(static_cast<U>(~U(0)) >> 1)
+                                                : static_cast<T>(~U(0));
+  static constexpr T kMin = std::is_signed_v<T> ? static_cast<T>(-kMax - 1) : T(0);
 };
 
 // The type a scale factor is applied in: double for fp64 and the integers
