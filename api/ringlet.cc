@@ -170,6 +170,9 @@ core::runtime::Device device_of(const Tensor& t) {
 Result to_public(core::runtime::Result&& r) {
   Result out;
   out.data = std::move(r.data);
+  out.device_data = std::move(r.device_data);
+  out.device_bytes = r.device_bytes;
+  out.device = r.device;
   out.shape = std::move(r.shape);
   out.received_splits = std::move(r.received_splits);
   return out;

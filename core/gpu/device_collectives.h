@@ -71,6 +71,31 @@ class DeviceCollectives {
   virtual void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer,
                          size_t count, DataType dtype, int root,
                          const std::shared_ptr<Event>& ready, Completion done) = 0;
+
+  // The output of the collectives below, whose size only negotiation sets:
+  // device memory of `device` holding at least `bytes` (never null, also for
+  // none), freed when its last owner lets go. The collective writes it in its
+  // own stream's order and its handle completes once that is done, so the
+  // caller may read it on any stream then.
+  virtual std::shared_ptr<void> allocate(int device, size_t bytes) = 0;
+  // Concatenates every rank's `input` into `output` in rank order: counts[r]
+  // elements from rank r (of `comm`), after `ready`.
+  virtual void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
+                         std::span<const size_t> counts, void* output, DataType dtype,
+                         const std::shared_ptr<Event>& ready, Completion done) = 0;
+  // Reduces every rank's `input` (the sum of `counts` elements) and leaves
+  // block r, counts[r] elements, in `output` on rank r: postscale * op(
+  // prescale * inputs), kAvg divided by the ranks.
+  virtual void reducescatter(Communicator& comm, int32_t process_set, int device, const void* input,
+                             std::span<const size_t> counts, void* output, DataType dtype,
+                             ReduceOp op, double prescale, double postscale,
+                             const std::shared_ptr<Event>& ready, Completion done) = 0;
+  // Sends send_counts[r] elements of `input` (in rank order) to rank r and
+  // receives recv_counts[r] from it into `output` (in rank order).
+  virtual void alltoall(Communicator& comm, int32_t process_set, int device, const void* input,
+                        std::span<const size_t> send_counts, void* output,
+                        std::span<const size_t> recv_counts, DataType dtype,
+                        const std::shared_ptr<Event>& ready, Completion done) = 0;
 };
 
 // Null where this build has no device collectives (device_refusal says why).

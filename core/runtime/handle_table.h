@@ -30,12 +30,18 @@ using Handle = int64_t;
 
 // What a finished collective hands back. `data` is filled for the collectives
 // whose output size is known only after negotiation (allgather, alltoall,
-// reducescatter); `shape` is the output's shape for every collective;
-// `received_splits` is alltoall's rows received from each rank.
+// reducescatter) of host tensors; of device tensors, their output is
+// `device_data`, device memory of `device` that the runtime allocated
+// (`device_bytes` of it), freed when its last owner lets go. `shape` is the
+// output's shape for every collective; `received_splits` is alltoall's rows
+// received from each rank.
 struct Result {
   std::vector<std::byte> data;
   std::vector<int64_t> shape;
   std::vector<int64_t> received_splits;
+  std::shared_ptr<void> device_data{};
+  size_t device_bytes = 0;
+  int32_t device = -1;
 };
 
 class HandleTable {

@@ -45,6 +45,67 @@ std::string algorithm_name(Communicator& comm, collectives::Collective c, size_t
   return s;
 }
 
+// What a collective whose output only negotiation sizes moves, in elements,
+// and the shape of this rank's output: the same for host and device tensors.
+struct OutputLayout {
+  std::vector<size_t> send;  // allgather, reducescatter: rank r's block; alltoall: to rank r
+  std::vector<size_t> recv;  // alltoall: from rank r
+  size_t elements = 0;       // this rank's output
+  std::vector<int64_t> shape;
+  std::vector<int64_t> received_splits;  // alltoall
+};
+
+OutputLayout output_layout(Communicator& comm, const Response& resp, const Metadata& mine) {
+  const Metadata& m = resp.meta[0];
+  const int64_t row = m.row_elements();
+  const int n = comm.size();
+  const int me = comm.rank();
+  OutputLayout l;
+  l.send.resize(n);
+  switch (resp.kind) {
+    case CollectiveKind::kAllgather: {
+      const auto& per = resp.per_rank[0];  // per[r]: rank r's shape
+      int64_t rows = 0;
+      for (int r = 0; r < n; ++r) {
+        l.send[r] = static_cast<size_t>(per[r][0] * row);
+        rows += per[r][0];
+      }
+      l.elements = static_cast<size_t>(rows * row);
+      l.shape = with_first(rows, mine.shape);
+      break;
+    }
+    case CollectiveKind::kReducescatter: {
+      const size_t d0 = static_cast<size_t>(m.shape[0]);
+      for (int r = 0; r < n; ++r) {
+        l.send[r] = common::even_share(d0, n, r) * static_cast<size_t>(row);
+      }
+      l.elements = l.send[me];
+      l.shape = with_first(static_cast<int64_t>(common::even_share(d0, n, me)), mine.shape);
+      break;
+    }
+    case CollectiveKind::kAlltoall: {
+      const auto& splits = resp.per_rank[0];  // splits[i][j]: rows rank i sends to rank j
+      l.recv.resize(n);
+      int64_t rows = 0;
+      for (int j = 0; j < n; ++j) {
+        l.send[j] = static_cast<size_t>(splits[me][j] * row);
+        l.recv[j] = static_cast<size_t>(splits[j][me] * row);
+        rows += splits[j][me];
+        l.received_splits.push_back(splits[j][me]);
+      }
+      l.elements = static_cast<size_t>(rows * row);
+      l.shape = with_first(rows, mine.shape);
+      break;
+    }
+    case CollectiveKind::kAllreduce:
+    case CollectiveKind::kBroadcast:
+      l.elements = static_cast<size_t>(mine.elements());
+      l.shape = mine.shape;
+      break;
+  }
+  return l;
+}
+
 }  // namespace
 
 void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline* tl) {
@@ -248,6 +309,7 @@ void Runtime::run_allreduce(Communicator& comm, const Response& resp, std::vecto
 void Runtime::start_on_device(Communicator& comm, const Response& resp,
                               std::vector<Pending*>& items) {
   const Metadata& m = resp.meta[0];
+  const CollectiveKind kind = resp.kind;
   std::vector<gpu::DeviceSegment> tensors;
   std::vector<std::shared_ptr<gpu::Event>> ready;
   std::vector<std::pair<Handle, Result>> done;
@@ -256,6 +318,31 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
     tensors.push_back({r.input, r.output, static_cast<size_t>(r.meta.elements())});
     ready.push_back(r.ready);
     done.emplace_back(p->handle, Result{{}, r.meta.shape, {}});
+  }
+  // Allgather, reducescatter and alltoall write device memory the runtime
+  // allocates here, handed back in the result.
+  OutputLayout layout;
+  void* output = nullptr;
+  const bool allocates = kind == CollectiveKind::kAllgather ||
+                         kind == CollectiveKind::kReducescatter ||
+                         kind == CollectiveKind::kAlltoall;
+  try {
+    if (allocates) {
+      layout = output_layout(comm, resp, items[0]->request.meta);
+      Result& result = done[0].second;
+      result.shape = layout.shape;
+      result.received_splits = layout.received_splits;
+      result.device = m.device;
+      result.device_bytes = layout.elements * dtype_size(m.dtype);
+      result.device_data = device_collectives().allocate(m.device, result.device_bytes);
+      output = result.device_data.get();
+    }
+  } catch (const std::exception& e) {
+    common::Failure f = failure_from(e, rank_);
+    f.in_collective(to_string(kind));
+    f.for_tensors(resp.names);
+    for (const std::string& name : resp.names) fail(name, f);
+    throw RuntimeError(f);
   }
   // The names are free again as soon as the work is queued, as when a host
   // collective ends: the handles complete from the finalizer's thread, and a
@@ -267,15 +354,14 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
     std::lock_guard lock(mu_);
     tl = timeline_;
   }
-  const std::string phase = resp.kind == CollectiveKind::kAllreduce ? "NCCL_ALLREDUCE"
-                                                                    : "NCCL_BROADCAST";
+  const std::string phase = "NCCL_" + std::string(to_upper_string(kind));
   if (tl) {
     for (const std::string& name : resp.names) tl->activity_start(name, phase);
   }
   nvtx::Range range(phase.c_str(), static_cast<uint64_t>(resp.bytes),
                     static_cast<int64_t>(items.size()));
-  auto on_end = [this, names = resp.names, done, tl,
-                 kind = resp.kind](const common::Failure* failure) mutable {
+  // Holds the results (and so the device outputs) until the handles complete.
+  auto on_end = [this, names = resp.names, done, tl, kind](const common::Failure* failure) mutable {
     if (tl) {
       for (const std::string& name : names) {
         tl->activity_end(name);
@@ -294,23 +380,35 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
     report_device_failure(f);
   };
   try {
-    if (resp.kind == CollectiveKind::kAllreduce) {
-      device_collectives().allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op,
-                                     m.prescale, m.postscale, std::move(on_end));
-    } else if (resp.kind == CollectiveKind::kBroadcast) {
-      device_collectives().broadcast(comm, m.process_set, m.device, tensors[0].output,
-                                     tensors[0].count, m.dtype, comm.rank_of_global(m.root),
-                                     ready[0], std::move(on_end));
-    } else {
-      throw RuntimeError(ErrorKind::kInternal, rank_,
-                         std::string(to_string(resp.kind)) +
-                             " of device tensors reached the device collectives");
+    gpu::DeviceCollectives& dc = device_collectives();
+    const gpu::DeviceSegment& t = tensors[0];
+    switch (kind) {
+      case CollectiveKind::kAllreduce:
+        dc.allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op, m.prescale,
+                     m.postscale, std::move(on_end));
+        break;
+      case CollectiveKind::kBroadcast:
+        dc.broadcast(comm, m.process_set, m.device, t.output, t.count, m.dtype,
+                     comm.rank_of_global(m.root), ready[0], std::move(on_end));
+        break;
+      case CollectiveKind::kAllgather:
+        dc.allgather(comm, m.process_set, m.device, t.input, layout.send, output, m.dtype, ready[0],
+                     std::move(on_end));
+        break;
+      case CollectiveKind::kReducescatter:
+        dc.reducescatter(comm, m.process_set, m.device, t.input, layout.send, output, m.dtype, m.op,
+                         m.prescale, m.postscale, ready[0], std::move(on_end));
+        break;
+      case CollectiveKind::kAlltoall:
+        dc.alltoall(comm, m.process_set, m.device, t.input, layout.send, output, layout.recv,
+                    m.dtype, ready[0], std::move(on_end));
+        break;
     }
   } catch (const std::exception& e) {
     // Nothing was queued: the handles fail here (execute() finds the names
     // released), and the runtime stops as for any failed collective.
     common::Failure f = failure_from(e, rank_);
-    f.in_collective(to_string(resp.kind));
+    f.in_collective(to_string(kind));
     f.for_tensors(resp.names);
     for (auto& [handle, result] : done) handles_.fail(handle, f);
     if (tl) {
@@ -349,29 +447,20 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
   const Request& req = pending.request;
   const DataType dt = m.dtype;
   const size_t es = dtype_size(dt);
-  const int64_t row = m.row_elements();
-  Result result;
+  OutputLayout l = output_layout(comm, resp, req.meta);
+  Result result{{}, std::move(l.shape), {}};
+  if (resp.kind != CollectiveKind::kBroadcast) result.data.resize(l.elements * es);
 
   switch (resp.kind) {
     case CollectiveKind::kAllgather: {
-      const auto& per = resp.per_rank[0];
-      std::vector<size_t> counts(comm.size());
-      int64_t rows = 0;
-      for (int r = 0; r < comm.size(); ++r) {
-        counts[r] = static_cast<size_t>(per[r][0] * row);
-        rows += per[r][0];
-      }
-      const size_t total = static_cast<size_t>(rows * row);
-      result.data.resize(total * es);
-      result.shape = with_first(rows, req.meta.shape);
-      Phase p(tl, resp.names, algorithm_name(comm, collectives::Collective::kAllgather, total * es),
-              total * es, dt);
-      core::allgather(comm, req.input, result.data.data(), counts, dt);
+      Phase p(tl, resp.names,
+              algorithm_name(comm, collectives::Collective::kAllgather, l.elements * es),
+              l.elements * es, dt);
+      core::allgather(comm, req.input, result.data.data(), l.send, dt);
       break;
     }
     case CollectiveKind::kBroadcast: {
-      const size_t n = static_cast<size_t>(m.elements());
-      result.shape = req.meta.shape;
+      const size_t n = l.elements;
       Phase p(tl, resp.names, algorithm_name(comm, collectives::Collective::kBroadcast, n * es),
               n * es, dt);
       // Roots are global ranks (as in Horovod); the set numbers its own.
@@ -379,12 +468,6 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
       break;
     }
     case CollectiveKind::kReducescatter: {
-      const int64_t d0 = m.shape[0];
-      std::vector<size_t> counts(comm.size());
-      for (int r = 0; r < comm.size(); ++r) {
-        counts[r] =
-            common::even_share(static_cast<size_t>(d0), comm.size(), r) * static_cast<size_t>(row);
-      }
       const size_t total = static_cast<size_t>(m.elements());
       const void* src = req.input;
       if (m.prescale != 1.0) {
@@ -394,39 +477,23 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
         kernels::cpu::pack(dt, prescale_buffer_.data(), {&seg, 1}, m.prescale);
         src = prescale_buffer_.data();
       }
-      result.data.resize(counts[comm.rank()] * es);
-      result.shape = with_first(
-          static_cast<int64_t>(counts[comm.rank()] / std::max<int64_t>(row, 1)), req.meta.shape);
-      if (row == 0)
-        result.shape[0] = static_cast<int64_t>(
-            common::even_share(static_cast<size_t>(d0), comm.size(), comm.rank()));
       {
         Phase p(tl, resp.names,
                 algorithm_name(comm, collectives::Collective::kReducescatter, total * es),
                 total * es, dt);
-        core::reducescatter(comm, src, result.data.data(), counts, dt, m.op);
+        core::reducescatter(comm, src, result.data.data(), l.send, dt, m.op);
       }
       if (m.postscale != 1.0) {
-        Phase p(tl, resp.names, "POSTSCALE", counts[comm.rank()] * es, dt);
-        kernels::cpu::scale(dt, result.data.data(), counts[comm.rank()], m.postscale);
+        Phase p(tl, resp.names, "POSTSCALE", l.elements * es, dt);
+        kernels::cpu::scale(dt, result.data.data(), l.elements, m.postscale);
       }
       break;
     }
     case CollectiveKind::kAlltoall: {
-      const auto& splits = resp.per_rank[0];  // splits[i][j]: rows rank i sends to rank j
-      std::vector<size_t> send(comm.size()), recv(comm.size());
-      int64_t rows = 0;
-      for (int j = 0; j < comm.size(); ++j) {
-        send[j] = static_cast<size_t>(splits[comm.rank()][j] * row);
-        recv[j] = static_cast<size_t>(splits[j][comm.rank()] * row);
-        rows += splits[j][comm.rank()];
-        result.received_splits.push_back(splits[j][comm.rank()]);
-      }
-      result.data.resize(static_cast<size_t>(rows * row) * es);
-      result.shape = with_first(rows, req.meta.shape);
+      result.received_splits = std::move(l.received_splits);
       Phase p(tl, resp.names, algorithm_name(comm, collectives::Collective::kAlltoall, 0),
-              static_cast<uint64_t>(rows * row) * es, dt);
-      core::alltoall(comm, req.input, send, result.data.data(), recv, dt);
+              l.elements * es, dt);
+      core::alltoall(comm, req.input, l.send, result.data.data(), l.recv, dt);
       break;
     }
     case CollectiveKind::kAllreduce:

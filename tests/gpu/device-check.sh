@@ -199,12 +199,20 @@ assert all(torch.equal(a, b) for a, b in zip(outs, parts)), "grouped"
 z = x.clone(); hvd.broadcast_(z, root_rank=0)
 assert torch.equal(z, x), "broadcast_"
 h = x.half(); assert torch.equal(hvd.allreduce(h, op=hvd.Sum), h), "float16"
+rows = torch.arange(4099 * 3, dtype=torch.float32, device="cuda").reshape(4099, 3)
+g = hvd.allgather(rows); assert g.is_cuda and torch.equal(g, rows), "allgather"
+r = hvd.reducescatter(rows, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5)
+assert r.is_cuda and torch.equal(r, rows), "reducescatter with scales"
+a, received = hvd.alltoall(rows, splits=[4099])
+assert a.is_cuda and torch.equal(a, rows) and received.tolist() == [4099], "alltoall"
+flags = torch.tensor([True, False, True], device="cuda")
+assert torch.equal(hvd.allgather(flags), flags), "allgather of bool"
 print("torch cuda collectives ok")
 hvd.shutdown()
 PY
   timeout 300 "$build/bin/ringletrun" -np 1 python3 "$out/torch_cuda.py" >"$out/torch_cuda.log" 2>&1
   if grep -q "torch cuda collectives ok" "$out/torch_cuda.log"; then
-    row "ringlet.torch on CUDA" PASS "allreduce, allreduce_, grouped, broadcast_, float16"
+    row "ringlet.torch on CUDA" PASS "allreduce(_), grouped, broadcast_, float16, allgather, reducescatter, alltoall"
   else
     tail -20 "$out/torch_cuda.log"
     row "ringlet.torch on CUDA" FAIL "see torch_cuda.log"

@@ -1,4 +1,4 @@
-// Allreduce and broadcast of CUDA device tensors through the public API, one
+// Every collective of CUDA device tensors through the public API, one
 // rank (NCCL runs one rank per device, and the GPU machine has one). Each result is
 // checked on the host against the same arithmetic done there. Without a
 // device the collectives are skipped, saying so, and the one test that needs
@@ -168,6 +168,51 @@ TEST_F(DeviceCollectives, BroadcastFromTheOnlyRankKeepsItsData) {
   DeviceFloats t(host);
   ringlet::synchronize(ringlet::broadcast_async("bcast", t.tensor(), 0));
   EXPECT_EQ(t.read(), host);
+}
+
+// The output of a result in device memory, read back.
+std::vector<float> device_result(const ringlet::Result& r) {
+  EXPECT_EQ(r.device, 0);
+  EXPECT_NE(r.device_data, nullptr);
+  EXPECT_TRUE(r.data.empty());
+  std::vector<float> h(r.device_bytes / sizeof(float));
+  EXPECT_EQ(cudaMemcpy(h.data(), r.device_data.get(), r.device_bytes, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return h;
+}
+
+TEST_F(DeviceCollectives, AllgatherReducescatterAndAlltoallReturnDeviceMemory) {
+  std::string why;
+  if (!have_device(why)) GTEST_SKIP() << why;
+  ringlet::init();
+  const std::vector<float> host = ramp(4099 * 3, 1.0f);
+  DeviceFloats in(host);
+  ringlet::Tensor rows = in.tensor();
+  rows.shape = {4099, 3};
+
+  ringlet::Result g = ringlet::synchronize(ringlet::allgather_async("gather", rows));
+  EXPECT_EQ(g.shape, (std::vector<int64_t>{4099, 3}));
+  EXPECT_EQ(device_result(g), host);
+
+  // One rank's reduction is its own rows, scaled by both factors.
+  ringlet::Result rs = ringlet::synchronize(
+      ringlet::reducescatter_async("scatter", rows, ringlet::ReduceOp::kSum, 2.0, 0.25));
+  EXPECT_EQ(rs.shape, (std::vector<int64_t>{4099, 3}));
+  const std::vector<float> got = device_result(rs);
+  ASSERT_EQ(got.size(), host.size());
+  for (size_t i = 0; i < host.size(); ++i) ASSERT_EQ(got[i], host[i] * 2.0f * 0.25f) << i;
+  EXPECT_EQ(in.read(), host) << "the prescale changed the input";
+
+  ringlet::Result a = ringlet::synchronize(ringlet::alltoall_async("exchange", rows, {4099}));
+  EXPECT_EQ(a.received_splits, (std::vector<int64_t>{4099}));
+  EXPECT_EQ(device_result(a), host);
+
+  // No rows: a shape, and memory of none.
+  ringlet::Tensor none = in.tensor();
+  none.shape = {0, 3};
+  ringlet::Result empty = ringlet::synchronize(ringlet::allgather_async("nothing", none));
+  EXPECT_EQ(empty.shape, (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(empty.device_bytes, 0u);
 }
 
 }  // namespace

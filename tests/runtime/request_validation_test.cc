@@ -80,14 +80,36 @@ TEST(RequestValidation, DeviceTensorsNameWhatCannotServeThem) {
     EXPECT_NE(why.find("HOROVOD_GPU_OPERATIONS=" + std::string(to_string(ops))), std::string::npos)
         << why;
   }
+  Request shorts = request(CollectiveKind::kAllreduce, {4});
+  shorts.meta.dtype = DataType::kInt16;
+  shorts.device.id = 0;
+  const std::string no_int16 = refusal(shorts, 0, sets, GpuOperations::kNccl);
+  EXPECT_NE(no_int16.find("cuda:0"), std::string::npos) << no_int16;
+  shorts.meta.kind = CollectiveKind::kReducescatter;
+  EXPECT_NE(refusal(shorts, 0, sets, GpuOperations::kNccl), "");
+#if RINGLET_TEST_NCCL
+  // NCCL serves every collective; those that only move data take any dtype.
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllreduce, CollectiveKind::kAllgather, CollectiveKind::kBroadcast,
+        CollectiveKind::kReducescatter, CollectiveKind::kAlltoall}) {
+    Request d = request(kind, {4});
+    d.device.id = 0;
+    EXPECT_EQ(refusal(d, 0, sets, GpuOperations::kNccl), "") << to_string(kind);
+  }
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllgather, CollectiveKind::kBroadcast, CollectiveKind::kAlltoall}) {
+    shorts.meta.kind = kind;
+    EXPECT_EQ(refusal(shorts, 0, sets, GpuOperations::kNccl), "") << to_string(kind);
+  }
+  EXPECT_NE(no_int16.find("NCCL has no int16"), std::string::npos) << no_int16;
+#else
+  // A build without CUDA or NCCL refuses every device tensor, saying so.
   Request g = request(CollectiveKind::kAllgather, {4});
   g.device.id = 0;
   const std::string why = refusal(g, 0, sets, GpuOperations::kNccl);
   EXPECT_EQ(why.rfind("rank 0: allgather 't': device tensors (cuda:0)", 0), 0u) << why;
-  Request shorts = request(CollectiveKind::kAllreduce, {4});
-  shorts.meta.dtype = DataType::kInt16;
-  shorts.device.id = 0;
-  EXPECT_NE(refusal(shorts, 0, sets, GpuOperations::kNccl), "");
+  EXPECT_NE(why.find("not served by this build"), std::string::npos) << why;
+#endif
 }
 
 TEST(RequestValidation, BroadcastRootMustBeInTheSet) {

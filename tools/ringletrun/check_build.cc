@@ -104,12 +104,12 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   item(out, f.mpi, "MPI");
   out += "\nAvailable Tensor Operations:\n";
   item(out, true, "Ringlet ring (CPU)");
-  // HOROVOD_GPU_OPERATIONS=NCCL serves device allreduce and broadcast where
+  // HOROVOD_GPU_OPERATIONS=NCCL serves every collective of device tensors where
   // both CUDA and NCCL were built in; RING on device memory and
   // HOROVOD_CPU_OPERATIONS=MPI are refused by name.
   item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
   if (f.cuda && f.nccl) {
-    item(out, true, "NCCL (allreduce and broadcast of device tensors)");
+    item(out, true, "NCCL (every collective of device tensors)");
   } else {
     item(out, false, unserved(f.nccl, "NCCL"));
   }

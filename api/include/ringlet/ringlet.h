@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -116,13 +117,19 @@ struct Tensor {
 
 // What synchronize() hands back. `data` holds the output of the collectives
 // whose size is known only after negotiation (allgather, alltoall,
-// reducescatter); the others wrote the caller's buffer and leave it empty.
-// `shape` is the output's shape; `received_splits` is alltoall's rows
-// received from each rank.
+// reducescatter) of host tensors; the others wrote the caller's buffer and
+// leave it empty. Of device tensors, that output is `device_data` instead:
+// `device_bytes` of memory on CUDA device `device` (-1: none) that Ringlet
+// allocated, ready on every stream once the handle completed, and freed
+// (cudaFree) when the last copy of the pointer goes. `shape` is the output's
+// shape; `received_splits` is alltoall's rows received from each rank.
 struct Result {
   std::vector<std::byte> data;
   std::vector<int64_t> shape;
   std::vector<int64_t> received_splits;
+  std::shared_ptr<void> device_data{};
+  size_t device_bytes = 0;
+  int device = -1;
 };
 
 // out may be in (in place). Horovod's default op is Average.

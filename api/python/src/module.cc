@@ -1,7 +1,8 @@
 // ringlet._ringlet: the C++ API as the framework layers need it. Tensors come
 // in as DLPack; what only negotiation can size (allgather, alltoall,
-// reducescatter) goes back as a numpy byte array that owns the runtime's
-// buffer, which the framework layer reinterprets without a copy. Every call
+// reducescatter) goes back as a byte array that owns the runtime's buffer
+// (numpy on the host, torch on a device), which the framework layer
+// reinterprets without a copy. Every call
 // that waits for other ranks releases the GIL, so that the framework's own
 // threads (and other Python threads) run meanwhile.
 #include <nanobind/nanobind.h>
@@ -41,15 +42,34 @@ Bytes bytes_of(std::vector<std::byte>&& data) {
   return Bytes(owned->data(), {n}, owner);
 }
 
-std::tuple<std::optional<Bytes>, std::vector<int64_t>, std::vector<int64_t>> synchronize_handle(
+// Device memory of a result as a torch tensor of bytes that keeps it alive:
+// only ringlet.torch submits device tensors.
+using DeviceBytes = nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>>;
+
+DeviceBytes device_bytes_of(Result& result) {
+  auto* owned = new std::shared_ptr<void>(std::move(result.device_data));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
+  const size_t n = result.device_bytes;
+  return DeviceBytes(owned->get(), {n}, owner, {}, nb::dtype<uint8_t>(), nb::device::cuda::value,
+                     result.device);
+}
+
+// (data, shape, received splits): data is None where the collective wrote
+// the caller's tensor, a numpy byte array for a host output, and a torch
+// byte tensor on the device for a device output.
+std::tuple<nb::object, std::vector<int64_t>, std::vector<int64_t>> synchronize_handle(
     int64_t handle) {
   Result result;
   {
     nb::gil_scoped_release released;
     result = synchronize(handle);
   }
-  std::optional<Bytes> data;
-  if (!result.shape.empty() || !result.data.empty()) data = bytes_of(std::move(result.data));
+  nb::object data = nb::none();
+  if (result.device >= 0) {
+    data = nb::cast(device_bytes_of(result), nb::rv_policy::reference);
+  } else if (!result.shape.empty() || !result.data.empty()) {
+    data = nb::cast(bytes_of(std::move(result.data)), nb::rv_policy::reference);
+  }
   return {std::move(data), std::move(result.shape), std::move(result.received_splits)};
 }
 

@@ -51,8 +51,12 @@ def _as_rows_of_bytes(tensor):
 
 
 def _from_bytes(data, shape, dtype):
-    """The result bytes of a collective as a tensor of `dtype` and `shape` (no copy)."""
-    flat = torch.from_numpy(data)
+    """The result bytes of a collective as a tensor of `dtype` and `shape` (no copy).
+
+    ``data`` is a numpy byte array for a host output, and a uint8 tensor on
+    the device for a device output.
+    """
+    flat = data if isinstance(data, torch.Tensor) else torch.from_numpy(data)
     if dtype != torch.uint8:
         flat = flat.view(dtype)
     return flat.reshape(shape)
@@ -217,7 +221,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     def finish(data, shape, splits):
         rows = shape[0]
         if as_bytes:
-            return _from_bytes(data, (rows, -1) if data.size else (rows, 0),
+            return _from_bytes(data, (rows, -1) if len(data) else (rows, 0),
                                torch.uint8).view(dtype).reshape((rows,) + trailing)
         return _from_bytes(data, shape, dtype)
 
@@ -342,7 +346,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     def finish(data, shape, received):
         rows = shape[0]
         if as_bytes:
-            out = _from_bytes(data, (rows, -1) if data.size else (rows, 0),
+            out = _from_bytes(data, (rows, -1) if len(data) else (rows, 0),
                               torch.uint8).view(dtype).reshape((rows,) + trailing)
         else:
             out = _from_bytes(data, shape, dtype)
