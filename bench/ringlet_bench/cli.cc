@@ -172,7 +172,8 @@ Command parse_command_line(int argc, char** argv) {
   // No CLI11 IsMember on these three: it would list its whole set in --help,
   // refused choices included; the values are checked below instead.
 #if RINGLET_BENCH_CUDA
-  app.add_option("--device", device, "cpu (default) | cuda (allreduce of device buffers)");
+  app.add_option("--device", device,
+                 "cpu (default) | cuda (allreduce and broadcast of device buffers)");
   app.add_option("--backend", backend,
                  "ring | mpi, or a comma list (ring,mpi) to alternate under mpirun; with --device "
                  "cuda: nccl | ring (sets HOROVOD_GPU_OPERATIONS)");
@@ -200,9 +201,9 @@ Command parse_command_line(int argc, char** argv) {
     if (collective.empty()) throw CLI::RequiredError("collective");
     if (device == "cuda") {
 #if RINGLET_BENCH_CUDA
-      if (collective != "allreduce") {
+      if (collective != "allreduce" && collective != "broadcast") {
         throw CLI::ValidationError("--device", "cuda is not served for " + collective +
-                                                   " yet (allreduce is)");
+                                                   " yet (allreduce and broadcast are)");
       }
       if (backend != "nccl" && backend != "ring") {
         throw CLI::ValidationError("--backend", "with --device cuda, one of nccl, ring (asked: " +

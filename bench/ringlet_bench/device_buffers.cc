@@ -56,8 +56,16 @@ std::unique_ptr<DeviceBuffers> make_device_buffers(int local_rank, size_t send_b
                                                    size_t recv_bytes) {
   return std::make_unique<CudaBuffers>(local_rank, send_bytes, recv_bytes);
 }
+
+void device_copy(void* dst, const void* src, size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy on the device");
+}
 #else
 std::unique_ptr<DeviceBuffers> make_device_buffers(int, size_t, size_t) {
+  throw std::runtime_error("--device cuda: this build has no CUDA");
+}
+
+void device_copy(void*, const void*, size_t) {
   throw std::runtime_error("--device cuda: this build has no CUDA");
 }
 #endif

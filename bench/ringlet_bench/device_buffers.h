@@ -27,4 +27,8 @@ class DeviceBuffers {
 std::unique_ptr<DeviceBuffers> make_device_buffers(int local_rank, size_t send_bytes,
                                                    size_t recv_bytes);
 
+// A device-to-device copy on the current device, finished before returning
+// (an out-of-place broadcast's root, as on the host).
+void device_copy(void* dst, const void* src, size_t bytes);
+
 }  // namespace ringlet::bench

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "backend.h"
+#include "device_buffers.h"
 #include "ringlet/ringlet.h"
 
 namespace ringlet::bench {
@@ -70,9 +71,18 @@ class RingletBackend : public Backend {
         break;
       case Collective::kBroadcast:
         if (!c.in_place && c.rank == c.root) {
-          std::memcpy(b.recv, send_buf, c.layout.count * dtype_size(c.dtype));
+          const size_t bytes = c.layout.count * dtype_size(c.dtype);
+          if (b.device >= 0) {
+            device_copy(b.recv, send_buf, bytes);
+          } else {
+            std::memcpy(b.recv, send_buf, bytes);
+          }
         }
-        ringlet::broadcast(b.recv, c.layout.count, c.dtype, c.root);
+        if (b.device >= 0) {
+          run_on_device(c, b);
+        } else {
+          ringlet::broadcast(b.recv, c.layout.count, c.dtype, c.root);
+        }
         break;
       case Collective::kReducescatter:
         ringlet::reducescatter(b.send, b.recv, counts_, c.dtype, c.op);
@@ -85,11 +95,16 @@ class RingletBackend : public Backend {
 
   void barrier() override { ringlet::barrier(); }
 
-  // --device cuda: one named allreduce of device tensors, waited for.
+  // --device cuda: one named allreduce (or in-place broadcast) of device
+  // tensors, waited for.
   void run_on_device(const Case& c, const OpBuffers& b) {
     const std::vector<int64_t> shape{static_cast<int64_t>(c.layout.count)};
-    const Tensor in{const_cast<void*>(b.send), c.dtype, shape, b.device};
     const Tensor out{b.recv, c.dtype, shape, b.device};
+    if (c.collective == Collective::kBroadcast) {
+      ringlet::synchronize(ringlet::broadcast_async("bench.device.broadcast", out, c.root));
+      return;
+    }
+    const Tensor in{const_cast<void*>(b.send), c.dtype, shape, b.device};
     ringlet::synchronize(ringlet::allreduce_async("bench.device", in, out, c.op));
   }
 

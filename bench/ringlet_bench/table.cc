@@ -93,8 +93,10 @@ void print_preamble(const Options& o, int nranks, const std::vector<std::string>
               "validation: %d\n",
               std::string(to_string(o.collective)).c_str(), nranks, o.min_bytes, o.max_bytes, step.c_str(),
               o.warmup_iters, o.iters, o.check ? 1 : 0);
-  std::printf("# backend: %s  transport: %s  device: cpu\n", backends.c_str(),
-              o.transport.empty() ? "(RINGLET_TRANSPORT or auto)" : o.transport.c_str());
+  if (o.cuda) backends = "ringlet (HOROVOD_GPU_OPERATIONS=" + o.gpu_operations + ")";
+  std::printf("# backend: %s  transport: %s  device: %s\n", backends.c_str(),
+              o.transport.empty() ? "(RINGLET_TRANSPORT or auto)" : o.transport.c_str(),
+              o.cuda ? "cuda" : "cpu");
   std::printf("# time: %s\n", time_method(o).c_str());
   std::printf("#\n# Using devices\n");
   for (size_t r = 0; r < ranks.size(); ++r) std::printf("#  Rank %2zu %s\n", r, ranks[r].c_str());

@@ -78,6 +78,11 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
+// Device memory of `device` for a collective's result: at least `bytes`
+// (never null, also for none), freed with cudaFree, which waits for the work
+// queued on the device, when the last owner lets go.
+std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes);
+
 // An event of `device` (current) from a pool that takes it back when the last
 // owner lets go: a submission and a collective each need one, and creating
 // them would put a driver call on every submission. Thread-safe.

@@ -98,7 +98,15 @@ class DeviceCollectives {
                         const std::shared_ptr<Event>& ready, Completion done) = 0;
 };
 
-// Null where this build has no device collectives (device_refusal says why).
-std::unique_ptr<DeviceCollectives> make_device_collectives(int rank);
+// The device collectives of `operations` (HOROVOD_GPU_OPERATIONS); null
+// where this build has none (device_refusal says why).
+std::unique_ptr<DeviceCollectives> make_device_collectives(int rank, GpuOperations operations);
+
+// Behind make_device_collectives, in builds with CUDA and NCCL: NCCL's
+// (core/gpu/nccl_device_collectives.cc) and Ringlet's own over CUDA IPC
+// (core/gpu/ipc_device_collectives.cc); whether NCCL reduces `dtype`.
+std::unique_ptr<DeviceCollectives> make_nccl_device_collectives(int rank);
+std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank);
+bool nccl_has_type(DataType dtype);
 
 }  // namespace ringlet::core::gpu

@@ -15,6 +15,7 @@
 #include "core/communicator.h"
 #include "core/gpu/cuda_resources.h"
 #include "core/gpu/device_collectives.h"
+#include "core/gpu/device_queue.h"
 #include "core/gpu/nccl_communicator.h"
 #include "core/runtime/runtime_error.h"
 #include "ringlet/kernels/cuda.h"
@@ -119,6 +120,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     // Submission refused the dtypes NCCL lacks (device_refusal).
     const ncclDataType_t type = nccl_type(dtype).value();
     Call c(*this, comm, process_set, device, ready);
+    DeviceQueue& q = c.q;
     const size_t es = dtype_size(dtype);
     const int ranks = comm.size();
 
@@ -129,38 +131,38 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       if (prescale != 1.0) {
         // The prescale must not touch the caller's input: scale a copy of it
         // in the output, then reduce there.
-        scaled_copy(c, dtype, t.output, t.input, t.count, prescale);
+        q.scaled_copy(dtype, t.output, t.input, t.count, prescale);
         send = t.output;
       }
       c.nccl.check(
-          ncclAllReduce(send, t.output, t.count, type, nccl_op(op), c.nccl.get(), c.stream),
+          ncclAllReduce(send, t.output, t.count, type, nccl_op(op), c.nccl.get(), q.stream.get()),
           "ncclAllReduce");
-      finish(c, dtype, op, t.output, t.count, ranks, postscale);
+      q.finish(dtype, op, t.output, t.count, ranks, postscale);
     } else {
       // One table for both passes: the inputs' segments, then the outputs'.
-      PerDevice& d = c.d;
       const int n = static_cast<int>(tensors.size());
-      d.table_host.clear();
+      q.segment_table.clear();
+      q.pointer_table.clear();
       size_t extent = 0;
       for (const DeviceSegment& t : tensors) {
-        d.table_host.push_back({const_cast<void*>(t.input), extent, t.count});
+        q.segment_table.push_back({const_cast<void*>(t.input), extent, t.count});
         extent += padded(t.count, es);
       }
       for (int i = 0; i < n; ++i) {
-        d.table_host.push_back({tensors[i].output, d.table_host[i].offset, tensors[i].count});
+        q.segment_table.push_back({tensors[i].output, q.segment_table[i].offset, tensors[i].count});
       }
-      d.fusion.reserve(extent * es, rank_, device);
-      upload_table(d, device);
-      const auto* table = d.table.as<kernels::cuda::FusedSegment>();
-      c.cuda(kernels::cuda::pack(dtype, d.fusion.get(), table, n, extent, prescale, c.stream),
-             "the pack kernel (MEMCPY_IN_FUSION_BUFFER)");
-      c.nccl.check(ncclAllReduce(d.fusion.get(), d.fusion.get(), extent, type, nccl_op(op),
-                                 c.nccl.get(), c.stream),
+      q.fusion.reserve(extent * es, rank_, device);
+      q.upload_tables();
+      q.check(kernels::cuda::pack(dtype, q.fusion.get(), q.segment(0), n, extent, prescale,
+                                  q.stream.get()),
+              "the pack kernel (MEMCPY_IN_FUSION_BUFFER)");
+      c.nccl.check(ncclAllReduce(q.fusion.get(), q.fusion.get(), extent, type, nccl_op(op),
+                                 c.nccl.get(), q.stream.get()),
                    "ncclAllReduce");
-      finish(c, dtype, op, d.fusion.get(), extent, ranks, 1.0);
-      c.cuda(
-          kernels::cuda::unpack(dtype, d.fusion.get(), table + n, n, extent, postscale, c.stream),
-          "the unpack kernel (MEMCPY_OUT_FUSION_BUFFER)");
+      q.finish(dtype, op, q.fusion.get(), extent, ranks, 1.0);
+      q.check(kernels::cuda::unpack(dtype, q.fusion.get(), q.segment(n), n, extent, postscale,
+                                    q.stream.get()),
+              "the unpack kernel (MEMCPY_OUT_FUSION_BUFFER)");
     }
     watch(c, comm.deadline(), "the allreduce", std::move(done));
   }
@@ -171,39 +173,25 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     Call c(*this, comm, process_set, device, {&ready, 1});
     // Moved as bytes: a broadcast never looks at the elements.
     c.nccl.check(ncclBroadcast(buffer, buffer, count * dtype_size(dtype), ncclUint8, root,
-                               c.nccl.get(), c.stream),
+                               c.nccl.get(), c.q.stream.get()),
                  "ncclBroadcast");
     watch(c, comm.deadline(), "the broadcast", std::move(done));
   }
 
   std::shared_ptr<void> allocate(int device, size_t bytes) override {
-    DeviceScope scope(device, rank_);
-    void* p = nullptr;
-    // At least a little, so that no NCCL call sees a null buffer.
-    check_cuda(cudaMalloc(&p, std::max<size_t>(bytes, 256)), rank_, device,
-               ("cudaMalloc of " + std::to_string(bytes) + " bytes for the result").c_str());
-    // cudaFree waits for the device, so whatever the caller queued on the
-    // memory is done first. It may run at exit, after CUDA unloads: its
-    // error is of no use then.
-    return std::shared_ptr<void>(p, [device](void* q) {
-      int previous = -1;
-      (void)cudaGetDevice(&previous);
-      if (previous != device) (void)cudaSetDevice(device);
-      (void)cudaFree(q);
-      if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
-    });
+    return allocate_result(rank_, device, bytes);
   }
 
   void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
                  std::span<const size_t> counts, void* output, DataType dtype,
                  const std::shared_ptr<Event>& ready, Completion done) override {
     Call c(*this, comm, process_set, device, {&ready, 1});
+    const cudaStream_t stream = c.q.stream.get();
     const size_t es = dtype_size(dtype);
     if (all_equal(counts)) {
       if (counts[0] > 0) {
-        c.nccl.check(
-            ncclAllGather(input, output, counts[0] * es, ncclUint8, c.nccl.get(), c.stream),
-            "ncclAllGather");
+        c.nccl.check(ncclAllGather(input, output, counts[0] * es, ncclUint8, c.nccl.get(), stream),
+                     "ncclAllGather");
       }
     } else {
       // Blocks of different sizes: each rank broadcasts its own into place,
@@ -213,7 +201,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       for (int r = 0; r < comm.size(); ++r) {
         if (counts[r] > 0) {
           c.nccl.check(ncclBroadcast(input, at(output, offset, es), counts[r] * es, ncclUint8, r,
-                                     c.nccl.get(), c.stream),
+                                     c.nccl.get(), stream),
                        "ncclBroadcast (allgather)");
         }
         offset += counts[r];
@@ -229,19 +217,21 @@ class NcclDeviceCollectives final : public DeviceCollectives {
                      Completion done) override {
     const ncclDataType_t type = nccl_type(dtype).value();
     Call c(*this, comm, process_set, device, {&ready, 1});
+    DeviceQueue& q = c.q;
+    const cudaStream_t stream = q.stream.get();
     const size_t es = dtype_size(dtype);
     const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
     const void* send = input;
     if (prescale != 1.0) {
       // Scaled in the fusion buffer: the caller's input stays as it was.
-      c.d.fusion.reserve(total * es, rank_, device);
-      scaled_copy(c, dtype, c.d.fusion.get(), input, total, prescale);
-      send = c.d.fusion.get();
+      q.fusion.reserve(total * es, rank_, device);
+      q.scaled_copy(dtype, q.fusion.get(), input, total, prescale);
+      send = q.fusion.get();
     }
     if (all_equal(counts)) {
       if (counts[0] > 0) {
         c.nccl.check(
-            ncclReduceScatter(send, output, counts[0], type, nccl_op(op), c.nccl.get(), c.stream),
+            ncclReduceScatter(send, output, counts[0], type, nccl_op(op), c.nccl.get(), stream),
             "ncclReduceScatter");
       }
     } else {
@@ -252,14 +242,14 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       for (int r = 0; r < comm.size(); ++r) {
         if (counts[r] > 0) {
           c.nccl.check(ncclReduce(at(send, offset, es), output, counts[r], type, nccl_op(op), r,
-                                  c.nccl.get(), c.stream),
+                                  c.nccl.get(), stream),
                        "ncclReduce (reducescatter)");
         }
         offset += counts[r];
       }
       group.end();
     }
-    finish(c, dtype, op, output, counts[comm.rank()], comm.size(), postscale);
+    q.finish(dtype, op, output, counts[comm.rank()], comm.size(), postscale);
     watch(c, comm.deadline(), "the reducescatter", std::move(done));
   }
 
@@ -268,6 +258,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
                 std::span<const size_t> recv_counts, DataType dtype,
                 const std::shared_ptr<Event>& ready, Completion done) override {
     Call c(*this, comm, process_set, device, {&ready, 1});
+    const cudaStream_t stream = c.q.stream.get();
     const size_t es = dtype_size(dtype);
     const int me = comm.rank();
     std::vector<size_t> send_at(comm.size() + 1, 0), recv_at(comm.size() + 1, 0);
@@ -277,21 +268,21 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     }
     // This rank's own rows are a copy on the device.
     if (send_counts[me] > 0) {
-      c.cuda(cudaMemcpyAsync(at(output, recv_at[me], es), at(input, send_at[me], es),
-                             send_counts[me] * es, cudaMemcpyDeviceToDevice, c.stream),
-             "cudaMemcpyAsync of this rank's own rows");
+      c.q.check(cudaMemcpyAsync(at(output, recv_at[me], es), at(input, send_at[me], es),
+                                send_counts[me] * es, cudaMemcpyDeviceToDevice, stream),
+                "cudaMemcpyAsync of this rank's own rows");
     }
     NcclGroup group(c.nccl);
     for (int r = 0; r < comm.size(); ++r) {
       if (r == me) continue;
       if (send_counts[r] > 0) {
         c.nccl.check(ncclSend(at(input, send_at[r], es), send_counts[r] * es, ncclUint8, r,
-                              c.nccl.get(), c.stream),
+                              c.nccl.get(), stream),
                      "ncclSend (alltoall)");
       }
       if (recv_counts[r] > 0) {
         c.nccl.check(ncclRecv(at(output, recv_at[r], es), recv_counts[r] * es, ncclUint8, r,
-                              c.nccl.get(), c.stream),
+                              c.nccl.get(), stream),
                      "ncclRecv (alltoall)");
       }
     }
@@ -300,55 +291,36 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   }
 
  private:
-  struct PerDevice {
-    PerDevice(int rank, int device)
-        : stream(rank, device), fusion(stream.get()), table(stream.get()) {}
-    Stream stream;  // destroyed last: the memory is freed in its order
-    DeviceMemory fusion;
-    DeviceMemory table;  // the kernels' segment table
-    std::vector<kernels::cuda::FusedSegment> table_host;
-  };
-
-  // What every collective starts with: `device` current, its stream and the
-  // set's communicator, and the stream waiting (on the device) for the
-  // tensors' producers.
+  // What every collective starts with: `device` current, its queue and the
+  // set's communicator, and the queue's stream waiting (on the device) for
+  // the tensors' producers.
   struct Call {
     Call(NcclDeviceCollectives& self, Communicator& comm, int32_t process_set, int device,
          std::span<const std::shared_ptr<Event>> ready)
-        : rank(self.rank_),
-          device(device),
-          scope(device, rank),
-          d(self.per_device(device)),
-          nccl(self.communicator(comm, process_set, device)),
-          stream(d.stream.get()) {
-      for (const auto& r : ready) {
-        if (r != nullptr) cuda(cudaStreamWaitEvent(stream, r->get(), 0), "cudaStreamWaitEvent");
-      }
+        : scope(device, self.rank_),
+          q(self.queue(device)),
+          nccl(self.communicator(comm, process_set, device)) {
+      q.wait_for(ready);
     }
-    void cuda(cudaError_t e, const char* what) const { check_cuda(e, rank, device, what); }
-
-    const int rank;
-    const int device;
     DeviceScope scope;
-    PerDevice& d;
+    DeviceQueue& q;
     NcclCommunicator& nccl;
-    const cudaStream_t stream;
   };
 
-  // Marks the end of the work just queued on the call's stream with an event
-  // of its own and hands it to the finalizer, which reports to `done`.
+  // Hands the end of the work just queued to the finalizer, which watches it
+  // through the communicator (its asynchronous errors, the deadline).
   void watch(Call& c, transport::Deadline deadline, const char* what, Completion done) {
-    std::shared_ptr<Event> end = pooled_event(c.rank, c.device);
-    c.cuda(cudaEventRecord(end->get(), c.stream), "cudaEventRecord");
     NcclCommunicator& nccl = c.nccl;
-    finalizer_.watch([&nccl, end, deadline, what] { return nccl.poll(end->get(), deadline, what); },
-                     std::move(done));
+    c.q.watch(
+        finalizer_,
+        [&nccl, deadline, what](cudaEvent_t end) { return nccl.poll(end, deadline, what); },
+        std::move(done));
   }
 
-  PerDevice& per_device(int device) {
-    auto it = devices_.find(device);
-    if (it == devices_.end()) {
-      it = devices_.emplace(device, std::make_unique<PerDevice>(rank_, device)).first;
+  DeviceQueue& queue(int device) {
+    auto it = queues_.find(device);
+    if (it == queues_.end()) {
+      it = queues_.emplace(device, std::make_unique<DeviceQueue>(rank_, device)).first;
     }
     return *it->second;
   }
@@ -367,41 +339,10 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     return *it->second;
   }
 
-  // Copies the host table to the device in the stream's order; the host
-  // vector may change once this returns (CUDA has staged the bytes).
-  void upload_table(PerDevice& d, int device) {
-    const size_t bytes = d.table_host.size() * sizeof(kernels::cuda::FusedSegment);
-    d.table.reserve(bytes, rank_, device);
-    check_cuda(cudaMemcpyAsync(d.table.get(), d.table_host.data(), bytes, cudaMemcpyHostToDevice,
-                               d.stream.get()),
-               rank_, device, "cudaMemcpyAsync of the segment table");
-  }
-
-  // dst = factor * src, `count` elements (a one-segment pack).
-  void scaled_copy(Call& c, DataType dtype, void* dst, const void* src, size_t count,
-                   double factor) {
-    c.d.table_host.assign(1, kernels::cuda::FusedSegment{const_cast<void*>(src), 0, count});
-    upload_table(c.d, c.device);
-    c.cuda(kernels::cuda::pack(dtype, dst, c.d.table.as<kernels::cuda::FusedSegment>(), 1, count,
-                               factor, c.stream),
-           "the prescale kernel");
-  }
-
-  // The average's division (floats x 1/n, integers toward zero, as on the
-  // host) and then the postscale, in place.
-  void finish(Call& c, DataType dtype, ReduceOp op, void* buf, size_t count, int ranks,
-              double postscale) {
-    if (op == ReduceOp::kAvg) {
-      c.cuda(kernels::cuda::finish_average(dtype, buf, count, ranks, c.stream),
-             "the average kernel");
-    }
-    c.cuda(kernels::cuda::scale(dtype, buf, count, postscale, c.stream), "the postscale kernel");
-  }
-
   const int rank_;
   int created_ = 0;
-  std::map<int, std::unique_ptr<PerDevice>> devices_;
-  // Destroyed before devices_ (declared after): a communicator's queued work
+  std::map<int, std::unique_ptr<DeviceQueue>> queues_;
+  // Destroyed before queues_ (declared after): a communicator's queued work
   // may still use a device's stream.
   std::map<std::pair<int32_t, int>, std::unique_ptr<NcclCommunicator>> comms_;
   // Destroyed first: it waits for every watched collective to end, and its
@@ -411,37 +352,9 @@ class NcclDeviceCollectives final : public DeviceCollectives {
 
 }  // namespace
 
-std::string device_refusal(GpuOperations operations, CollectiveKind kind, DataType dtype,
-                           int device) {
-  const std::string where = "device tensors (cuda:" + std::to_string(device) + ")";
-  if (operations == GpuOperations::kRing) {
-    return where +
-           ": HOROVOD_GPU_OPERATIONS=RING (Ringlet's ring over CUDA IPC) is not served "
-           "by this version yet; HOROVOD_GPU_OPERATIONS=NCCL is";
-  }
-  if (operations == GpuOperations::kMpi) {
-    return where +
-           ": HOROVOD_GPU_OPERATIONS=MPI needs a CUDA-aware MPI, which this build does "
-           "not use; HOROVOD_GPU_OPERATIONS=NCCL is served";
-  }
-  // Broadcast, allgather and alltoall move bytes: every dtype goes.
-  if (kind != CollectiveKind::kAllreduce && kind != CollectiveKind::kReducescatter) return "";
-  if (!nccl_type(dtype)) {
-    return where + ": NCCL has no " + std::string(to_string(dtype)) +
-           " type to reduce (reduce it on the host, or as int32)";
-  }
-  return "";
-}
+bool nccl_has_type(DataType dtype) { return nccl_type(dtype).has_value(); }
 
-std::shared_ptr<Event> record_ready(int rank, int device, void* stream) {
-  DeviceScope scope(device, rank);
-  std::shared_ptr<Event> ready = pooled_event(rank, device);
-  check_cuda(cudaEventRecord(ready->get(), static_cast<cudaStream_t>(stream)), rank, device,
-             "cudaEventRecord on the tensor's stream");
-  return ready;
-}
-
-std::unique_ptr<DeviceCollectives> make_device_collectives(int rank) {
+std::unique_ptr<DeviceCollectives> make_nccl_device_collectives(int rank) {
   return std::make_unique<NcclDeviceCollectives>(rank);
 }
 

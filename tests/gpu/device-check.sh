@@ -10,11 +10,12 @@
 # private prefix (never into /). It then builds in build-gpu/ for the local
 # GPU's architecture, checks every CUDA kernel against the scalar reference
 # (odd sizes, misaligned pointers, every dtype and op), measures the kernels
-# beside a device-to-device cudaMemcpy, runs allreduce of device tensors
-# through the public API and ringlet-bench (NCCL, one rank: NCCL runs one rank
-# per device and the machine has one), tries Ringlet's own ring on device
-# memory with 2 and 4 ranks (reported as not served until it is), and prints
-# one summary table. A target that fails to build fails its row, and the
+# beside a device-to-device cudaMemcpy, runs every collective of device
+# tensors through the public API, ringlet.torch and ringlet-bench (NCCL, one
+# rank: NCCL runs one rank per device and the machine has one), runs Ringlet's
+# own direct algorithm over CUDA IPC (HOROVOD_GPU_OPERATIONS=RING) with 2 and 4
+# ranks sharing the GPU, trains pytorch_mnist.py on CUDA with 1 rank (NCCL)
+# and 2 ranks (RING), and prints one summary table. A target that fails to build fails its row, and the
 # steps that need it are skipped; the others still run. The summary, the
 # bandwidth table and an archive of every log (logs.tar.gz) go to $OUT when
 # set (three files, for runners that collect only a few) or to
@@ -217,13 +218,19 @@ PY
     tail -20 "$out/torch_cuda.log"
     row "ringlet.torch on CUDA" FAIL "see torch_cuda.log"
   fi
-  if timeout 300 "$build/bin/ringletrun" -np 1 python3 examples/pytorch_mnist.py --epochs 1 \
-      --max-steps 40 --check >"$out/pytorch_mnist.log" 2>&1 &&
-      grep -q "training on cuda" "$out/pytorch_mnist.log"; then
-    row "pytorch_mnist.py on CUDA" PASS "$(grep -m1 -o 'loss [0-9.]* -> [0-9.]*' "$out/pytorch_mnist.log")"
+  mnist "pytorch_mnist.py on CUDA" 1 NCCL pytorch_mnist
+  mnist "pytorch_mnist.py np2 RING" 2 RING pytorch_mnist_ring
+}
+
+mnist() {  # NAME NP GPU_OPERATIONS LOG
+  local name="$1" np="$2" ops="$3" log="$out/$4.log"
+  if HOROVOD_GPU_OPERATIONS="$ops" timeout 300 "$build/bin/ringletrun" -np "$np" \
+      python3 examples/pytorch_mnist.py --epochs 1 --max-steps 40 --check >"$log" 2>&1 &&
+      grep -q "training on cuda" "$log"; then
+    row "$name" PASS "$(grep -m1 -o 'loss [0-9.]* -> [0-9.]*' "$log")"
   else
-    tail -20 "$out/pytorch_mnist.log"
-    row "pytorch_mnist.py on CUDA" FAIL "see pytorch_mnist.log"
+    tail -20 "$log"
+    row "$name" FAIL "see $4.log"
   fi
 }
 
@@ -260,6 +267,25 @@ collective() {  # NAME NP BACKEND COLLECTIVE
   fi
 }
 
+# The 256 MiB allreduce of 2 ranks on the GPU (RING) against the least device
+# memory traffic any allreduce needs: each rank's input read once and output
+# written once, 2 x 2 x 256 MiB, at the cudaMemcpy bandwidth of this run
+# (which counts bytes read plus written). The target is 70%.
+hbm_bound() {
+  local copy us
+  copy=$(awk '$1 == "cudaMemcpy" && $3 == 256 {print $5; exit}' "$out/bandwidth.txt" 2>/dev/null)
+  us=$(sed 's/^\[[0-9]*\]<stdout>://' "$out/bench-ring-allreduce-np2.log" 2>/dev/null |
+       awk '$1 == 268435456 {print $6; exit}')
+  if [ -z "$copy" ] || [ -z "$us" ]; then
+    row "RING 256 MiB np2 vs HBM" SKIP "no copy bandwidth or no 256 MiB row to compare"
+    return
+  fi
+  row "RING 256 MiB np2 vs HBM" INFO "$(awk -v c="$copy" -v t="$us" 'BEGIN {
+    bound = 4 * 268435456 / (c * 1e9) * 1e6
+    printf "%.0f us against a bound of %.0f us at %.0f GB/s: %.0f%% (target 70%%)", t, bound, c,
+      100 * bound / t }')"
+}
+
 check_kernels
 check_device_collectives
 check_torch
@@ -269,9 +295,11 @@ if built ringletrun; then
   sed -n '/GPU:/,/^$/p' "$out/check-build.txt"
 fi
 collective nccl-allreduce-np1 1 nccl allreduce
+collective nccl-broadcast-np1 1 nccl broadcast
 collective ring-allreduce-np2 2 ring allreduce
-collective ring-allgather-np2 2 ring allgather
 collective ring-broadcast-np2 2 ring broadcast
 collective ring-allreduce-np4 4 ring allreduce
+collective ring-broadcast-np4 4 ring broadcast
+hbm_bound
 
 finish $failed

@@ -67,48 +67,71 @@ TEST(RequestValidation, RefusesWhatThisRankCanTellIsWrong) {
             "rank 0: allgather 't': needs a tensor of at least one dimension");
 }
 
-// What no build serves on device memory yet is refused by name in every
-// build: Ringlet's own ring and MPI as HOROVOD_GPU_OPERATIONS, and the
-// collectives other than allreduce and broadcast.
+// What a build cannot serve on device memory is refused by name when it is
+// submitted: MPI as HOROVOD_GPU_OPERATIONS in every build, what NCCL or
+// Ringlet's ring over CUDA IPC lacks, and every device tensor in a build
+// without CUDA or NCCL.
 TEST(RequestValidation, DeviceTensorsNameWhatCannotServeThem) {
   ProcessSetTable sets(2, 0);
-  Request r = request(CollectiveKind::kAllreduce, {4});
-  r.device.id = 1;
-  for (GpuOperations ops : {GpuOperations::kRing, GpuOperations::kMpi}) {
-    const std::string why = refusal(r, 0, sets, ops);
-    EXPECT_NE(why.find("cuda:1"), std::string::npos) << why;
-    EXPECT_NE(why.find("HOROVOD_GPU_OPERATIONS=" + std::string(to_string(ops))), std::string::npos)
-        << why;
-  }
-  Request shorts = request(CollectiveKind::kAllreduce, {4});
-  shorts.meta.dtype = DataType::kInt16;
-  shorts.device.id = 0;
+  auto on_device = [](CollectiveKind kind, DataType dtype, int device) {
+    Request r = request(kind, {4});
+    r.meta.dtype = dtype;
+    r.device.id = device;
+    return r;
+  };
+  const Request r = on_device(CollectiveKind::kAllreduce, DataType::kFloat32, 1);
+  const std::string mpi = refusal(r, 0, sets, GpuOperations::kMpi);
+  EXPECT_NE(mpi.find("cuda:1"), std::string::npos) << mpi;
+  EXPECT_NE(mpi.find("HOROVOD_GPU_OPERATIONS=MPI"), std::string::npos) << mpi;
+  const Request shorts = on_device(CollectiveKind::kAllreduce, DataType::kInt16, 0);
   const std::string no_int16 = refusal(shorts, 0, sets, GpuOperations::kNccl);
   EXPECT_NE(no_int16.find("cuda:0"), std::string::npos) << no_int16;
-  shorts.meta.kind = CollectiveKind::kReducescatter;
-  EXPECT_NE(refusal(shorts, 0, sets, GpuOperations::kNccl), "");
+  EXPECT_NE(refusal(on_device(CollectiveKind::kReducescatter, DataType::kInt16, 0), 0, sets,
+                    GpuOperations::kNccl),
+            "");
 #if RINGLET_TEST_NCCL
   // NCCL serves every collective; those that only move data take any dtype.
   for (CollectiveKind kind :
        {CollectiveKind::kAllreduce, CollectiveKind::kAllgather, CollectiveKind::kBroadcast,
         CollectiveKind::kReducescatter, CollectiveKind::kAlltoall}) {
-    Request d = request(kind, {4});
-    d.device.id = 0;
-    EXPECT_EQ(refusal(d, 0, sets, GpuOperations::kNccl), "") << to_string(kind);
+    EXPECT_EQ(refusal(on_device(kind, DataType::kFloat32, 0), 0, sets, GpuOperations::kNccl), "")
+        << to_string(kind);
   }
   for (CollectiveKind kind :
        {CollectiveKind::kAllgather, CollectiveKind::kBroadcast, CollectiveKind::kAlltoall}) {
-    shorts.meta.kind = kind;
-    EXPECT_EQ(refusal(shorts, 0, sets, GpuOperations::kNccl), "") << to_string(kind);
+    EXPECT_EQ(refusal(on_device(kind, DataType::kInt16, 0), 0, sets, GpuOperations::kNccl), "")
+        << to_string(kind);
   }
   EXPECT_NE(no_int16.find("NCCL has no int16"), std::string::npos) << no_int16;
+  // The ring over CUDA IPC: allreduce and broadcast of every dtype (its
+  // kernels reduce int16 too); the others name NCCL as what serves them.
+  for (DataType dtype : {DataType::kFloat32, DataType::kInt16, DataType::kBFloat16}) {
+    EXPECT_EQ(
+        refusal(on_device(CollectiveKind::kAllreduce, dtype, 0), 0, sets, GpuOperations::kRing),
+        "");
+    EXPECT_EQ(
+        refusal(on_device(CollectiveKind::kBroadcast, dtype, 0), 0, sets, GpuOperations::kRing),
+        "");
+  }
+  const std::string ring_gather = refusal(
+      on_device(CollectiveKind::kAllgather, DataType::kFloat32, 0), 0, sets, GpuOperations::kRing);
+  EXPECT_EQ(ring_gather.rfind("rank 0: allgather 't': device tensors (cuda:0): allgather is not "
+                              "served by HOROVOD_GPU_OPERATIONS=RING yet",
+                              0),
+            0u)
+      << ring_gather;
+  EXPECT_NE(ring_gather.find("HOROVOD_GPU_OPERATIONS=NCCL serves it"), std::string::npos)
+      << ring_gather;
 #else
   // A build without CUDA or NCCL refuses every device tensor, saying so.
-  Request g = request(CollectiveKind::kAllgather, {4});
-  g.device.id = 0;
-  const std::string why = refusal(g, 0, sets, GpuOperations::kNccl);
-  EXPECT_EQ(why.rfind("rank 0: allgather 't': device tensors (cuda:0)", 0), 0u) << why;
-  EXPECT_NE(why.find("not served by this build"), std::string::npos) << why;
+  for (GpuOperations ops : {GpuOperations::kNccl, GpuOperations::kRing}) {
+    const std::string why =
+        refusal(on_device(CollectiveKind::kAllgather, DataType::kFloat32, 0), 0, sets, ops);
+    EXPECT_EQ(why.rfind("rank 0: allgather 't': device tensors (cuda:0)", 0), 0u) << why;
+    EXPECT_NE(why.find("not served by this build"), std::string::npos) << why;
+    EXPECT_NE(why.find("HOROVOD_GPU_OPERATIONS=" + std::string(to_string(ops))), std::string::npos)
+        << why;
+  }
 #endif
 }
 

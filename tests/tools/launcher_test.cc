@@ -570,7 +570,8 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   // A build with CUDA says what HOROVOD_GPU_OPERATIONS could use here.
-  if (r.out.find("[ ] Ringlet ring (CUDA) (found at build time") != std::string::npos) {
+  if (r.out.find("Ringlet ring (CUDA") != std::string::npos &&
+      r.out.find("[ ] Ringlet ring (CUDA)\n") == std::string::npos) {
     for (const char* want : {"\nGPU:\n", "    CUDA kernels for architectures ", "    this machine: "}) {
       EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
     }
@@ -579,8 +580,9 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
 
 TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
   // Whatever was found at build time, these paths are refused by this
-  // version (Ringlet's ring on device memory, HOROVOD_CPU_OPERATIONS=MPI,
-  // RINGLET_TRANSPORT=ucx): none may be marked available.
+  // version (HOROVOD_CPU_OPERATIONS=MPI, RINGLET_TRANSPORT=ucx): none may be
+  // marked available; the GPU operations only where CUDA and NCCL are both
+  // built in.
   Result r = run_ringletrun({"--check-build"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t ops = r.out.find("Available Tensor Operations:");
@@ -589,15 +591,19 @@ TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
   ASSERT_NE(transports, std::string::npos) << r.out;
   const std::string op_section = r.out.substr(ops, transports - ops);
   const std::string transport_section = r.out.substr(transports);
-  for (const char* refused : {"[X] Ringlet ring (CUDA)", "[X] MPI"}) {
-    EXPECT_EQ(op_section.find(refused), std::string::npos) << refused << "\n" << r.out;
-  }
-  // NCCL is marked only where the build has CUDA too, and then says what it serves.
+  EXPECT_EQ(op_section.find("[X] MPI"), std::string::npos) << r.out;
+  // NCCL and the ring over CUDA IPC are marked together, only where the
+  // build has CUDA too, and then say what they serve.
   const bool cuda = r.out.find("\nGPU:\n") != std::string::npos;
-  const size_t nccl = op_section.find("[X] NCCL");
-  if (nccl != std::string::npos) {
+  const bool nccl = op_section.find("[X] NCCL") != std::string::npos;
+  EXPECT_EQ(op_section.find("[X] Ringlet ring (CUDA") != std::string::npos, nccl) << r.out;
+  if (nccl) {
     EXPECT_TRUE(cuda) << r.out;
     EXPECT_NE(op_section.find("[X] NCCL (every collective of device tensors)"), std::string::npos)
+        << r.out;
+    EXPECT_NE(op_section.find(
+                  "[X] Ringlet ring (CUDA IPC: allreduce and broadcast within a host)"),
+              std::string::npos)
         << r.out;
   }
   EXPECT_NE(op_section.find("[X] Ringlet ring (CPU)"), std::string::npos) << r.out;

@@ -104,13 +104,15 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   item(out, f.mpi, "MPI");
   out += "\nAvailable Tensor Operations:\n";
   item(out, true, "Ringlet ring (CPU)");
-  // HOROVOD_GPU_OPERATIONS=NCCL serves every collective of device tensors where
-  // both CUDA and NCCL were built in; RING on device memory and
-  // HOROVOD_CPU_OPERATIONS=MPI are refused by name.
-  item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
+  // Where both CUDA and NCCL were built in, HOROVOD_GPU_OPERATIONS=NCCL
+  // serves every collective of device tensors and RING (CUDA IPC, one host)
+  // their allreduce and broadcast; HOROVOD_CPU_OPERATIONS=MPI is refused by
+  // name.
   if (f.cuda && f.nccl) {
+    item(out, true, "Ringlet ring (CUDA IPC: allreduce and broadcast within a host)");
     item(out, true, "NCCL (every collective of device tensors)");
   } else {
+    item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
     item(out, false, unserved(f.nccl, "NCCL"));
   }
   item(out, false, unserved(f.mpi, "MPI"));

@@ -1,0 +1,68 @@
+#include "core/gpu/device_queue.h"
+
+#include "core/runtime/runtime_error.h"
+
+namespace ringlet::core::gpu {
+
+void DeviceQueue::wait_for(std::span<const std::shared_ptr<Event>> ready) const {
+  for (const auto& r : ready) {
+    if (r != nullptr) check(cudaStreamWaitEvent(stream.get(), r->get(), 0), "cudaStreamWaitEvent");
+  }
+}
+
+void DeviceQueue::upload_tables() {
+  const size_t segment_bytes = segment_table.size() * sizeof(kernels::cuda::FusedSegment);
+  const size_t pointer_bytes = pointer_table.size() * sizeof(const void*);
+  if (segment_bytes > 0) {
+    segments.reserve(segment_bytes, rank, device);
+    check(cudaMemcpyAsync(segments.get(), segment_table.data(), segment_bytes,
+                          cudaMemcpyHostToDevice, stream.get()),
+          "cudaMemcpyAsync of the segment table");
+  }
+  if (pointer_bytes > 0) {
+    pointers.reserve(pointer_bytes, rank, device);
+    check(cudaMemcpyAsync(pointers.get(), pointer_table.data(), pointer_bytes,
+                          cudaMemcpyHostToDevice, stream.get()),
+          "cudaMemcpyAsync of the input table");
+  }
+}
+
+void DeviceQueue::scaled_copy(DataType dtype, void* dst, const void* src, size_t count,
+                              double factor) {
+  segment_table.assign(1, kernels::cuda::FusedSegment{const_cast<void*>(src), 0, count});
+  pointer_table.clear();
+  upload_tables();
+  check(kernels::cuda::pack(dtype, dst, segment(0), 1, count, factor, stream.get()),
+        "the prescale kernel");
+}
+
+void DeviceQueue::finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks,
+                         double postscale) {
+  if (op == ReduceOp::kAvg) {
+    check(kernels::cuda::finish_average(dtype, buf, count, ranks, stream.get()),
+          "the average kernel");
+  }
+  check(kernels::cuda::scale(dtype, buf, count, postscale, stream.get()), "the postscale kernel");
+}
+
+void DeviceQueue::watch(Finalizer& finalizer, std::function<bool(cudaEvent_t)> poll,
+                        Finalizer::Completion done) {
+  std::shared_ptr<Event> end = pooled_event(rank, device);
+  check(cudaEventRecord(end->get(), stream.get()), "cudaEventRecord");
+  finalizer.watch([end, poll = std::move(poll)] { return poll(end->get()); }, std::move(done));
+}
+
+bool reached(cudaEvent_t end, int rank, int device, transport::Deadline deadline,
+             const std::string& what) {
+  const cudaError_t e = cudaEventQuery(end);
+  if (e == cudaSuccess) return true;
+  if (e != cudaErrorNotReady) check_cuda(e, rank, device, what.c_str());
+  if (transport::Clock::now() >= deadline) {
+    throw runtime::RuntimeError(runtime::ErrorKind::kTimeout, rank,
+                                "cuda:" + std::to_string(device) + ": " + what +
+                                    " did not end on the device within RINGLET_TIMEOUT_SECONDS");
+  }
+  return false;
+}
+
+}  // namespace ringlet::core::gpu

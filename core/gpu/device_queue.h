@@ -1,0 +1,77 @@
+// What every device collective of one device works with: the runtime's own
+// stream of that device, its device fusion buffer, and the tables that tell
+// the batched kernels where tensors and peers' buffers are. Made on first use
+// of a device and kept until the device collectives go. CUDA builds only.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/gpu/cuda_resources.h"
+#include "core/gpu/finalizer.h"
+#include "ringlet/kernels/cuda.h"
+#include "ringlet/transport/transport.h"
+#include "ringlet/types.h"
+
+namespace ringlet::core::gpu {
+
+struct DeviceQueue {
+  DeviceQueue(int rank, int device)
+      : rank(rank),
+        device(device),
+        stream(rank, device),
+        fusion(stream.get()),
+        segments(stream.get()),
+        pointers(stream.get()) {}
+
+  // Throws RuntimeError naming this rank, the device and `what` unless `err`
+  // is cudaSuccess.
+  void check(cudaError_t err, const char* what) const { check_cuda(err, rank, device, what); }
+  // The stream waits, on the device, for each event (null: none).
+  void wait_for(std::span<const std::shared_ptr<Event>> ready) const;
+
+  // Copies segment_table to `segments` and pointer_table to `pointers` in
+  // the stream's order; the host vectors may change once this returns (CUDA
+  // has staged the bytes).
+  void upload_tables();
+  const kernels::cuda::FusedSegment* segment(size_t i) const {
+    return segments.as<kernels::cuda::FusedSegment>() + i;
+  }
+  const void* const* pointer(size_t i) const { return pointers.as<const void*>() + i; }
+
+  // dst = factor * src, `count` elements (a one-segment pack; it replaces
+  // the tables).
+  void scaled_copy(DataType dtype, void* dst, const void* src, size_t count, double factor);
+  // The average's division (floats x 1/n, integers toward zero, as on the
+  // host) and then the postscale, in place.
+  void finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks, double postscale);
+
+  // Records an event of its own after the work queued so far and hands the
+  // finalizer a watch of it: `poll(end)` says whether the device reached
+  // that point (and throws once the collective failed); `done` hears the
+  // outcome.
+  void watch(Finalizer& finalizer, std::function<bool(cudaEvent_t end)> poll,
+             Finalizer::Completion done);
+
+  const int rank;
+  const int device;
+  Stream stream;  // declared first, destroyed last: the memory is freed in its order
+  DeviceMemory fusion;
+  DeviceMemory segments;  // the kernels' segment tables
+  DeviceMemory pointers;  // reduce_many's tables of inputs
+  std::vector<kernels::cuda::FusedSegment> segment_table;
+  std::vector<const void*> pointer_table;
+};
+
+// One look at whether the device reached `end` (a finalizer's poll): true
+// once it did; throws RuntimeError on a CUDA error, and kTimeout naming
+// `what` past `deadline`.
+bool reached(cudaEvent_t end, int rank, int device, transport::Deadline deadline,
+             const std::string& what);
+
+}  // namespace ringlet::core::gpu

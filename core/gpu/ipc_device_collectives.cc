@@ -1,0 +1,345 @@
+// The device collectives of HOROVOD_GPU_OPERATIONS=RING: Ringlet's own
+// direct algorithm on device memory, between the ranks of one host, over
+// CUDA IPC. It is the shared-memory window's direct allreduce with the
+// window's halves in device memory (core/gpu/cuda_ipc_window.h) and the
+// element work in the CUDA kernels; several ranks may share one GPU.
+//
+// Each round takes up to a half (kHalfBytes) of the fused message and cuts it
+// into one part per rank, each starting on 16 bytes:
+//   (a) stage: every rank packs its tensors' share of the round into its own
+//       half, with the prescale, and publishes staged;
+//   (b) reduce: rank i reads part i of every rank's half (reduce_many, ranks
+//       in local order, so every element comes from one reduction in one
+//       order and all ranks hold bit-identical results), writes it in place
+//       in its own half, divides for kAvg, and publishes reduced;
+//   (c) unpack: every rank copies each part from its owner's half into the
+//       tensors, with the postscale, and publishes consumed.
+// The host flags are the window's (core/collectives/window_layout.h): a rank
+// publishes a flag after recording its interprocess event behind that step's
+// work, and a rank that saw the flag makes its stream wait for that event, so
+// the host never waits for the device; it only waits for its peers to have
+// queued their part. A half is staged again two rounds later, once every peer
+// has consumed it and their streams are past their reads.
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "core/collectives/window_layout.h"
+#include "core/communicator.h"
+#include "core/gpu/cuda_ipc_window.h"
+#include "core/gpu/cuda_resources.h"
+#include "core/gpu/device_collectives.h"
+#include "core/gpu/device_queue.h"
+#include "core/runtime/runtime_error.h"
+#include "ringlet/kernels/cuda.h"
+
+namespace ringlet::core::gpu {
+
+using collectives::flag_value;
+using collectives::PaddedFlag;
+using collectives::SegmentControl;
+using runtime::ErrorKind;
+using runtime::RuntimeError;
+
+namespace {
+
+// Each rank's window is two halves of this: rounds of 32 MiB keep the host
+// steps (three per round, each a few microseconds) far below the copying.
+constexpr size_t kHalfBytes = size_t{32} << 20;
+
+// The round protocol: the window's host flags, and on the device the peers'
+// events behind each flag.
+class Rounds {
+ public:
+  Rounds(Communicator& comm, CudaIpcWindow& window, DeviceQueue& q)
+      : comm_(comm), view_(comm), window_(window), q_(q) {}
+
+  int size() const { return view_.size(); }
+  int me() const { return view_.me(); }  // this rank's local rank
+
+  // The next round: its half is free once every peer consumed it two rounds
+  // ago (host) and their streams are past their reads of it (device).
+  uint64_t begin() {
+    const uint64_t g = comm_.workspace().next_round();
+    view_.wait_half_free(g);
+    if (g >= 3) {
+      for (int lr = 0; lr < size(); ++lr) {
+        if (lr != me()) wait_for_event(lr);
+      }
+    }
+    return g;
+  }
+  // Local rank lr's half of round g, as this process reaches it.
+  std::byte* half(int lr, uint64_t g) const {
+    return window_.buffer(rank_of(lr)) + (g % 2) * kHalfBytes;
+  }
+  // This rank's work queued so far is step `which` of round g.
+  void publish(PaddedFlag SegmentControl::*which, uint64_t g) {
+    record();
+    view_.publish(view_.control(me()).*which, flag_value(g, 1));
+  }
+  // Waits until local rank lr has queued step `which` of round g, then makes
+  // the stream wait for it on the device.
+  void wait(int lr, PaddedFlag SegmentControl::*which, uint64_t g) {
+    view_.wait_at_least(lr, which, flag_value(g, 1));
+    wait_for_event(lr);
+  }
+  void wait_all(PaddedFlag SegmentControl::*which, uint64_t g) {
+    for (int lr = 0; lr < size(); ++lr) {
+      if (lr != me()) wait(lr, which, g);
+    }
+  }
+  void end(uint64_t g) {
+    record();
+    view_.finish_round(g);
+  }
+
+  // The communicator's rank of local rank lr.
+  int rank_of(int lr) const {
+    const World& w = comm_.world();
+    return w.ranks_on_host[w.cross_rank][lr];
+  }
+  int local_of(int rank) const {
+    for (int lr = 0; lr < size(); ++lr) {
+      if (rank_of(lr) == rank) return lr;
+    }
+    return -1;
+  }
+
+ private:
+  void record() {
+    q_.check(cudaEventRecord(window_.event(rank_of(me())), q_.stream.get()),
+             "cudaEventRecord of the interprocess event");
+  }
+  void wait_for_event(int lr) {
+    q_.check(cudaStreamWaitEvent(q_.stream.get(), window_.event(rank_of(lr)), 0),
+             "cudaStreamWaitEvent on a peer's interprocess event");
+  }
+
+  Communicator& comm_;
+  collectives::WindowView view_;
+  CudaIpcWindow& window_;
+  DeviceQueue& q_;
+};
+
+size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+class IpcDeviceCollectives final : public DeviceCollectives {
+ public:
+  explicit IpcDeviceCollectives(int rank) : rank_(rank) {}
+
+  void allreduce(Communicator& comm, int32_t process_set, int device,
+                 std::span<const DeviceSegment> tensors,
+                 std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
+                 double prescale, double postscale, Completion done) override {
+    DeviceScope scope(device, rank_);
+    DeviceQueue& q = queue(device);
+    q.wait_for(ready);
+    if (comm.size() == 1) {
+      // Nothing to exchange: each output is its input, scaled.
+      for (const DeviceSegment& t : tensors) {
+        q.scaled_copy(dtype, t.output, t.input, t.count, prescale);
+        q.finish(dtype, op, t.output, t.count, 1, postscale);
+      }
+      watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(done));
+      return;
+    }
+    Rounds rounds(comm, window(comm, process_set, device), q);
+    const int n = rounds.size();
+    const int me = rounds.me();
+    const size_t es = dtype_size(dtype);
+    const size_t align = 16 / es;  // elements per 16 bytes
+    // Each tensor's slot in the fused message starts on 16 bytes.
+    std::vector<size_t> slot(tensors.size() + 1, 0);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      slot[i + 1] = slot[i] + round_up(tensors[i].count, align);
+    }
+    const size_t extent = slot.back();
+    const size_t per_round = kHalfBytes / es / (align * n) * (align * n);
+
+    // The segments of [lo, hi) of the fused message, at offsets from `base`:
+    // from the inputs (pack) or to the outputs (unpack).
+    auto add_segments = [&](size_t lo, size_t hi, size_t base, bool inputs) {
+      size_t added = 0;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const size_t a = std::max(lo, slot[i]);
+        const size_t b = std::min(hi, slot[i] + tensors[i].count);
+        if (b <= a) continue;
+        void* tensor = inputs ? const_cast<void*>(tensors[i].input) : tensors[i].output;
+        q.segment_table.push_back(
+            {static_cast<std::byte*>(tensor) + (a - slot[i]) * es, a - base, b - a});
+        ++added;
+      }
+      return static_cast<int>(added);
+    };
+
+    for (size_t off = 0; off < extent; off += per_round) {
+      const size_t m = std::min(per_round, extent - off);
+      const size_t part = round_up((m + n - 1) / n, align);
+      auto part_range = [&](int p, size_t& lo) {
+        lo = std::min(m, static_cast<size_t>(p) * part);
+        return std::min(m, lo + part) - lo;
+      };
+      const uint64_t g = rounds.begin();
+
+      // This round's tables: the pack segments, then the unpack segments of
+      // each part, and the inputs of this rank's reduction.
+      q.segment_table.clear();
+      q.pointer_table.clear();
+      const int packed = add_segments(off, off + m, off, true);
+      std::vector<int> first(n + 1, packed);
+      for (int p = 0; p < n; ++p) {
+        size_t lo;
+        const size_t len = part_range(p, lo);
+        first[p + 1] = first[p] + add_segments(off + lo, off + lo + len, off, false);
+      }
+      size_t my_lo;
+      const size_t my_len = part_range(me, my_lo);
+      for (int lr = 0; lr < n; ++lr) q.pointer_table.push_back(rounds.half(lr, g) + my_lo * es);
+      q.upload_tables();
+
+      std::byte* mine = rounds.half(me, g);
+      q.check(kernels::cuda::pack(dtype, mine, q.segment(0), packed, m, prescale, q.stream.get()),
+              "the pack kernel (CUDA IPC allreduce)");
+      rounds.publish(&SegmentControl::staged, g);
+      rounds.wait_all(&SegmentControl::staged, g);
+      q.check(kernels::cuda::reduce_many(dtype, op, mine + my_lo * es, q.pointer(0), n, my_len,
+                                         q.stream.get()),
+              "the reduce kernel (CUDA IPC allreduce)");
+      if (op == ReduceOp::kAvg) {
+        q.check(kernels::cuda::finish_average(dtype, mine + my_lo * es, my_len, comm.size(),
+                                              q.stream.get()),
+                "the average kernel");
+      }
+      rounds.publish(&SegmentControl::reduced, g);
+      rounds.wait_all(&SegmentControl::reduced, g);
+      for (int p = 0; p < n; ++p) {
+        q.check(kernels::cuda::unpack(dtype, rounds.half(p, g), q.segment(first[p]),
+                                      first[p + 1] - first[p], m, postscale, q.stream.get()),
+                "the unpack kernel (CUDA IPC allreduce)");
+      }
+      rounds.end(g);
+    }
+    watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(done));
+  }
+
+  void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
+                 DataType dtype, int root, const std::shared_ptr<Event>& ready,
+                 Completion done) override {
+    DeviceScope scope(device, rank_);
+    DeviceQueue& q = queue(device);
+    q.wait_for({&ready, 1});
+    if (comm.size() == 1) {  // the buffer is the root's already
+      watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(done));
+      return;
+    }
+    Rounds rounds(comm, window(comm, process_set, device), q);
+    const int root_lr = rounds.local_of(root);
+    const size_t bytes = count * dtype_size(dtype);
+    auto* data = static_cast<std::byte*>(buffer);
+    // The root stages each round in its half; the others copy it from there.
+    for (size_t off = 0; off < bytes; off += kHalfBytes) {
+      const size_t m = std::min(kHalfBytes, bytes - off);
+      const uint64_t g = rounds.begin();
+      if (rounds.me() == root_lr) {
+        q.check(cudaMemcpyAsync(rounds.half(root_lr, g), data + off, m, cudaMemcpyDeviceToDevice,
+                                q.stream.get()),
+                "cudaMemcpyAsync into the root's half (CUDA IPC broadcast)");
+        rounds.publish(&SegmentControl::staged, g);
+      } else {
+        rounds.wait(root_lr, &SegmentControl::staged, g);
+        q.check(cudaMemcpyAsync(data + off, rounds.half(root_lr, g), m, cudaMemcpyDeviceToDevice,
+                                q.stream.get()),
+                "cudaMemcpyAsync from the root's half (CUDA IPC broadcast)");
+      }
+      rounds.end(g);
+    }
+    watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(done));
+  }
+
+  std::shared_ptr<void> allocate(int device, size_t bytes) override {
+    return allocate_result(rank_, device, bytes);
+  }
+
+  // Submission refuses these under RING (device_refusal); reaching one is an
+  // internal error.
+  void allgather(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*, DataType,
+                 const std::shared_ptr<Event>&, Completion) override {
+    unserved("allgather");
+  }
+  void reducescatter(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*,
+                     DataType, ReduceOp, double, double, const std::shared_ptr<Event>&,
+                     Completion) override {
+    unserved("reducescatter");
+  }
+  void alltoall(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*,
+                std::span<const size_t>, DataType, const std::shared_ptr<Event>&,
+                Completion) override {
+    unserved("alltoall");
+  }
+
+ private:
+  [[noreturn]] void unserved(const char* what) const {
+    throw RuntimeError(ErrorKind::kInternal, rank_,
+                       std::string(what) +
+                           " of device tensors reached HOROVOD_GPU_OPERATIONS=RING, which does "
+                           "not serve it");
+  }
+
+  void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Completion done) {
+    q.watch(
+        finalizer_,
+        [rank = rank_, device = q.device, deadline, what](cudaEvent_t end) {
+          return reached(end, rank, device, deadline, what);
+        },
+        std::move(done));
+  }
+
+  DeviceQueue& queue(int device) {
+    auto it = queues_.find(device);
+    if (it == queues_.end()) {
+      it = queues_.emplace(device, std::make_unique<DeviceQueue>(rank_, device)).first;
+    }
+    return *it->second;
+  }
+
+  CudaIpcWindow& window(Communicator& comm, int32_t process_set, int device) {
+    if (comm.window() == nullptr) {
+      throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
+                         "HOROVOD_GPU_OPERATIONS=RING runs between the ranks of one host, and "
+                         "the ranks of process set " +
+                             std::to_string(process_set) +
+                             " span hosts; HOROVOD_GPU_OPERATIONS=NCCL serves them");
+    }
+    const auto key = std::make_pair(process_set, device);
+    auto it = windows_.find(key);
+    if (it == windows_.end()) {
+      // Every member makes its windows in the same order (the order of the
+      // responses), so the count names the same one on every rank.
+      const std::string store_key =
+          "ringlet/cuda-ipc/set" + std::to_string(process_set) + "/" + std::to_string(created_++);
+      it = windows_
+               .emplace(key, std::make_unique<CudaIpcWindow>(comm, device, 2 * kHalfBytes,
+                                                             store_key, rank_))
+               .first;
+    }
+    return *it->second;
+  }
+
+  const int rank_;
+  int created_ = 0;
+  std::map<int, std::unique_ptr<DeviceQueue>> queues_;
+  std::map<std::pair<int32_t, int>, std::unique_ptr<CudaIpcWindow>> windows_;
+  // Destroyed first: it waits for every watched collective to end, before
+  // the windows and streams they use go.
+  Finalizer finalizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank) {
+  return std::make_unique<IpcDeviceCollectives>(rank);
+}
+
+}  // namespace ringlet::core::gpu
