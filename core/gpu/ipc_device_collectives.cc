@@ -19,7 +19,9 @@
 // work, and a rank that saw the flag makes its stream wait for that event, so
 // the host never waits for the device; it only waits for its peers to have
 // queued their part. A half is staged again two rounds later, once every peer
-// has consumed it and their streams are past their reads.
+// has consumed it and their streams are past their reads; and a collective
+// ends on a rank's device only once every peer's stream is past its reads of
+// that rank's halves.
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -93,6 +95,17 @@ class Rounds {
   void end(uint64_t g) {
     record();
     view_.finish_round(g);
+  }
+  // The collective's last step: the stream waits until every peer is past its
+  // reads of this rank's halves, so that the collective's end on this device
+  // also means that no peer still reads them (and a window freed after it is
+  // read by no one).
+  void drain(uint64_t last) {
+    for (int lr = 0; lr < size(); ++lr) {
+      if (lr == me()) continue;
+      view_.wait_at_least(lr, &SegmentControl::consumed, last);
+      wait_for_event(lr);
+    }
   }
 
   // The communicator's rank of local rank lr.
@@ -174,6 +187,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       return static_cast<int>(added);
     };
 
+    uint64_t last = 0;
     for (size_t off = 0; off < extent; off += per_round) {
       const size_t m = std::min(per_round, extent - off);
       const size_t part = round_up((m + n - 1) / n, align);
@@ -181,7 +195,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         lo = std::min(m, static_cast<size_t>(p) * part);
         return std::min(m, lo + part) - lo;
       };
-      const uint64_t g = rounds.begin();
+      const uint64_t g = last = rounds.begin();
 
       // This round's tables: the pack segments, then the unpack segments of
       // each part, and the inputs of this rank's reduction.
@@ -221,6 +235,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       }
       rounds.end(g);
     }
+    if (last > 0) rounds.drain(last);
     watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(done));
   }
 
@@ -239,9 +254,10 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const size_t bytes = count * dtype_size(dtype);
     auto* data = static_cast<std::byte*>(buffer);
     // The root stages each round in its half; the others copy it from there.
+    uint64_t last = 0;
     for (size_t off = 0; off < bytes; off += kHalfBytes) {
       const size_t m = std::min(kHalfBytes, bytes - off);
-      const uint64_t g = rounds.begin();
+      const uint64_t g = last = rounds.begin();
       if (rounds.me() == root_lr) {
         q.check(cudaMemcpyAsync(rounds.half(root_lr, g), data + off, m, cudaMemcpyDeviceToDevice,
                                 q.stream.get()),
@@ -255,6 +271,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       }
       rounds.end(g);
     }
+    if (last > 0) rounds.drain(last);
     watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(done));
   }
 
