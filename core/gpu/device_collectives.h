@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -44,19 +45,27 @@ struct DeviceSegment {
 };
 
 // The device collectives of one runtime: per device a stream and a fusion
-// buffer, per process set a NCCL communicator, each made on first use, and
-// the finalizer that watches what they started; released with the object,
-// which first waits for everything started to end.
+// buffer, per process set a NCCL communicator or a CUDA IPC window, each made
+// on first use, and the finalizer that watches what they started; released
+// with the object, which first waits for everything started to end.
 //
-// Each call queues the collective's work on the device and returns; `done`
-// is called on the finalizer's thread once the results are on the device,
-// or with the failure (a NCCL or CUDA error, or the deadline: the NCCL
-// communicator is aborted first, and every later collective on it fails at
-// once). A call that cannot queue its work throws a RuntimeError instead,
-// and `done` is never called.
+// Each call queues the collective's work on the device and returns; its
+// report's `done` is called on the finalizer's thread once the results are
+// on the device, or with the failure (a NCCL or CUDA error, or the deadline:
+// a NCCL communicator is aborted first, and every later collective on it
+// fails at once). A call that cannot queue its work throws a RuntimeError
+// instead, and the report hears nothing.
 class DeviceCollectives {
  public:
   using Completion = Finalizer::Completion;
+  // What the runtime hears of one collective, on the finalizer's thread:
+  // `phase` (may be empty) each time the device begins one of its steps,
+  // named as in the timeline (MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, ...),
+  // in order; then `done`, once.
+  struct Report {
+    std::function<void(const char* phase)> phase;
+    Completion done;
+  };
   virtual ~DeviceCollectives() = default;
   // Allreduces `tensors` (one, or a fused response) of `device` over `comm`
   // (the communicator of `process_set`): each waits for its ready event, they
@@ -65,12 +74,12 @@ class DeviceCollectives {
   virtual void allreduce(Communicator& comm, int32_t process_set, int device,
                          std::span<const DeviceSegment> tensors,
                          std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
-                         double prescale, double postscale, Completion done) = 0;
+                         double prescale, double postscale, Report report) = 0;
   // Broadcasts `count` elements of `buffer` from `root` (a rank of `comm`) to
   // every rank of `comm`, in place, after `ready`.
   virtual void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer,
                          size_t count, DataType dtype, int root,
-                         const std::shared_ptr<Event>& ready, Completion done) = 0;
+                         const std::shared_ptr<Event>& ready, Report report) = 0;
 
   // The output of the collectives below, whose size only negotiation sets:
   // device memory of `device` holding at least `bytes` (never null, also for
@@ -82,20 +91,20 @@ class DeviceCollectives {
   // elements from rank r (of `comm`), after `ready`.
   virtual void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
                          std::span<const size_t> counts, void* output, DataType dtype,
-                         const std::shared_ptr<Event>& ready, Completion done) = 0;
+                         const std::shared_ptr<Event>& ready, Report report) = 0;
   // Reduces every rank's `input` (the sum of `counts` elements) and leaves
   // block r, counts[r] elements, in `output` on rank r: postscale * op(
   // prescale * inputs), kAvg divided by the ranks.
   virtual void reducescatter(Communicator& comm, int32_t process_set, int device, const void* input,
                              std::span<const size_t> counts, void* output, DataType dtype,
                              ReduceOp op, double prescale, double postscale,
-                             const std::shared_ptr<Event>& ready, Completion done) = 0;
+                             const std::shared_ptr<Event>& ready, Report report) = 0;
   // Sends send_counts[r] elements of `input` (in rank order) to rank r and
   // receives recv_counts[r] from it into `output` (in rank order).
   virtual void alltoall(Communicator& comm, int32_t process_set, int device, const void* input,
                         std::span<const size_t> send_counts, void* output,
                         std::span<const size_t> recv_counts, DataType dtype,
-                        const std::shared_ptr<Event>& ready, Completion done) = 0;
+                        const std::shared_ptr<Event>& ready, Report report) = 0;
 };
 
 // The device collectives of `operations` (HOROVOD_GPU_OPERATIONS); null

@@ -4,7 +4,8 @@
 
 namespace ringlet::core::gpu {
 
-void DeviceQueue::wait_for(std::span<const std::shared_ptr<Event>> ready) const {
+void DeviceQueue::begin(std::span<const std::shared_ptr<Event>> ready) {
+  marks.clear();
   for (const auto& r : ready) {
     if (r != nullptr) check(cudaStreamWaitEvent(stream.get(), r->get(), 0), "cudaStreamWaitEvent");
   }
@@ -45,11 +46,33 @@ void DeviceQueue::finish(DataType dtype, ReduceOp op, void* buf, size_t count, i
   check(kernels::cuda::scale(dtype, buf, count, postscale, stream.get()), "the postscale kernel");
 }
 
+void DeviceQueue::mark(const char* phase) {
+  std::shared_ptr<Event> at = pooled_event(rank, device);
+  check(cudaEventRecord(at->get(), stream.get()), "cudaEventRecord");
+  marks.emplace_back(phase, std::move(at));
+}
+
 void DeviceQueue::watch(Finalizer& finalizer, std::function<bool(cudaEvent_t)> poll,
-                        Finalizer::Completion done) {
+                        std::function<void(const char* phase)> phase, Finalizer::Completion done) {
   std::shared_ptr<Event> end = pooled_event(rank, device);
   check(cudaEventRecord(end->get(), stream.get()), "cudaEventRecord");
-  finalizer.watch([end, poll = std::move(poll)] { return poll(end->get()); }, std::move(done));
+  // Each poll reports the marks the device has passed; once the end is
+  // reached, every mark is. A mark's own error is left to the end's poll.
+  auto watched = [end, poll = std::move(poll), phase = std::move(phase), marks = std::move(marks),
+                  next = size_t{0}]() mutable {
+    auto report_passed = [&](bool all) {
+      for (; next < marks.size(); ++next) {
+        if (!all && cudaEventQuery(marks[next].second->get()) != cudaSuccess) break;
+        if (phase) phase(marks[next].first);
+      }
+    };
+    report_passed(false);
+    const bool ended = poll(end->get());
+    if (ended) report_passed(true);
+    return ended;
+  };
+  marks.clear();
+  finalizer.watch(std::move(watched), std::move(done));
 }
 
 bool reached(cudaEvent_t end, int rank, int device, transport::Deadline deadline,

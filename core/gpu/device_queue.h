@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/gpu/cuda_resources.h"
@@ -32,8 +33,9 @@ struct DeviceQueue {
   // Throws RuntimeError naming this rank, the device and `what` unless `err`
   // is cudaSuccess.
   void check(cudaError_t err, const char* what) const { check_cuda(err, rank, device, what); }
-  // The stream waits, on the device, for each event (null: none).
-  void wait_for(std::span<const std::shared_ptr<Event>> ready) const;
+  // A collective begins: no marks yet, and the stream waits, on the device,
+  // for each of its tensors' producers (null: none).
+  void begin(std::span<const std::shared_ptr<Event>> ready);
 
   // Copies segment_table to `segments` and pointer_table to `pointers` in
   // the stream's order; the host vectors may change once this returns (CUDA
@@ -51,12 +53,16 @@ struct DeviceQueue {
   // host) and then the postscale, in place.
   void finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks, double postscale);
 
+  // Step `phase` (a name with static storage) begins here on the stream:
+  // the collective's report hears it once the device gets there.
+  void mark(const char* phase);
   // Records an event of its own after the work queued so far and hands the
   // finalizer a watch of it: `poll(end)` says whether the device reached
-  // that point (and throws once the collective failed); `done` hears the
-  // outcome.
+  // that point (and throws once the collective failed); `phase` hears the
+  // marks made since the last watch as the device reaches them, and `done`
+  // the outcome.
   void watch(Finalizer& finalizer, std::function<bool(cudaEvent_t end)> poll,
-             Finalizer::Completion done);
+             std::function<void(const char* phase)> phase, Finalizer::Completion done);
 
   const int rank;
   const int device;
@@ -66,6 +72,7 @@ struct DeviceQueue {
   DeviceMemory pointers;  // reduce_many's tables of inputs
   std::vector<kernels::cuda::FusedSegment> segment_table;
   std::vector<const void*> pointer_table;
+  std::vector<std::pair<const char*, std::shared_ptr<Event>>> marks;  // since the last watch
 };
 
 // One look at whether the device reached `end` (a finalizer's poll): true

@@ -145,17 +145,18 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   void allreduce(Communicator& comm, int32_t process_set, int device,
                  std::span<const DeviceSegment> tensors,
                  std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
-                 double prescale, double postscale, Completion done) override {
+                 double prescale, double postscale, Report report) override {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queue(device);
-    q.wait_for(ready);
+    q.begin(ready);
+    q.mark("CUDA_IPC_ALLREDUCE");
     if (comm.size() == 1) {
       // Nothing to exchange: each output is its input, scaled.
       for (const DeviceSegment& t : tensors) {
         q.scaled_copy(dtype, t.output, t.input, t.count, prescale);
         q.finish(dtype, op, t.output, t.count, 1, postscale);
       }
-      watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(done));
+      watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report));
       return;
     }
     Rounds rounds(comm, window(comm, process_set, device), q);
@@ -236,17 +237,18 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       rounds.end(g);
     }
     if (last > 0) rounds.drain(last);
-    watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(done));
+    watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report));
   }
 
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
                  DataType dtype, int root, const std::shared_ptr<Event>& ready,
-                 Completion done) override {
+                 Report report) override {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queue(device);
-    q.wait_for({&ready, 1});
+    q.begin({&ready, 1});
+    q.mark("CUDA_IPC_BROADCAST");
     if (comm.size() == 1) {  // the buffer is the root's already
-      watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(done));
+      watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(report));
       return;
     }
     Rounds rounds(comm, window(comm, process_set, device), q);
@@ -272,7 +274,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       rounds.end(g);
     }
     if (last > 0) rounds.drain(last);
-    watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(done));
+    watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(report));
   }
 
   std::shared_ptr<void> allocate(int device, size_t bytes) override {
@@ -282,17 +284,16 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   // Submission refuses these under RING (device_refusal); reaching one is an
   // internal error.
   void allgather(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*, DataType,
-                 const std::shared_ptr<Event>&, Completion) override {
+                 const std::shared_ptr<Event>&, Report) override {
     unserved("allgather");
   }
   void reducescatter(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*,
                      DataType, ReduceOp, double, double, const std::shared_ptr<Event>&,
-                     Completion) override {
+                     Report) override {
     unserved("reducescatter");
   }
   void alltoall(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*,
-                std::span<const size_t>, DataType, const std::shared_ptr<Event>&,
-                Completion) override {
+                std::span<const size_t>, DataType, const std::shared_ptr<Event>&, Report) override {
     unserved("alltoall");
   }
 
@@ -304,13 +305,13 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                            "not serve it");
   }
 
-  void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Completion done) {
+  void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Report report) {
     q.watch(
         finalizer_,
         [rank = rank_, device = q.device, deadline, what](cudaEvent_t end) {
           return reached(end, rank, device, deadline, what);
         },
-        std::move(done));
+        std::move(report.phase), std::move(report.done));
   }
 
   DeviceQueue& queue(int device) {

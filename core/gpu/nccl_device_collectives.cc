@@ -116,7 +116,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   void allreduce(Communicator& comm, int32_t process_set, int device,
                  std::span<const DeviceSegment> tensors,
                  std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
-                 double prescale, double postscale, Completion done) override {
+                 double prescale, double postscale, Report report) override {
     // Submission refused the dtypes NCCL lacks (device_refusal).
     const ncclDataType_t type = nccl_type(dtype).value();
     Call c(*this, comm, process_set, device, ready);
@@ -126,6 +126,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
 
     if (tensors.size() == 1) {
       // One tensor: reduced in its output, with no fusion buffer.
+      q.mark("NCCL_ALLREDUCE");
       const DeviceSegment& t = tensors[0];
       const void* send = t.input;
       if (prescale != 1.0) {
@@ -153,29 +154,33 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       }
       q.fusion.reserve(extent * es, rank_, device);
       q.upload_tables();
+      q.mark("MEMCPY_IN_FUSION_BUFFER");
       q.check(kernels::cuda::pack(dtype, q.fusion.get(), q.segment(0), n, extent, prescale,
                                   q.stream.get()),
               "the pack kernel (MEMCPY_IN_FUSION_BUFFER)");
+      q.mark("NCCL_ALLREDUCE");
       c.nccl.check(ncclAllReduce(q.fusion.get(), q.fusion.get(), extent, type, nccl_op(op),
                                  c.nccl.get(), q.stream.get()),
                    "ncclAllReduce");
+      q.mark("MEMCPY_OUT_FUSION_BUFFER");
       q.finish(dtype, op, q.fusion.get(), extent, ranks, 1.0);
       q.check(kernels::cuda::unpack(dtype, q.fusion.get(), q.segment(n), n, extent, postscale,
                                     q.stream.get()),
               "the unpack kernel (MEMCPY_OUT_FUSION_BUFFER)");
     }
-    watch(c, comm.deadline(), "the allreduce", std::move(done));
+    watch(c, comm.deadline(), "the allreduce", std::move(report));
   }
 
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
                  DataType dtype, int root, const std::shared_ptr<Event>& ready,
-                 Completion done) override {
+                 Report report) override {
     Call c(*this, comm, process_set, device, {&ready, 1});
+    c.q.mark("NCCL_BROADCAST");
     // Moved as bytes: a broadcast never looks at the elements.
     c.nccl.check(ncclBroadcast(buffer, buffer, count * dtype_size(dtype), ncclUint8, root,
                                c.nccl.get(), c.q.stream.get()),
                  "ncclBroadcast");
-    watch(c, comm.deadline(), "the broadcast", std::move(done));
+    watch(c, comm.deadline(), "the broadcast", std::move(report));
   }
 
   std::shared_ptr<void> allocate(int device, size_t bytes) override {
@@ -184,8 +189,9 @@ class NcclDeviceCollectives final : public DeviceCollectives {
 
   void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
                  std::span<const size_t> counts, void* output, DataType dtype,
-                 const std::shared_ptr<Event>& ready, Completion done) override {
+                 const std::shared_ptr<Event>& ready, Report report) override {
     Call c(*this, comm, process_set, device, {&ready, 1});
+    c.q.mark("NCCL_ALLGATHER");
     const cudaStream_t stream = c.q.stream.get();
     const size_t es = dtype_size(dtype);
     if (all_equal(counts)) {
@@ -208,15 +214,16 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       }
       group.end();
     }
-    watch(c, comm.deadline(), "the allgather", std::move(done));
+    watch(c, comm.deadline(), "the allgather", std::move(report));
   }
 
   void reducescatter(Communicator& comm, int32_t process_set, int device, const void* input,
                      std::span<const size_t> counts, void* output, DataType dtype, ReduceOp op,
                      double prescale, double postscale, const std::shared_ptr<Event>& ready,
-                     Completion done) override {
+                     Report report) override {
     const ncclDataType_t type = nccl_type(dtype).value();
     Call c(*this, comm, process_set, device, {&ready, 1});
+    c.q.mark("NCCL_REDUCESCATTER");
     DeviceQueue& q = c.q;
     const cudaStream_t stream = q.stream.get();
     const size_t es = dtype_size(dtype);
@@ -250,14 +257,15 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       group.end();
     }
     q.finish(dtype, op, output, counts[comm.rank()], comm.size(), postscale);
-    watch(c, comm.deadline(), "the reducescatter", std::move(done));
+    watch(c, comm.deadline(), "the reducescatter", std::move(report));
   }
 
   void alltoall(Communicator& comm, int32_t process_set, int device, const void* input,
                 std::span<const size_t> send_counts, void* output,
                 std::span<const size_t> recv_counts, DataType dtype,
-                const std::shared_ptr<Event>& ready, Completion done) override {
+                const std::shared_ptr<Event>& ready, Report report) override {
     Call c(*this, comm, process_set, device, {&ready, 1});
+    c.q.mark("NCCL_ALLTOALL");
     const cudaStream_t stream = c.q.stream.get();
     const size_t es = dtype_size(dtype);
     const int me = comm.rank();
@@ -287,7 +295,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       }
     }
     group.end();
-    watch(c, comm.deadline(), "the alltoall", std::move(done));
+    watch(c, comm.deadline(), "the alltoall", std::move(report));
   }
 
  private:
@@ -300,7 +308,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
         : scope(device, self.rank_),
           q(self.queue(device)),
           nccl(self.communicator(comm, process_set, device)) {
-      q.wait_for(ready);
+      q.begin(ready);
     }
     DeviceScope scope;
     DeviceQueue& q;
@@ -309,12 +317,12 @@ class NcclDeviceCollectives final : public DeviceCollectives {
 
   // Hands the end of the work just queued to the finalizer, which watches it
   // through the communicator (its asynchronous errors, the deadline).
-  void watch(Call& c, transport::Deadline deadline, const char* what, Completion done) {
+  void watch(Call& c, transport::Deadline deadline, const char* what, Report report) {
     NcclCommunicator& nccl = c.nccl;
     c.q.watch(
         finalizer_,
         [&nccl, deadline, what](cudaEvent_t end) { return nccl.poll(end, deadline, what); },
-        std::move(done));
+        std::move(report.phase), std::move(report.done));
   }
 
   DeviceQueue& queue(int device) {

@@ -354,12 +354,22 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
     std::lock_guard lock(mu_);
     tl = timeline_;
   }
-  const std::string phase = "NCCL_" + std::string(to_upper_string(kind));
+  // Until the device begins the collective's first step, its tensors wait
+  // for the work that produces them.
   if (tl) {
-    for (const std::string& name : resp.names) tl->activity_start(name, phase);
+    for (const std::string& name : resp.names) tl->activity_start(name, "WAIT_FOR_DATA");
   }
-  nvtx::Range range(phase.c_str(), static_cast<uint64_t>(resp.bytes),
+  const std::string queueing = "QUEUE_" + std::string(to_upper_string(kind));
+  nvtx::Range range(queueing.c_str(), static_cast<uint64_t>(resp.bytes),
                     static_cast<int64_t>(items.size()));
+  // The steps as the device reaches them, on the finalizer's thread.
+  auto on_phase = [names = resp.names, tl](const char* phase) {
+    if (!tl) return;
+    for (const std::string& name : names) {
+      tl->activity_end(name);
+      tl->activity_start(name, phase);
+    }
+  };
   // Holds the results (and so the device outputs) until the handles complete.
   auto on_end = [this, names = resp.names, done, tl, kind](const common::Failure* failure) mutable {
     if (tl) {
@@ -382,26 +392,27 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
   try {
     gpu::DeviceCollectives& dc = device_collectives();
     const gpu::DeviceSegment& t = tensors[0];
+    gpu::DeviceCollectives::Report report{std::move(on_phase), std::move(on_end)};
     switch (kind) {
       case CollectiveKind::kAllreduce:
         dc.allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op, m.prescale,
-                     m.postscale, std::move(on_end));
+                     m.postscale, std::move(report));
         break;
       case CollectiveKind::kBroadcast:
         dc.broadcast(comm, m.process_set, m.device, t.output, t.count, m.dtype,
-                     comm.rank_of_global(m.root), ready[0], std::move(on_end));
+                     comm.rank_of_global(m.root), ready[0], std::move(report));
         break;
       case CollectiveKind::kAllgather:
         dc.allgather(comm, m.process_set, m.device, t.input, layout.send, output, m.dtype, ready[0],
-                     std::move(on_end));
+                     std::move(report));
         break;
       case CollectiveKind::kReducescatter:
         dc.reducescatter(comm, m.process_set, m.device, t.input, layout.send, output, m.dtype, m.op,
-                         m.prescale, m.postscale, ready[0], std::move(on_end));
+                         m.prescale, m.postscale, ready[0], std::move(report));
         break;
       case CollectiveKind::kAlltoall:
         dc.alltoall(comm, m.process_set, m.device, t.input, layout.send, output, layout.recv,
-                    m.dtype, ready[0], std::move(on_end));
+                    m.dtype, ready[0], std::move(report));
         break;
     }
   } catch (const std::exception& e) {
