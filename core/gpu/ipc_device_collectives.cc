@@ -33,6 +33,7 @@
 #include "core/gpu/cuda_resources.h"
 #include "core/gpu/device_collectives.h"
 #include "core/gpu/device_queue.h"
+#include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
 #include "ringlet/kernels/cuda.h"
 
@@ -136,8 +137,6 @@ class Rounds {
   DeviceQueue& q_;
 };
 
-size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
-
 class IpcDeviceCollectives final : public DeviceCollectives {
  public:
   explicit IpcDeviceCollectives(int rank) : rank_(rank) {}
@@ -163,60 +162,39 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const int n = rounds.size();
     const int me = rounds.me();
     const size_t es = dtype_size(dtype);
-    const size_t align = 16 / es;  // elements per 16 bytes
-    // Each tensor's slot in the fused message starts on 16 bytes.
-    std::vector<size_t> slot(tensors.size() + 1, 0);
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      slot[i + 1] = slot[i] + round_up(tensors[i].count, align);
-    }
-    const size_t extent = slot.back();
-    const size_t per_round = kHalfBytes / es / (align * n) * (align * n);
-
-    // The segments of [lo, hi) of the fused message, at offsets from `base`:
-    // from the inputs (pack) or to the outputs (unpack).
-    auto add_segments = [&](size_t lo, size_t hi, size_t base, bool inputs) {
-      size_t added = 0;
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        const size_t a = std::max(lo, slot[i]);
-        const size_t b = std::min(hi, slot[i] + tensors[i].count);
-        if (b <= a) continue;
-        void* tensor = inputs ? const_cast<void*>(tensors[i].input) : tensors[i].output;
+    std::vector<size_t> counts;
+    for (const DeviceSegment& t : tensors) counts.push_back(t.count);
+    // The pieces of a round as kernel segments: from the inputs (pack) or to
+    // the outputs (unpack).
+    auto add_segments = [&](const std::vector<Piece>& pieces, bool inputs) {
+      for (const Piece& x : pieces) {
+        const DeviceSegment& t = tensors[x.tensor];
+        void* tensor = inputs ? const_cast<void*>(t.input) : t.output;
         q.segment_table.push_back(
-            {static_cast<std::byte*>(tensor) + (a - slot[i]) * es, a - base, b - a});
-        ++added;
+            {static_cast<std::byte*>(tensor) + x.tensor_offset * es, x.round_offset, x.count});
       }
-      return static_cast<int>(added);
+      return static_cast<int>(pieces.size());
     };
 
     uint64_t last = 0;
-    for (size_t off = 0; off < extent; off += per_round) {
-      const size_t m = std::min(per_round, extent - off);
-      const size_t part = round_up((m + n - 1) / n, align);
-      auto part_range = [&](int p, size_t& lo) {
-        lo = std::min(m, static_cast<size_t>(p) * part);
-        return std::min(m, lo + part) - lo;
-      };
+    for (const Round& r : plan_rounds(counts, es, n, kHalfBytes)) {
       const uint64_t g = last = rounds.begin();
-
       // This round's tables: the pack segments, then the unpack segments of
       // each part, and the inputs of this rank's reduction.
       q.segment_table.clear();
       q.pointer_table.clear();
-      const int packed = add_segments(off, off + m, off, true);
+      const int packed = add_segments(r.pieces, true);
       std::vector<int> first(n + 1, packed);
-      for (int p = 0; p < n; ++p) {
-        size_t lo;
-        const size_t len = part_range(p, lo);
-        first[p + 1] = first[p] + add_segments(off + lo, off + lo + len, off, false);
-      }
-      size_t my_lo;
-      const size_t my_len = part_range(me, my_lo);
+      for (int p = 0; p < n; ++p) first[p + 1] = first[p] + add_segments(r.part_pieces(p), false);
+      const size_t my_lo = r.part_begin(me);
+      const size_t my_len = r.part_length(me);
       for (int lr = 0; lr < n; ++lr) q.pointer_table.push_back(rounds.half(lr, g) + my_lo * es);
       q.upload_tables();
 
       std::byte* mine = rounds.half(me, g);
-      q.check(kernels::cuda::pack(dtype, mine, q.segment(0), packed, m, prescale, q.stream.get()),
-              "the pack kernel (CUDA IPC allreduce)");
+      q.check(
+          kernels::cuda::pack(dtype, mine, q.segment(0), packed, r.count, prescale, q.stream.get()),
+          "the pack kernel (CUDA IPC allreduce)");
       rounds.publish(&SegmentControl::staged, g);
       rounds.wait_all(&SegmentControl::staged, g);
       q.check(kernels::cuda::reduce_many(dtype, op, mine + my_lo * es, q.pointer(0), n, my_len,
@@ -231,7 +209,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       rounds.wait_all(&SegmentControl::reduced, g);
       for (int p = 0; p < n; ++p) {
         q.check(kernels::cuda::unpack(dtype, rounds.half(p, g), q.segment(first[p]),
-                                      first[p + 1] - first[p], m, postscale, q.stream.get()),
+                                      first[p + 1] - first[p], r.count, postscale, q.stream.get()),
                 "the unpack kernel (CUDA IPC allreduce)");
       }
       rounds.end(g);

@@ -17,6 +17,7 @@
 #include "core/gpu/device_collectives.h"
 #include "core/gpu/device_queue.h"
 #include "core/gpu/nccl_communicator.h"
+#include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
 #include "ringlet/kernels/cuda.h"
 
@@ -67,13 +68,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
       break;  // the division is finish_average's, as on the host
   }
   return ncclSum;
-}
-
-// Slots of the fusion buffer start on 16 bytes, so that the kernels' 16-byte
-// accesses reach every aligned tensor.
-size_t padded(size_t elements, size_t element_bytes) {
-  const size_t per = 16 / element_bytes;
-  return (elements + per - 1) / per * per;
 }
 
 // ncclGroupStart ... ncclGroupEnd, closed also when a call between them
