@@ -181,7 +181,7 @@ std::vector<EnvVar> build_table() {
   // the chosen operations cannot serve is refused at its submission, naming
   // the setting (core/gpu/device_collectives.h: device_refusal).
   t.push_back(row("HOROVOD_GPU_OPERATIONS", "NCCL", "one of NCCL|RING|MPI (any case)",
-                  "backend for GPU-memory collectives (NCCL: all; RING: allreduce, broadcast; MPI not yet)",
+                  "backend for GPU-memory collectives (NCCL, or RING within a host; MPI not yet)",
                   choice<GpuOperations>({{"NCCL", GpuOperations::kNccl},
                                          {"RING", GpuOperations::kRing},
                                          {"MPI", GpuOperations::kMpi}},

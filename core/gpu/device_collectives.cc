@@ -17,11 +17,8 @@ std::string device_refusal(GpuOperations operations, CollectiveKind kind, DataTy
              ": HOROVOD_GPU_OPERATIONS=MPI needs a CUDA-aware MPI, which this build does "
              "not use; HOROVOD_GPU_OPERATIONS=NCCL or RING is served";
     case GpuOperations::kRing:
-      // The CUDA kernels reduce every dtype.
-      if (kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kBroadcast) return "";
-      return where + ": " + std::string(to_string(kind)) +
-             " is not served by HOROVOD_GPU_OPERATIONS=RING yet (allreduce and broadcast "
-             "are); HOROVOD_GPU_OPERATIONS=NCCL serves it";
+      // Every collective, and the CUDA kernels reduce every dtype.
+      return "";
     case GpuOperations::kNccl:
       break;
   }

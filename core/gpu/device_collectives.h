@@ -100,10 +100,12 @@ class DeviceCollectives {
                              ReduceOp op, double prescale, double postscale,
                              const std::shared_ptr<Event>& ready, Report report) = 0;
   // Sends send_counts[r] elements of `input` (in rank order) to rank r and
-  // receives recv_counts[r] from it into `output` (in rank order).
+  // receives recv_counts[r] from it into `output` (in rank order);
+  // `largest` is the most elements any rank sends any other, the same on
+  // every rank.
   virtual void alltoall(Communicator& comm, int32_t process_set, int device, const void* input,
                         std::span<const size_t> send_counts, void* output,
-                        std::span<const size_t> recv_counts, DataType dtype,
+                        std::span<const size_t> recv_counts, size_t largest, DataType dtype,
                         const std::shared_ptr<Event>& ready, Report report) = 0;
 };
 

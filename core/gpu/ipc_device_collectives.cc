@@ -259,28 +259,166 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     return allocate_result(rank_, device, bytes);
   }
 
-  // Submission refuses these under RING (device_refusal); reaching one is an
-  // internal error.
-  void allgather(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*, DataType,
-                 const std::shared_ptr<Event>&, Report) override {
-    unserved("allgather");
+  // Each rank stages its block a round at a time in its half; the others
+  // copy it from there into place.
+  void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
+                 std::span<const size_t> counts, void* output, DataType dtype,
+                 const std::shared_ptr<Event>& ready, Report report) override {
+    DeviceScope scope(device, rank_);
+    DeviceQueue& q = queue(device);
+    q.begin({&ready, 1});
+    q.mark("CUDA_IPC_ALLGATHER");
+    const size_t es = dtype_size(dtype);
+    const std::vector<size_t> at = starts(counts);
+    const int me = comm.rank();
+    copy(q, at_byte(output, at[me] * es), input, counts[me] * es, "this rank's own block");
+    uint64_t last = 0;
+    if (comm.size() > 1) {
+      Rounds rounds(comm, window(comm, process_set, device), q);
+      const size_t largest = *std::max_element(counts.begin(), counts.end()) * es;
+      for (size_t off = 0; off < largest; off += kHalfBytes) {
+        const uint64_t g = last = rounds.begin();
+        copy(q, rounds.half(rounds.me(), g), at_byte(input, off),
+             chunk(counts[me] * es, off, kHalfBytes), "into this rank's half");
+        rounds.publish(&SegmentControl::staged, g);
+        for (int lr = 0; lr < rounds.size(); ++lr) {
+          const int r = rounds.rank_of(lr);
+          const size_t len = chunk(counts[r] * es, off, kHalfBytes);
+          if (lr == rounds.me() || len == 0) continue;
+          rounds.wait(lr, &SegmentControl::staged, g);
+          copy(q, at_byte(output, at[r] * es + off), rounds.half(lr, g), len, "from a peer's half");
+        }
+        rounds.end(g);
+      }
+      if (last > 0) rounds.drain(last);
+    }
+    watch(q, comm.deadline(), "the allgather over CUDA IPC", std::move(report));
   }
-  void reducescatter(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*,
-                     DataType, ReduceOp, double, double, const std::shared_ptr<Event>&,
-                     Report) override {
-    unserved("reducescatter");
+
+  // Each round packs a chunk of every rank's block (slot lr of the half holds
+  // local rank lr's), with the prescale; rank r then reduces its slot across
+  // every half straight into its output, and finishes it there.
+  void reducescatter(Communicator& comm, int32_t process_set, int device, const void* input,
+                     std::span<const size_t> counts, void* output, DataType dtype, ReduceOp op,
+                     double prescale, double postscale, const std::shared_ptr<Event>& ready,
+                     Report report) override {
+    DeviceScope scope(device, rank_);
+    DeviceQueue& q = queue(device);
+    q.begin({&ready, 1});
+    q.mark("CUDA_IPC_REDUCESCATTER");
+    const size_t es = dtype_size(dtype);
+    const std::vector<size_t> at = starts(counts);
+    const int me = comm.rank();
+    if (comm.size() == 1) {
+      q.scaled_copy(dtype, output, input, counts[0], prescale);
+      q.finish(dtype, op, output, counts[0], 1, postscale);
+      watch(q, comm.deadline(), "the reducescatter over CUDA IPC", std::move(report));
+      return;
+    }
+    Rounds rounds(comm, window(comm, process_set, device), q);
+    const int n = rounds.size();
+    const size_t slot = kHalfBytes / es / n / padded(1, es) * padded(1, es);  // elements
+    const size_t largest = *std::max_element(counts.begin(), counts.end());
+    uint64_t last = 0;
+    for (size_t off = 0; off < largest; off += slot) {
+      const uint64_t g = last = rounds.begin();
+      q.segment_table.clear();
+      q.pointer_table.clear();
+      for (int lr = 0; lr < n; ++lr) {
+        const int r = rounds.rank_of(lr);
+        if (const size_t len = chunk(counts[r], off, slot)) {
+          q.segment_table.push_back(
+              {const_cast<std::byte*>(at_byte(input, (at[r] + off) * es)), lr * slot, len});
+        }
+        q.pointer_table.push_back(rounds.half(lr, g) + rounds.me() * slot * es);
+      }
+      q.upload_tables();
+      q.check(kernels::cuda::pack(dtype, rounds.half(rounds.me(), g), q.segment(0),
+                                  static_cast<int>(q.segment_table.size()), n * slot, prescale,
+                                  q.stream.get()),
+              "the pack kernel (CUDA IPC reducescatter)");
+      rounds.publish(&SegmentControl::staged, g);
+      rounds.wait_all(&SegmentControl::staged, g);
+      if (const size_t len = chunk(counts[me], off, slot)) {
+        void* out = at_byte(output, off * es);
+        q.check(kernels::cuda::reduce_many(dtype, op, out, q.pointer(0), n, len, q.stream.get()),
+                "the reduce kernel (CUDA IPC reducescatter)");
+        q.finish(dtype, op, out, len, n, postscale);
+      }
+      rounds.end(g);
+    }
+    if (last > 0) rounds.drain(last);
+    watch(q, comm.deadline(), "the reducescatter over CUDA IPC", std::move(report));
   }
-  void alltoall(Communicator&, int32_t, int, const void*, std::span<const size_t>, void*,
-                std::span<const size_t>, DataType, const std::shared_ptr<Event>&, Report) override {
-    unserved("alltoall");
+
+  // Each round stages a chunk of every block this rank sends (slot lr of the
+  // half for local rank lr); every rank copies its slot from each peer's half.
+  void alltoall(Communicator& comm, int32_t process_set, int device, const void* input,
+                std::span<const size_t> send_counts, void* output,
+                std::span<const size_t> recv_counts, size_t largest, DataType dtype,
+                const std::shared_ptr<Event>& ready, Report report) override {
+    DeviceScope scope(device, rank_);
+    DeviceQueue& q = queue(device);
+    q.begin({&ready, 1});
+    q.mark("CUDA_IPC_ALLTOALL");
+    const size_t es = dtype_size(dtype);
+    const std::vector<size_t> send_at = starts(send_counts), recv_at = starts(recv_counts);
+    const int me = comm.rank();
+    copy(q, at_byte(output, recv_at[me] * es), at_byte(input, send_at[me] * es),
+         send_counts[me] * es, "this rank's own rows");
+    uint64_t last = 0;
+    if (comm.size() > 1) {
+      Rounds rounds(comm, window(comm, process_set, device), q);
+      const int n = rounds.size();
+      const size_t slot = kHalfBytes / n / 16 * 16;  // bytes
+      for (size_t off = 0; off < largest * es; off += slot) {
+        const uint64_t g = last = rounds.begin();
+        for (int lr = 0; lr < n; ++lr) {
+          const int r = rounds.rank_of(lr);
+          const size_t len = chunk(send_counts[r] * es, off, slot);
+          if (lr == rounds.me() || len == 0) continue;
+          copy(q, rounds.half(rounds.me(), g) + lr * slot, at_byte(input, send_at[r] * es + off),
+               len, "into this rank's half");
+        }
+        rounds.publish(&SegmentControl::staged, g);
+        for (int lr = 0; lr < n; ++lr) {
+          const int r = rounds.rank_of(lr);
+          const size_t len = chunk(recv_counts[r] * es, off, slot);
+          if (lr == rounds.me() || len == 0) continue;
+          rounds.wait(lr, &SegmentControl::staged, g);
+          copy(q, at_byte(output, recv_at[r] * es + off), rounds.half(lr, g) + rounds.me() * slot,
+               len, "from a peer's half");
+        }
+        rounds.end(g);
+      }
+      if (last > 0) rounds.drain(last);
+    }
+    watch(q, comm.deadline(), "the alltoall over CUDA IPC", std::move(report));
   }
 
  private:
-  [[noreturn]] void unserved(const char* what) const {
-    throw RuntimeError(ErrorKind::kInternal, rank_,
-                       std::string(what) +
-                           " of device tensors reached HOROVOD_GPU_OPERATIONS=RING, which does "
-                           "not serve it");
+  // Where each rank's block starts, from their sizes.
+  static std::vector<size_t> starts(std::span<const size_t> counts) {
+    std::vector<size_t> at(counts.size() + 1, 0);
+    for (size_t r = 0; r < counts.size(); ++r) at[r + 1] = at[r] + counts[r];
+    return at;
+  }
+  // The part of `total` from `offset` that fits in `most`.
+  static size_t chunk(size_t total, size_t offset, size_t most) {
+    return offset < total ? std::min(most, total - offset) : 0;
+  }
+  static std::byte* at_byte(void* base, size_t bytes) {
+    return static_cast<std::byte*>(base) + bytes;
+  }
+  static const std::byte* at_byte(const void* base, size_t bytes) {
+    return static_cast<const std::byte*>(base) + bytes;
+  }
+  // A device-to-device copy in the stream's order (none for no bytes);
+  // `what` says which, for the error.
+  static void copy(DeviceQueue& q, void* dst, const void* src, size_t bytes, const char* what) {
+    if (bytes == 0) return;
+    q.check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, q.stream.get()),
+            ("cudaMemcpyAsync " + std::string(what)).c_str());
   }
 
   void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Report report) {

@@ -256,7 +256,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
 
   void alltoall(Communicator& comm, int32_t process_set, int device, const void* input,
                 std::span<const size_t> send_counts, void* output,
-                std::span<const size_t> recv_counts, DataType dtype,
+                std::span<const size_t> recv_counts, size_t /*largest*/, DataType dtype,
                 const std::shared_ptr<Event>& ready, Report report) override {
     Call c(*this, comm, process_set, device, {&ready, 1});
     c.q.mark("NCCL_ALLTOALL");

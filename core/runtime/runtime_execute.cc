@@ -53,6 +53,7 @@ struct OutputLayout {
   size_t elements = 0;       // this rank's output
   std::vector<int64_t> shape;
   std::vector<int64_t> received_splits;  // alltoall
+  size_t largest = 0;  // alltoall: the most elements any rank sends any other
 };
 
 OutputLayout output_layout(Communicator& comm, const Response& resp, const Metadata& mine) {
@@ -92,6 +93,9 @@ OutputLayout output_layout(Communicator& comm, const Response& resp, const Metad
         l.recv[j] = static_cast<size_t>(splits[j][me] * row);
         rows += splits[j][me];
         l.received_splits.push_back(splits[j][me]);
+      }
+      for (const auto& from : splits) {
+        for (int64_t rows_to : from) l.largest = std::max(l.largest, static_cast<size_t>(rows_to * row));
       }
       l.elements = static_cast<size_t>(rows * row);
       l.shape = with_first(rows, mine.shape);
@@ -412,7 +416,7 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
         break;
       case CollectiveKind::kAlltoall:
         dc.alltoall(comm, m.process_set, m.device, t.input, layout.send, output, layout.recv,
-                    m.dtype, ready[0], std::move(report));
+                    layout.largest, m.dtype, ready[0], std::move(report));
         break;
     }
   } catch (const std::exception& e) {

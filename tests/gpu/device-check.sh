@@ -178,7 +178,7 @@ check_device_collectives() {
   gtest_row "device collectives (API, NCCL)" "$out/device_collectives_test.log" $? 1
 }
 
-# --- PyTorch on CUDA tensors (one rank) -----------------------------------------
+# --- PyTorch on CUDA tensors: every collective, NCCL and RING ---------------------
 check_torch() {
   if [ $python_built = 0 ]; then
     row "ringlet.torch on CUDA" SKIP "the Python binding was not configured here (see configure.log)"
@@ -186,40 +186,23 @@ check_torch() {
   fi
   skip_unless_built "ringlet.torch on CUDA" _ringlet ringletrun || return
   export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
-  cat >"$out/torch_cuda.py" <<'PY'
-import torch
-import ringlet.torch as hvd
-hvd.init()
-x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
-assert torch.equal(hvd.allreduce(x, op=hvd.Sum), x), "allreduce"
-y = x.clone(); hvd.allreduce_(y, op=hvd.Average, prescale_factor=2.0, postscale_factor=0.5)
-assert torch.equal(y, x), "allreduce_ with scales"
-parts = [torch.full((n,), float(n), device="cuda") for n in (1, 3, 4097)]
-outs = hvd.grouped_allreduce(parts, op=hvd.Sum)
-assert all(torch.equal(a, b) for a, b in zip(outs, parts)), "grouped"
-z = x.clone(); hvd.broadcast_(z, root_rank=0)
-assert torch.equal(z, x), "broadcast_"
-h = x.half(); assert torch.equal(hvd.allreduce(h, op=hvd.Sum), h), "float16"
-rows = torch.arange(4099 * 3, dtype=torch.float32, device="cuda").reshape(4099, 3)
-g = hvd.allgather(rows); assert g.is_cuda and torch.equal(g, rows), "allgather"
-r = hvd.reducescatter(rows, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5)
-assert r.is_cuda and torch.equal(r, rows), "reducescatter with scales"
-a, received = hvd.alltoall(rows, splits=[4099])
-assert a.is_cuda and torch.equal(a, rows) and received.tolist() == [4099], "alltoall"
-flags = torch.tensor([True, False, True], device="cuda")
-assert torch.equal(hvd.allgather(flags), flags), "allgather of bool"
-print("torch cuda collectives ok")
-hvd.shutdown()
-PY
-  timeout 300 "$build/bin/ringletrun" -np 1 python3 "$out/torch_cuda.py" >"$out/torch_cuda.log" 2>&1
-  if grep -q "torch cuda collectives ok" "$out/torch_cuda.log"; then
-    row "ringlet.torch on CUDA" PASS "allreduce(_), grouped, broadcast_, float16, allgather, reducescatter, alltoall"
-  else
-    tail -20 "$out/torch_cuda.log"
-    row "ringlet.torch on CUDA" FAIL "see torch_cuda.log"
-  fi
+  torch_collectives "ringlet.torch on CUDA (NCCL)" 1 NCCL torch_cuda
+  torch_collectives "ringlet.torch np2 RING" 2 RING torch_cuda_ring2
+  torch_collectives "ringlet.torch np4 RING" 4 RING torch_cuda_ring4
   mnist "pytorch_mnist.py on CUDA" 1 NCCL pytorch_mnist
   mnist "pytorch_mnist.py np2 RING" 2 RING pytorch_mnist_ring
+}
+
+torch_collectives() {  # NAME NP GPU_OPERATIONS LOG
+  local name="$1" np="$2" ops="$3" log="$out/$4.log"
+  HOROVOD_GPU_OPERATIONS="$ops" timeout 300 "$build/bin/ringletrun" -np "$np" \
+    python3 tests/gpu/torch_collectives.py >"$log" 2>&1
+  if [ "$(grep -c 'torch cuda collectives ok' "$log")" = "$np" ]; then
+    row "$name" PASS "every collective, checked on the host"
+  else
+    tail -20 "$log"
+    row "$name" FAIL "see $4.log"
+  fi
 }
 
 mnist() {  # NAME NP GPU_OPERATIONS LOG

@@ -602,7 +602,7 @@ TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
     EXPECT_NE(op_section.find("[X] NCCL (every collective of device tensors)"), std::string::npos)
         << r.out;
     EXPECT_NE(op_section.find(
-                  "[X] Ringlet ring (CUDA IPC: allreduce and broadcast within a host)"),
+                  "[X] Ringlet ring (CUDA IPC: every collective within a host)"),
               std::string::npos)
         << r.out;
   }

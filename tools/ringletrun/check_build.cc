@@ -105,11 +105,11 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   out += "\nAvailable Tensor Operations:\n";
   item(out, true, "Ringlet ring (CPU)");
   // Where both CUDA and NCCL were built in, HOROVOD_GPU_OPERATIONS=NCCL
-  // serves every collective of device tensors and RING (CUDA IPC, one host)
-  // their allreduce and broadcast; HOROVOD_CPU_OPERATIONS=MPI is refused by
+  // serves every collective of device tensors, and so does RING between the
+  // ranks of one host (CUDA IPC); HOROVOD_CPU_OPERATIONS=MPI is refused by
   // name.
   if (f.cuda && f.nccl) {
-    item(out, true, "Ringlet ring (CUDA IPC: allreduce and broadcast within a host)");
+    item(out, true, "Ringlet ring (CUDA IPC: every collective within a host)");
     item(out, true, "NCCL (every collective of device tensors)");
   } else {
     item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
