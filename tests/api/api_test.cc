@@ -141,24 +141,25 @@ TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
 // run with Horovod's build-time setting in their environment); a tensor on a
 // CUDA device that the chosen operations cannot serve is refused at its
 // submission, naming the setting, and the refusal leaves the runtime usable.
-// (Allreduce through NCCL is served where built: tests/gpu covers it.)
+// (What NCCL and RING serve runs where built and a device is present:
+// tests/gpu covers it.)
 TEST_F(ApiTest, DeviceTensorsAreRefusedNamingTheGpuOperations) {
-  for (const char* gpu_ops : {"NCCL", "RING"}) {
+  for (const char* gpu_ops : {"NCCL", "RING", "MPI"}) {
     setenv("HOROVOD_GPU_OPERATIONS", gpu_ops, 1);
     ASSERT_EQ(ringlet_init(), RINGLET_OK) << gpu_ops << ": " << last_error();
     float x[2] = {1, 2}, y[2] = {0, 0};
-    if (std::string(gpu_ops) == "RING") {
+    if (std::string(gpu_ops) == "MPI") {
       const ringlet::Tensor in{x, ringlet::DataType::kFloat32, {2}, 0};
       const ringlet::Tensor out{y, ringlet::DataType::kFloat32, {2}, 0};
       try {
         ringlet::allreduce_async("on.device", in, out);
-        ADD_FAILURE() << "a cuda:0 tensor was accepted with HOROVOD_GPU_OPERATIONS=RING";
+        ADD_FAILURE() << "a cuda:0 tensor was accepted with HOROVOD_GPU_OPERATIONS=MPI";
       } catch (const ringlet::Error& e) {
         EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
         const std::string what = e.what();
         EXPECT_NE(what.find("'on.device'"), std::string::npos) << what;
         EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
-        EXPECT_NE(what.find("HOROVOD_GPU_OPERATIONS=RING"), std::string::npos) << what;
+        EXPECT_NE(what.find("HOROVOD_GPU_OPERATIONS=MPI"), std::string::npos) << what;
       }
     }
     try {
