@@ -50,6 +50,22 @@ DeviceMemory::~DeviceMemory() {
   if (data_ != nullptr) (void)cudaFreeAsync(data_, stream_);
 }
 
+void PinnedMemory::reserve(size_t bytes, int rank, int device) {
+  if (bytes <= bytes_) return;
+  if (data_ != nullptr) (void)cudaFreeHost(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+  void* p = nullptr;
+  check_cuda(cudaMallocHost(&p, bytes), rank, device,
+             ("cudaMallocHost of " + std::to_string(bytes) + " bytes").c_str());
+  data_ = static_cast<std::byte*>(p);
+  bytes_ = bytes;
+}
+
+PinnedMemory::~PinnedMemory() {
+  if (data_ != nullptr) (void)cudaFreeHost(data_);
+}
+
 Stream::Stream(int rank, int device) {
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), rank, device,
              "cudaStreamCreateWithFlags");

@@ -52,6 +52,26 @@ class DeviceMemory {
   size_t bytes_ = 0;
 };
 
+// Page-locked host memory, grown on demand (contents not kept): what the
+// device copies to and from the host asynchronously. The caller makes sure
+// that no queued copy still uses it when it grows or goes.
+class PinnedMemory {
+ public:
+  PinnedMemory() = default;
+  ~PinnedMemory();
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+
+  bool holds(size_t bytes) const { return bytes <= bytes_; }
+  // At least `bytes`.
+  void reserve(size_t bytes, int rank, int device);
+  std::byte* get() const { return data_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // A non-blocking stream of the current device.
 class Stream {
  public:

@@ -70,6 +70,7 @@ struct DeviceQueue {
   DeviceMemory fusion;
   DeviceMemory segments;  // the kernels' segment tables
   DeviceMemory pointers;  // reduce_many's tables of inputs
+  PinnedMemory staging;   // host memory for collectives between hosts
   std::vector<kernels::cuda::FusedSegment> segment_table;
   std::vector<const void*> pointer_table;
   std::vector<std::pair<const char*, std::shared_ptr<Event>>> marks;  // since the last watch

@@ -27,14 +27,17 @@
 #include <utility>
 #include <vector>
 
+#include "core/collectives/collectives.h"
 #include "core/collectives/window_layout.h"
 #include "core/communicator.h"
 #include "core/gpu/cuda_ipc_window.h"
 #include "core/gpu/cuda_resources.h"
 #include "core/gpu/device_collectives.h"
 #include "core/gpu/device_queue.h"
+#include "core/gpu/host_staging.h"
 #include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
+#include "ringlet/kernels/cpu.h"
 #include "ringlet/kernels/cuda.h"
 
 namespace ringlet::core::gpu {
@@ -148,6 +151,12 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queue(device);
     q.begin(ready);
+    if (across_hosts(comm)) {
+      q.mark("STAGED_ALLREDUCE");
+      staged_allreduce(comm, q, q.staging, tensors, dtype, op, prescale, postscale);
+      watch(q, comm.deadline(), "the allreduce staged through the host", std::move(report));
+      return;
+    }
     q.mark("CUDA_IPC_ALLREDUCE");
     if (comm.size() == 1) {
       // Nothing to exchange: each output is its input, scaled.
@@ -224,6 +233,12 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queue(device);
     q.begin({&ready, 1});
+    if (across_hosts(comm)) {
+      q.mark("STAGED_BROADCAST");
+      staged_broadcast(comm, q, q.staging, buffer, count * dtype_size(dtype), root);
+      watch(q, comm.deadline(), "the broadcast staged through the host", std::move(report));
+      return;
+    }
     q.mark("CUDA_IPC_BROADCAST");
     if (comm.size() == 1) {  // the buffer is the root's already
       watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(report));
@@ -267,10 +282,17 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queue(device);
     q.begin({&ready, 1});
-    q.mark("CUDA_IPC_ALLGATHER");
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
     const int me = comm.rank();
+    if (across_hosts(comm)) {
+      q.mark("STAGED_ALLGATHER");
+      staged(comm, q, q.staging, input, counts[me] * es, output, at.back() * es,
+             [&](std::byte* in, std::byte* out) { core::allgather(comm, in, out, counts, dtype); });
+      watch(q, comm.deadline(), "the allgather staged through the host", std::move(report));
+      return;
+    }
+    q.mark("CUDA_IPC_ALLGATHER");
     copy(q, at_byte(output, at[me] * es), input, counts[me] * es, "this rank's own block");
     uint64_t last = 0;
     if (comm.size() > 1) {
@@ -305,10 +327,21 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queue(device);
     q.begin({&ready, 1});
-    q.mark("CUDA_IPC_REDUCESCATTER");
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
     const int me = comm.rank();
+    if (across_hosts(comm)) {
+      q.mark("STAGED_REDUCESCATTER");
+      staged(comm, q, q.staging, input, at.back() * es, output, counts[me] * es,
+             [&](std::byte* in, std::byte* out) {
+               kernels::cpu::scale(dtype, in, at.back(), prescale);
+               core::reducescatter(comm, in, out, counts, dtype, op);
+               kernels::cpu::scale(dtype, out, counts[me], postscale);
+             });
+      watch(q, comm.deadline(), "the reducescatter staged through the host", std::move(report));
+      return;
+    }
+    q.mark("CUDA_IPC_REDUCESCATTER");
     if (comm.size() == 1) {
       q.scaled_copy(dtype, output, input, counts[0], prescale);
       q.finish(dtype, op, output, counts[0], 1, postscale);
@@ -360,10 +393,19 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queue(device);
     q.begin({&ready, 1});
-    q.mark("CUDA_IPC_ALLTOALL");
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> send_at = starts(send_counts), recv_at = starts(recv_counts);
     const int me = comm.rank();
+    if (across_hosts(comm)) {
+      q.mark("STAGED_ALLTOALL");
+      staged(comm, q, q.staging, input, send_at.back() * es, output, recv_at.back() * es,
+             [&](std::byte* in, std::byte* out) {
+               core::alltoall(comm, in, send_counts, out, recv_counts, dtype);
+             });
+      watch(q, comm.deadline(), "the alltoall staged through the host", std::move(report));
+      return;
+    }
+    q.mark("CUDA_IPC_ALLTOALL");
     copy(q, at_byte(output, recv_at[me] * es), at_byte(input, send_at[me] * es),
          send_counts[me] * es, "this rank's own rows");
     uint64_t last = 0;
@@ -397,6 +439,11 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   }
 
  private:
+  // Ranks on several hosts reach each other through host memory; within a
+  // host, through the CUDA IPC window.
+  static bool across_hosts(Communicator& comm) {
+    return comm.size() > 1 && comm.window() == nullptr;
+  }
   // Where each rank's block starts, from their sizes.
   static std::vector<size_t> starts(std::span<const size_t> counts) {
     std::vector<size_t> at(counts.size() + 1, 0);
@@ -440,11 +487,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
 
   CudaIpcWindow& window(Communicator& comm, int32_t process_set, int device) {
     if (comm.window() == nullptr) {
-      throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
-                         "HOROVOD_GPU_OPERATIONS=RING runs between the ranks of one host, and "
-                         "the ranks of process set " +
-                             std::to_string(process_set) +
-                             " span hosts; HOROVOD_GPU_OPERATIONS=NCCL serves them");
+      throw RuntimeError(ErrorKind::kInternal, rank_,
+                         "the CUDA IPC window of process set " + std::to_string(process_set) +
+                             " was asked for, but its ranks span hosts");
     }
     const auto key = std::make_pair(process_set, device);
     auto it = windows_.find(key);

@@ -1,0 +1,137 @@
+#include "core/gpu/host_staging.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/collectives/collectives.h"
+#include "core/gpu/backoff.h"
+#include "core/gpu/round_plan.h"
+#include "ringlet/kernels/cuda.h"
+
+namespace ringlet::core::gpu {
+
+namespace {
+
+// Chunks of 4 MiB: enough to keep a link busy, small enough that the first
+// chunk's copy to the host is short.
+constexpr size_t kChunkBytes = size_t{4} << 20;
+
+// Blocks until the device passed `at`, within comm's deadline.
+void wait_on_host(Communicator& comm, DeviceQueue& q, const Event& at, const std::string& what) {
+  const transport::Deadline deadline = comm.deadline();
+  for (int turns = 0; !reached(at.get(), q.rank, q.device, deadline, what); backoff(turns)) {
+  }
+}
+
+// A point on the stream after the work queued so far.
+std::shared_ptr<Event> record(DeviceQueue& q) {
+  std::shared_ptr<Event> at = pooled_event(q.rank, q.device);
+  q.check(cudaEventRecord(at->get(), q.stream.get()), "cudaEventRecord");
+  return at;
+}
+
+// `host` holds `bytes`; growing it first waits until no queued copy uses it.
+void reserve(Communicator& comm, DeviceQueue& q, PinnedMemory& host, size_t bytes) {
+  if (host.holds(bytes)) return;
+  wait_on_host(comm, q, *record(q), "the copies before growing the staging memory");
+  host.reserve(bytes, q.rank, q.device);
+}
+
+void copy(DeviceQueue& q, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+          const char* what) {
+  if (bytes == 0) return;
+  q.check(cudaMemcpyAsync(dst, src, bytes, kind, q.stream.get()), what);
+}
+
+}  // namespace
+
+void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
+                      std::span<const DeviceSegment> tensors, DataType dtype, ReduceOp op,
+                      double prescale, double postscale) {
+  const size_t es = dtype_size(dtype);
+  std::vector<size_t> counts;
+  for (const DeviceSegment& t : tensors) counts.push_back(t.count);
+  const std::vector<size_t> slot = fused_slots(counts, es);
+  const size_t extent = slot.back();
+  if (extent == 0) return;
+  const int n = static_cast<int>(tensors.size());
+  q.segment_table.clear();
+  q.pointer_table.clear();
+  for (int i = 0; i < n; ++i) {
+    q.segment_table.push_back({const_cast<void*>(tensors[i].input), slot[i], counts[i]});
+  }
+  for (int i = 0; i < n; ++i) q.segment_table.push_back({tensors[i].output, slot[i], counts[i]});
+  q.fusion.reserve(extent * es, q.rank, q.device);
+  reserve(comm, q, host, extent * es);
+  q.upload_tables();
+  std::byte* fused = static_cast<std::byte*>(q.fusion.get());
+  q.check(kernels::cuda::pack(dtype, fused, q.segment(0), n, extent, prescale, q.stream.get()),
+          "the pack kernel (staged allreduce)");
+
+  // Every chunk's copy to the host is queued at once; the host reduces each
+  // as soon as it is there and queues its copy back.
+  const size_t chunk = std::max<size_t>(1, kChunkBytes / es);
+  std::vector<std::shared_ptr<Event>> arrived;
+  for (size_t off = 0; off < extent; off += chunk) {
+    const size_t len = std::min(chunk, extent - off);
+    copy(q, host.get() + off * es, fused + off * es, len * es, cudaMemcpyDeviceToHost,
+         "cudaMemcpyAsync to the host (staged allreduce)");
+    arrived.push_back(record(q));
+  }
+  for (size_t k = 0, off = 0; off < extent; off += chunk, ++k) {
+    const size_t len = std::min(chunk, extent - off);
+    wait_on_host(comm, q, *arrived[k], "the copy of the allreduce to the host");
+    std::byte* part = host.get() + off * es;
+    core::allreduce(comm, part, part, len, dtype, op);
+    copy(q, fused + off * es, part, len * es, cudaMemcpyHostToDevice,
+         "cudaMemcpyAsync to the device (staged allreduce)");
+  }
+  q.check(kernels::cuda::unpack(dtype, fused, q.segment(n), n, extent, postscale, q.stream.get()),
+          "the unpack kernel (staged allreduce)");
+}
+
+void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, void* buffer,
+                      size_t bytes, int root) {
+  if (bytes == 0) return;
+  reserve(comm, q, host, bytes);
+  auto* data = static_cast<std::byte*>(buffer);
+  const bool is_root = comm.rank() == root;
+  std::vector<std::shared_ptr<Event>> arrived;
+  if (!is_root) {
+    // The host writes the staging memory here: earlier copies from it to the
+    // device must be done first.
+    wait_on_host(comm, q, *record(q), "the copies of the previous collective");
+  } else {
+    for (size_t off = 0; off < bytes; off += kChunkBytes) {
+      copy(q, host.get() + off, data + off, std::min(kChunkBytes, bytes - off),
+           cudaMemcpyDeviceToHost, "cudaMemcpyAsync to the host (staged broadcast)");
+      arrived.push_back(record(q));
+    }
+  }
+  for (size_t k = 0, off = 0; off < bytes; off += kChunkBytes, ++k) {
+    const size_t len = std::min(kChunkBytes, bytes - off);
+    if (is_root) wait_on_host(comm, q, *arrived[k], "the copy of the broadcast to the host");
+    core::broadcast(comm, host.get() + off, len, DataType::kUInt8, root);
+    if (!is_root) {
+      copy(q, data + off, host.get() + off, len, cudaMemcpyHostToDevice,
+           "cudaMemcpyAsync to the device (staged broadcast)");
+    }
+  }
+}
+
+void staged(Communicator& comm, DeviceQueue& q, PinnedMemory& host, const void* input,
+            size_t in_bytes, void* output, size_t out_bytes,
+            const std::function<void(std::byte* in, std::byte* out)>& run) {
+  const size_t out_at = (in_bytes + 63) / 64 * 64;
+  reserve(comm, q, host, out_at + out_bytes);
+  copy(q, host.get(), input, in_bytes, cudaMemcpyDeviceToHost,
+       "cudaMemcpyAsync to the host (staged collective)");
+  wait_on_host(comm, q, *record(q), "the copy of the collective's input to the host");
+  run(host.get(), host.get() + out_at);
+  copy(q, output, host.get() + out_at, out_bytes, cudaMemcpyHostToDevice,
+       "cudaMemcpyAsync to the device (staged collective)");
+}
+
+}  // namespace ringlet::core::gpu
