@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -74,6 +75,21 @@ struct DeviceQueue {
   std::vector<kernels::cuda::FusedSegment> segment_table;
   std::vector<const void*> pointer_table;
   std::vector<std::pair<const char*, std::shared_ptr<Event>>> marks;  // since the last watch
+};
+
+// The queues of one rank's devices, each made on first use.
+class DeviceQueues {
+ public:
+  explicit DeviceQueues(int rank) : rank_(rank) {}
+  DeviceQueue& operator[](int device) {
+    std::unique_ptr<DeviceQueue>& q = queues_[device];
+    if (!q) q = std::make_unique<DeviceQueue>(rank_, device);
+    return *q;
+  }
+
+ private:
+  int rank_;
+  std::map<int, std::unique_ptr<DeviceQueue>> queues_;
 };
 
 // One look at whether the device reached `end` (a finalizer's poll): true

@@ -149,7 +149,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
                  double prescale, double postscale, Report report) override {
     DeviceScope scope(device, rank_);
-    DeviceQueue& q = queue(device);
+    DeviceQueue& q = queues_[device];
     q.begin(ready);
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLREDUCE");
@@ -231,7 +231,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  DataType dtype, int root, const std::shared_ptr<Event>& ready,
                  Report report) override {
     DeviceScope scope(device, rank_);
-    DeviceQueue& q = queue(device);
+    DeviceQueue& q = queues_[device];
     q.begin({&ready, 1});
     if (across_hosts(comm)) {
       q.mark("STAGED_BROADCAST");
@@ -280,7 +280,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  std::span<const size_t> counts, void* output, DataType dtype,
                  const std::shared_ptr<Event>& ready, Report report) override {
     DeviceScope scope(device, rank_);
-    DeviceQueue& q = queue(device);
+    DeviceQueue& q = queues_[device];
     q.begin({&ready, 1});
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
@@ -325,7 +325,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                      double prescale, double postscale, const std::shared_ptr<Event>& ready,
                      Report report) override {
     DeviceScope scope(device, rank_);
-    DeviceQueue& q = queue(device);
+    DeviceQueue& q = queues_[device];
     q.begin({&ready, 1});
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
@@ -391,7 +391,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                 std::span<const size_t> recv_counts, size_t largest, DataType dtype,
                 const std::shared_ptr<Event>& ready, Report report) override {
     DeviceScope scope(device, rank_);
-    DeviceQueue& q = queue(device);
+    DeviceQueue& q = queues_[device];
     q.begin({&ready, 1});
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> send_at = starts(send_counts), recv_at = starts(recv_counts);
@@ -477,13 +477,6 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         std::move(report.phase), std::move(report.done));
   }
 
-  DeviceQueue& queue(int device) {
-    auto it = queues_.find(device);
-    if (it == queues_.end()) {
-      it = queues_.emplace(device, std::make_unique<DeviceQueue>(rank_, device)).first;
-    }
-    return *it->second;
-  }
 
   CudaIpcWindow& window(Communicator& comm, int32_t process_set, int device) {
     if (comm.window() == nullptr) {
@@ -508,7 +501,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
 
   const int rank_;
   int created_ = 0;
-  std::map<int, std::unique_ptr<DeviceQueue>> queues_;
+  DeviceQueues queues_{rank_};
   std::map<std::pair<int32_t, int>, std::unique_ptr<CudaIpcWindow>> windows_;
   // Destroyed first: it waits for every watched collective to end, before
   // the windows and streams they use go.

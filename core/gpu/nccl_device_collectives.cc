@@ -300,7 +300,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     Call(NcclDeviceCollectives& self, Communicator& comm, int32_t process_set, int device,
          std::span<const std::shared_ptr<Event>> ready)
         : scope(device, self.rank_),
-          q(self.queue(device)),
+          q(self.queues_[device]),
           nccl(self.communicator(comm, process_set, device)) {
       q.begin(ready);
     }
@@ -319,13 +319,6 @@ class NcclDeviceCollectives final : public DeviceCollectives {
         std::move(report.phase), std::move(report.done));
   }
 
-  DeviceQueue& queue(int device) {
-    auto it = queues_.find(device);
-    if (it == queues_.end()) {
-      it = queues_.emplace(device, std::make_unique<DeviceQueue>(rank_, device)).first;
-    }
-    return *it->second;
-  }
 
   NcclCommunicator& communicator(Communicator& comm, int32_t process_set, int device) {
     const auto key = std::make_pair(process_set, device);
@@ -343,7 +336,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
 
   const int rank_;
   int created_ = 0;
-  std::map<int, std::unique_ptr<DeviceQueue>> queues_;
+  DeviceQueues queues_{rank_};
   // Destroyed before queues_ (declared after): a communicator's queued work
   // may still use a device's stream.
   std::map<std::pair<int32_t, int>, std::unique_ptr<NcclCommunicator>> comms_;
