@@ -83,6 +83,10 @@ CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const
 CudaIpcWindow::~CudaIpcWindow() { release(); }
 
 void CudaIpcWindow::release() {
+  // On the window's device, whatever is current (no exception may leave).
+  int previous = -1;
+  (void)cudaGetDevice(&previous);
+  if (previous != device_) (void)cudaSetDevice(device_);
   for (size_t r = 0; r < buffers_.size(); ++r) {
     if (static_cast<int>(r) == me_) continue;
     if (buffers_[r] != nullptr) (void)cudaIpcCloseMemHandle(buffers_[r]);
@@ -94,6 +98,7 @@ void CudaIpcWindow::release() {
   if (buffers_[me_] != nullptr) (void)cudaFree(buffers_[me_]);
   events_[me_] = nullptr;
   buffers_[me_] = nullptr;
+  if (previous >= 0 && previous != device_) (void)cudaSetDevice(previous);
 }
 
 }  // namespace ringlet::core::gpu

@@ -1,30 +1,59 @@
 #include "core/gpu/device_queue.h"
 
+#include <cstring>
+
+#include "core/gpu/backoff.h"
 #include "core/runtime/runtime_error.h"
 
 namespace ringlet::core::gpu {
 
-void DeviceQueue::begin(std::span<const std::shared_ptr<Event>> ready) {
+void DeviceQueue::begin(std::span<const std::shared_ptr<Event>> ready, transport::Deadline until) {
   marks.clear();
+  deadline = until;
   for (const auto& r : ready) {
     if (r != nullptr) check(cudaStreamWaitEvent(stream.get(), r->get(), 0), "cudaStreamWaitEvent");
   }
 }
 
+void DeviceQueue::wait_on_host(const Event& at, const char* what) const {
+  for (int turns = 0; !reached(at.get(), rank, device, deadline, what); backoff(turns)) {
+  }
+}
+
 void DeviceQueue::upload_tables() {
   const size_t segment_bytes = segment_table.size() * sizeof(kernels::cuda::FusedSegment);
+  const size_t pointer_at = (segment_bytes + 63) / 64 * 64;
   const size_t pointer_bytes = pointer_table.size() * sizeof(const void*);
+  if (segment_bytes + pointer_bytes == 0) return;
+  TableSlot& slot = table_slots_[next_slot_++ % table_slots_.size()];
+  if (slot.copied) wait_on_host(*slot.copied, "the copy of an earlier table to the device");
+  slot.memory.reserve(pointer_at + pointer_bytes, rank, device);
+  std::byte* host = slot.memory.get();
   if (segment_bytes > 0) {
+    std::memcpy(host, segment_table.data(), segment_bytes);
     segments.reserve(segment_bytes, rank, device);
-    check(cudaMemcpyAsync(segments.get(), segment_table.data(), segment_bytes,
-                          cudaMemcpyHostToDevice, stream.get()),
-          "cudaMemcpyAsync of the segment table");
+    check(
+        cudaMemcpyAsync(segments.get(), host, segment_bytes, cudaMemcpyHostToDevice, stream.get()),
+        "cudaMemcpyAsync of the segment table");
   }
   if (pointer_bytes > 0) {
+    std::memcpy(host + pointer_at, pointer_table.data(), pointer_bytes);
     pointers.reserve(pointer_bytes, rank, device);
-    check(cudaMemcpyAsync(pointers.get(), pointer_table.data(), pointer_bytes,
-                          cudaMemcpyHostToDevice, stream.get()),
+    check(cudaMemcpyAsync(pointers.get(), host + pointer_at, pointer_bytes, cudaMemcpyHostToDevice,
+                          stream.get()),
           "cudaMemcpyAsync of the input table");
+  }
+  slot.copied = pooled_event(rank, device);
+  check(cudaEventRecord(slot.copied->get(), stream.get()), "cudaEventRecord");
+}
+
+void DeviceQueue::settle() noexcept {
+  try {
+    std::shared_ptr<Event> end = pooled_event(rank, device);
+    if (cudaEventRecord(end->get(), stream.get()) != cudaSuccess) return;
+    wait_on_host(*end, "the work of a failed collective");
+  } catch (...) {
+    // Past the deadline, or the device failed: nothing more to wait for.
   }
 }
 

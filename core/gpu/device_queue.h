@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -34,13 +36,15 @@ struct DeviceQueue {
   // Throws RuntimeError naming this rank, the device and `what` unless `err`
   // is cudaSuccess.
   void check(cudaError_t err, const char* what) const { check_cuda(err, rank, device, what); }
-  // A collective begins: no marks yet, and the stream waits, on the device,
-  // for each of its tensors' producers (null: none).
-  void begin(std::span<const std::shared_ptr<Event>> ready);
+  // A collective begins, with `deadline` for what it waits for: no marks
+  // yet, and the stream waits, on the device, for each of its tensors'
+  // producers (null: none).
+  void begin(std::span<const std::shared_ptr<Event>> ready, transport::Deadline deadline);
 
   // Copies segment_table to `segments` and pointer_table to `pointers` in
-  // the stream's order; the host vectors may change once this returns (CUDA
-  // has staged the bytes).
+  // the stream's order, through page-locked memory so that the copy never
+  // waits for the stream: each of a few slots is written again once the
+  // device has copied from it (waited for within the deadline).
   void upload_tables();
   const kernels::cuda::FusedSegment* segment(size_t i) const {
     return segments.as<kernels::cuda::FusedSegment>() + i;
@@ -57,6 +61,10 @@ struct DeviceQueue {
   // Step `phase` (a name with static storage) begins here on the stream:
   // the collective's report hears it once the device gets there.
   void mark(const char* phase);
+  // Waits, within the deadline and without throwing, for the work queued so
+  // far to end: a collective that fails halfway leaves no kernel running on
+  // the tensors whose handles are about to fail.
+  void settle() noexcept;
   // Records an event of its own after the work queued so far and hands the
   // finalizer a watch of it: `poll(end)` says whether the device reached
   // that point (and throws once the collective failed); `phase` hears the
@@ -75,6 +83,34 @@ struct DeviceQueue {
   std::vector<kernels::cuda::FusedSegment> segment_table;
   std::vector<const void*> pointer_table;
   std::vector<std::pair<const char*, std::shared_ptr<Event>>> marks;  // since the last watch
+  transport::Deadline deadline{};                                     // the current collective's
+
+  // Waits on the host for the device to pass `at`, within the deadline
+  // (RuntimeError naming `what` past it).
+  void wait_on_host(const Event& at, const char* what) const;
+
+ private:
+  struct TableSlot {
+    PinnedMemory memory;
+    std::shared_ptr<Event> copied;  // the device has copied from it past this
+  };
+  std::array<TableSlot, 4> table_slots_;
+  size_t next_slot_ = 0;
+};
+
+// Settles `q` (DeviceQueue::settle) when the scope is left by an exception.
+class SettleOnThrow {
+ public:
+  explicit SettleOnThrow(DeviceQueue& q) : q_(q), uncaught_(std::uncaught_exceptions()) {}
+  ~SettleOnThrow() {
+    if (std::uncaught_exceptions() > uncaught_) q_.settle();
+  }
+  SettleOnThrow(const SettleOnThrow&) = delete;
+  SettleOnThrow& operator=(const SettleOnThrow&) = delete;
+
+ private:
+  DeviceQueue& q_;
+  int uncaught_;
 };
 
 // The queues of one rank's devices, each made on first use.

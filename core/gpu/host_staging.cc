@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/collectives/collectives.h"
-#include "core/gpu/backoff.h"
 #include "core/gpu/round_plan.h"
 #include "ringlet/kernels/cuda.h"
 
@@ -18,13 +17,6 @@ namespace {
 // chunk's copy to the host is short.
 constexpr size_t kChunkBytes = size_t{4} << 20;
 
-// Blocks until the device passed `at`, within comm's deadline.
-void wait_on_host(Communicator& comm, DeviceQueue& q, const Event& at, const std::string& what) {
-  const transport::Deadline deadline = comm.deadline();
-  for (int turns = 0; !reached(at.get(), q.rank, q.device, deadline, what); backoff(turns)) {
-  }
-}
-
 // A point on the stream after the work queued so far.
 std::shared_ptr<Event> record(DeviceQueue& q) {
   std::shared_ptr<Event> at = pooled_event(q.rank, q.device);
@@ -33,9 +25,9 @@ std::shared_ptr<Event> record(DeviceQueue& q) {
 }
 
 // `host` holds `bytes`; growing it first waits until no queued copy uses it.
-void reserve(Communicator& comm, DeviceQueue& q, PinnedMemory& host, size_t bytes) {
+void reserve(DeviceQueue& q, PinnedMemory& host, size_t bytes) {
   if (host.holds(bytes)) return;
-  wait_on_host(comm, q, *record(q), "the copies before growing the staging memory");
+  q.wait_on_host(*record(q), "the copies before growing the staging memory");
   host.reserve(bytes, q.rank, q.device);
 }
 
@@ -64,7 +56,7 @@ void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
   }
   for (int i = 0; i < n; ++i) q.segment_table.push_back({tensors[i].output, slot[i], counts[i]});
   q.fusion.reserve(extent * es, q.rank, q.device);
-  reserve(comm, q, host, extent * es);
+  reserve(q, host, extent * es);
   q.upload_tables();
   std::byte* fused = static_cast<std::byte*>(q.fusion.get());
   q.check(kernels::cuda::pack(dtype, fused, q.segment(0), n, extent, prescale, q.stream.get()),
@@ -82,7 +74,7 @@ void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
   }
   for (size_t k = 0, off = 0; off < extent; off += chunk, ++k) {
     const size_t len = std::min(chunk, extent - off);
-    wait_on_host(comm, q, *arrived[k], "the copy of the allreduce to the host");
+    q.wait_on_host(*arrived[k], "the copy of the allreduce to the host");
     std::byte* part = host.get() + off * es;
     core::allreduce(comm, part, part, len, dtype, op);
     copy(q, fused + off * es, part, len * es, cudaMemcpyHostToDevice,
@@ -95,14 +87,14 @@ void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
 void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, void* buffer,
                       size_t bytes, int root) {
   if (bytes == 0) return;
-  reserve(comm, q, host, bytes);
+  reserve(q, host, bytes);
   auto* data = static_cast<std::byte*>(buffer);
   const bool is_root = comm.rank() == root;
   std::vector<std::shared_ptr<Event>> arrived;
   if (!is_root) {
     // The host writes the staging memory here: earlier copies from it to the
     // device must be done first.
-    wait_on_host(comm, q, *record(q), "the copies of the previous collective");
+    q.wait_on_host(*record(q), "the copies of the previous collective");
   } else {
     for (size_t off = 0; off < bytes; off += kChunkBytes) {
       copy(q, host.get() + off, data + off, std::min(kChunkBytes, bytes - off),
@@ -112,7 +104,7 @@ void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, vo
   }
   for (size_t k = 0, off = 0; off < bytes; off += kChunkBytes, ++k) {
     const size_t len = std::min(kChunkBytes, bytes - off);
-    if (is_root) wait_on_host(comm, q, *arrived[k], "the copy of the broadcast to the host");
+    if (is_root) q.wait_on_host(*arrived[k], "the copy of the broadcast to the host");
     core::broadcast(comm, host.get() + off, len, DataType::kUInt8, root);
     if (!is_root) {
       copy(q, data + off, host.get() + off, len, cudaMemcpyHostToDevice,
@@ -121,14 +113,13 @@ void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, vo
   }
 }
 
-void staged(Communicator& comm, DeviceQueue& q, PinnedMemory& host, const void* input,
-            size_t in_bytes, void* output, size_t out_bytes,
-            const std::function<void(std::byte* in, std::byte* out)>& run) {
+void staged(DeviceQueue& q, PinnedMemory& host, const void* input, size_t in_bytes, void* output,
+            size_t out_bytes, const std::function<void(std::byte* in, std::byte* out)>& run) {
   const size_t out_at = (in_bytes + 63) / 64 * 64;
-  reserve(comm, q, host, out_at + out_bytes);
+  reserve(q, host, out_at + out_bytes);
   copy(q, host.get(), input, in_bytes, cudaMemcpyDeviceToHost,
        "cudaMemcpyAsync to the host (staged collective)");
-  wait_on_host(comm, q, *record(q), "the copy of the collective's input to the host");
+  q.wait_on_host(*record(q), "the copy of the collective's input to the host");
   run(host.get(), host.get() + out_at);
   copy(q, output, host.get() + out_at, out_bytes, cudaMemcpyHostToDevice,
        "cudaMemcpyAsync to the device (staged collective)");

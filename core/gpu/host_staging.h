@@ -35,8 +35,7 @@ void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, vo
 
 // `in_bytes` of `input` copied to the host, `run(in, out)` there on host
 // memory (`in` may be changed), then `out_bytes` of `out` copied to `output`.
-void staged(Communicator& comm, DeviceQueue& q, PinnedMemory& host, const void* input,
-            size_t in_bytes, void* output, size_t out_bytes,
-            const std::function<void(std::byte* in, std::byte* out)>& run);
+void staged(DeviceQueue& q, PinnedMemory& host, const void* input, size_t in_bytes, void* output,
+            size_t out_bytes, const std::function<void(std::byte* in, std::byte* out)>& run);
 
 }  // namespace ringlet::core::gpu

@@ -150,7 +150,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  double prescale, double postscale, Report report) override {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queues_[device];
-    q.begin(ready);
+    q.begin(ready, comm.deadline());
+    SettleOnThrow settle(q);
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLREDUCE");
       staged_allreduce(comm, q, q.staging, tensors, dtype, op, prescale, postscale);
@@ -232,7 +233,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  Report report) override {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1});
+    q.begin({&ready, 1}, comm.deadline());
+    SettleOnThrow settle(q);
     if (across_hosts(comm)) {
       q.mark("STAGED_BROADCAST");
       staged_broadcast(comm, q, q.staging, buffer, count * dtype_size(dtype), root);
@@ -281,13 +283,14 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  const std::shared_ptr<Event>& ready, Report report) override {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1});
+    q.begin({&ready, 1}, comm.deadline());
+    SettleOnThrow settle(q);
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
     const int me = comm.rank();
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLGATHER");
-      staged(comm, q, q.staging, input, counts[me] * es, output, at.back() * es,
+      staged(q, q.staging, input, counts[me] * es, output, at.back() * es,
              [&](std::byte* in, std::byte* out) { core::allgather(comm, in, out, counts, dtype); });
       watch(q, comm.deadline(), "the allgather staged through the host", std::move(report));
       return;
@@ -326,13 +329,14 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                      Report report) override {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1});
+    q.begin({&ready, 1}, comm.deadline());
+    SettleOnThrow settle(q);
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
     const int me = comm.rank();
     if (across_hosts(comm)) {
       q.mark("STAGED_REDUCESCATTER");
-      staged(comm, q, q.staging, input, at.back() * es, output, counts[me] * es,
+      staged(q, q.staging, input, at.back() * es, output, counts[me] * es,
              [&](std::byte* in, std::byte* out) {
                kernels::cpu::scale(dtype, in, at.back(), prescale);
                core::reducescatter(comm, in, out, counts, dtype, op);
@@ -392,13 +396,14 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                 const std::shared_ptr<Event>& ready, Report report) override {
     DeviceScope scope(device, rank_);
     DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1});
+    q.begin({&ready, 1}, comm.deadline());
+    SettleOnThrow settle(q);
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> send_at = starts(send_counts), recv_at = starts(recv_counts);
     const int me = comm.rank();
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLTOALL");
-      staged(comm, q, q.staging, input, send_at.back() * es, output, recv_at.back() * es,
+      staged(q, q.staging, input, send_at.back() * es, output, recv_at.back() * es,
              [&](std::byte* in, std::byte* out) {
                core::alltoall(comm, in, send_counts, out, recv_counts, dtype);
              });
@@ -477,7 +482,6 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         std::move(report.phase), std::move(report.done));
   }
 
-
   CudaIpcWindow& window(Communicator& comm, int32_t process_set, int device) {
     if (comm.window() == nullptr) {
       throw RuntimeError(ErrorKind::kInternal, rank_,
@@ -487,10 +491,11 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const auto key = std::make_pair(process_set, device);
     auto it = windows_.find(key);
     if (it == windows_.end()) {
-      // Every member makes its windows in the same order (the order of the
-      // responses), so the count names the same one on every rank.
-      const std::string store_key =
-          "ringlet/cuda-ipc/set" + std::to_string(process_set) + "/" + std::to_string(created_++);
+      // Every member makes the set's windows in the same order (the order of
+      // the set's responses), so the set's count names the same one on every
+      // member.
+      const std::string store_key = "ringlet/cuda-ipc/set" + std::to_string(process_set) + "/" +
+                                    std::to_string(created_[process_set]++);
       it = windows_
                .emplace(key, std::make_unique<CudaIpcWindow>(comm, device, 2 * kHalfBytes,
                                                              store_key, rank_))
@@ -500,7 +505,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   }
 
   const int rank_;
-  int created_ = 0;
+  std::map<int32_t, int> created_;  // windows made, per process set
   DeviceQueues queues_{rank_};
   std::map<std::pair<int32_t, int>, std::unique_ptr<CudaIpcWindow>> windows_;
   // Destroyed first: it waits for every watched collective to end, before

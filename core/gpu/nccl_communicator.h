@@ -32,7 +32,12 @@ class NcclCommunicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  ncclComm_t get() const { return comm_; }
+  // The communicator for a NCCL call; throws its first failure instead once
+  // it was aborted (NCCL freed it then), so that no call reaches it.
+  ncclComm_t get() {
+    throw_if_aborted();
+    return comm_;
+  }
 
   // Checks what a NCCL call returned (runtime loop): ncclInProgress is waited
   // out; anything but success aborts and throws, naming `what`. Throws the

@@ -75,7 +75,10 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclGroup {
  public:
   explicit NcclGroup(NcclCommunicator& nccl) : nccl_(nccl) {
-    nccl_.check(ncclGroupStart(), "ncclGroupStart");
+    (void)nccl_.get();  // an aborted communicator throws before the group opens
+    const ncclResult_t r = ncclGroupStart();
+    open_ = r == ncclSuccess;
+    if (!open_) nccl_.check(r, "ncclGroupStart");
   }
   ~NcclGroup() {
     if (open_) (void)ncclGroupEnd();
@@ -89,7 +92,7 @@ class NcclGroup {
 
  private:
   NcclCommunicator& nccl_;
-  bool open_ = true;
+  bool open_ = false;
 };
 
 bool all_equal(std::span<const size_t> counts) {
@@ -301,11 +304,13 @@ class NcclDeviceCollectives final : public DeviceCollectives {
          std::span<const std::shared_ptr<Event>> ready)
         : scope(device, self.rank_),
           q(self.queues_[device]),
+          settle(q),
           nccl(self.communicator(comm, process_set, device)) {
-      q.begin(ready);
+      q.begin(ready, comm.deadline());
     }
     DeviceScope scope;
     DeviceQueue& q;
+    SettleOnThrow settle;
     NcclCommunicator& nccl;
   };
 
@@ -319,15 +324,15 @@ class NcclDeviceCollectives final : public DeviceCollectives {
         std::move(report.phase), std::move(report.done));
   }
 
-
   NcclCommunicator& communicator(Communicator& comm, int32_t process_set, int device) {
     const auto key = std::make_pair(process_set, device);
     auto it = comms_.find(key);
     if (it == comms_.end()) {
-      // Every member makes its communicators in the same order (the order of
-      // the responses), so the count names the same one on every rank.
-      const std::string store_key =
-          "ringlet/nccl-id/set" + std::to_string(process_set) + "/" + std::to_string(created_++);
+      // Every member makes the set's communicators in the same order (the
+      // order of the set's responses), so the set's count names the same one
+      // on every member.
+      const std::string store_key = "ringlet/nccl-id/set" + std::to_string(process_set) + "/" +
+                                    std::to_string(created_[process_set]++);
       it = comms_.emplace(key, std::make_unique<NcclCommunicator>(comm, device, store_key, rank_))
                .first;
     }
@@ -335,7 +340,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   }
 
   const int rank_;
-  int created_ = 0;
+  std::map<int32_t, int> created_;  // communicators made, per process set
   DeviceQueues queues_{rank_};
   // Destroyed before queues_ (declared after): a communicator's queued work
   // may still use a device's stream.

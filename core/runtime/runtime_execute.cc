@@ -56,6 +56,16 @@ struct OutputLayout {
   size_t largest = 0;  // alltoall: the most elements any rank sends any other
 };
 
+// A failed device collective may leave work on the device that never ends (a
+// peer died halfway): its outputs stay allocated, for the rest of a process
+// that is failing anyway, rather than freed with cudaFree, which would wait
+// for that work without a deadline.
+void abandon_device_outputs(std::vector<std::pair<Handle, Result>>& done) {
+  for (auto& [handle, result] : done) {
+    if (result.device_data) (void)new std::shared_ptr<void>(std::move(result.device_data));
+  }
+}
+
 OutputLayout output_layout(Communicator& comm, const Response& resp, const Metadata& mine) {
   const Metadata& m = resp.meta[0];
   const int64_t row = m.row_elements();
@@ -391,6 +401,7 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
     f.in_collective(to_string(kind));
     f.for_tensors(names);
     for (auto& [handle, result] : done) handles_.fail(handle, f);
+    abandon_device_outputs(done);
     report_device_failure(f);
   };
   try {
@@ -426,6 +437,7 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
     f.in_collective(to_string(kind));
     f.for_tensors(resp.names);
     for (auto& [handle, result] : done) handles_.fail(handle, f);
+    abandon_device_outputs(done);
     if (tl) {
       for (const std::string& name : resp.names) {
         tl->activity_end(name);
