@@ -53,7 +53,7 @@ struct OutputLayout {
   size_t elements = 0;       // this rank's output
   std::vector<int64_t> shape;
   std::vector<int64_t> received_splits;  // alltoall
-  size_t largest = 0;  // alltoall: the most elements any rank sends any other
+  size_t largest = 0;                    // alltoall: the most any rank sends any other
 };
 
 // A failed device collective may leave work on the device that never ends (a
@@ -105,7 +105,9 @@ OutputLayout output_layout(Communicator& comm, const Response& resp, const Metad
         l.received_splits.push_back(splits[j][me]);
       }
       for (const auto& from : splits) {
-        for (int64_t rows_to : from) l.largest = std::max(l.largest, static_cast<size_t>(rows_to * row));
+        for (int64_t rows_to : from) {
+          l.largest = std::max(l.largest, static_cast<size_t>(rows_to * row));
+        }
       }
       l.elements = static_cast<size_t>(rows * row);
       l.shape = with_first(rows, mine.shape);

@@ -601,8 +601,7 @@ TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
     EXPECT_TRUE(cuda) << r.out;
     EXPECT_NE(op_section.find("[X] NCCL (every collective of device tensors)"), std::string::npos)
         << r.out;
-    EXPECT_NE(op_section.find(
-                  "[X] Ringlet ring (CUDA IPC: every collective within a host)"),
+    EXPECT_NE(op_section.find("[X] Ringlet ring (CUDA IPC: every collective within a host)"),
               std::string::npos)
         << r.out;
   }
