@@ -1,8 +1,11 @@
 // One rank of the runtime fault test (three ranks): every rank submits steps
 // of 16 allreduces through the runtime; at step 20 rank 2 kills itself with
-// SIGKILL after submitting. The survivors' handles must fail with an error
-// naming rank 2: each prints "FAULT <rank> <failed handles> <message>" and
-// exits 3 (4 if the loop ended, which it must not).
+// SIGKILL as the step begins, while the survivors submit theirs. None of
+// those can complete without rank 2, so every one of the survivors' handles
+// must fail with an error naming rank 2 (had rank 2 submitted first, its loop
+// could still finish some of them before it died, and the count would
+// depend on timing): each prints "FAULT <rank> <failed handles> <message>"
+// and exits 3 (4 if the loop ended, which it must not).
 // With --process-set, ranks 0 and 2 form a process set and submit 8 more
 // allreduces on it each step: rank 0 loses its peer inside the set, rank 1
 // (not a member) learns of it from the world.
@@ -35,6 +38,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<float>> bufs(16, std::vector<float>(4096, 1.0f));
   std::vector<std::vector<float>> set_bufs(8, std::vector<float>(4096, 1.0f));
   for (int step = 0; step < 100000; ++step) {
+    if (rt.rank() == victim && step == kill_step) ::raise(SIGKILL);
     std::vector<core::runtime::Handle> h;
     for (size_t i = 0; i < bufs.size(); ++i) {
       h.push_back(rt.enqueue_allreduce("t" + std::to_string(i), bufs[i].data(), bufs[i].data(),
@@ -45,7 +49,6 @@ int main(int argc, char** argv) {
                                        set_bufs[i].data(), {4096}, DataType::kFloat32,
                                        ReduceOp::kMax, 1.0, 1.0, {}, 1));
     }
-    if (rt.rank() == victim && step == kill_step) ::raise(SIGKILL);
     int failed = 0;
     std::string first;
     for (auto x : h) {
