@@ -128,6 +128,20 @@ class DeviceQueues {
   std::map<int, std::unique_ptr<DeviceQueue>> queues_;
 };
 
+// What every device collective starts with: `device` current, its queue
+// begun (waiting, on the device, for the tensors' producers), and settled if
+// the collective leaves by an exception.
+struct CollectiveStart {
+  CollectiveStart(DeviceQueues& queues, int rank, int device,
+                  std::span<const std::shared_ptr<Event>> ready, transport::Deadline deadline)
+      : scope(device, rank), q(queues[device]), settle(q) {
+    q.begin(ready, deadline);
+  }
+  DeviceScope scope;
+  DeviceQueue& q;
+  SettleOnThrow settle;
+};
+
 // One look at whether the device reached `end` (a finalizer's poll): true
 // once it did; throws RuntimeError on a CUDA error, and kTimeout naming
 // `what` past `deadline`.

@@ -148,10 +148,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  std::span<const DeviceSegment> tensors,
                  std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
                  double prescale, double postscale, Report report) override {
-    DeviceScope scope(device, rank_);
-    DeviceQueue& q = queues_[device];
-    q.begin(ready, comm.deadline());
-    SettleOnThrow settle(q);
+    CollectiveStart start(queues_, rank_, device, ready, comm.deadline());
+    DeviceQueue& q = start.q;
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLREDUCE");
       staged_allreduce(comm, q, q.staging, tensors, dtype, op, prescale, postscale);
@@ -231,10 +229,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
                  DataType dtype, int root, const std::shared_ptr<Event>& ready,
                  Report report) override {
-    DeviceScope scope(device, rank_);
-    DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1}, comm.deadline());
-    SettleOnThrow settle(q);
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    DeviceQueue& q = start.q;
     if (across_hosts(comm)) {
       q.mark("STAGED_BROADCAST");
       staged_broadcast(comm, q, q.staging, buffer, count * dtype_size(dtype), root);
@@ -281,10 +277,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
                  std::span<const size_t> counts, void* output, DataType dtype,
                  const std::shared_ptr<Event>& ready, Report report) override {
-    DeviceScope scope(device, rank_);
-    DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1}, comm.deadline());
-    SettleOnThrow settle(q);
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
     const int me = comm.rank();
@@ -327,10 +321,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                      std::span<const size_t> counts, void* output, DataType dtype, ReduceOp op,
                      double prescale, double postscale, const std::shared_ptr<Event>& ready,
                      Report report) override {
-    DeviceScope scope(device, rank_);
-    DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1}, comm.deadline());
-    SettleOnThrow settle(q);
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = starts(counts);
     const int me = comm.rank();
@@ -394,10 +386,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                 std::span<const size_t> send_counts, void* output,
                 std::span<const size_t> recv_counts, size_t largest, DataType dtype,
                 const std::shared_ptr<Event>& ready, Report report) override {
-    DeviceScope scope(device, rank_);
-    DeviceQueue& q = queues_[device];
-    q.begin({&ready, 1}, comm.deadline());
-    SettleOnThrow settle(q);
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> send_at = starts(send_counts), recv_at = starts(recv_counts);
     const int me = comm.rank();

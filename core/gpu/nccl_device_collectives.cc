@@ -296,21 +296,16 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   }
 
  private:
-  // What every collective starts with: `device` current, its queue and the
-  // set's communicator, and the queue's stream waiting (on the device) for
-  // the tensors' producers.
+  // What every collective starts with (CollectiveStart), and the set's
+  // communicator.
   struct Call {
     Call(NcclDeviceCollectives& self, Communicator& comm, int32_t process_set, int device,
          std::span<const std::shared_ptr<Event>> ready)
-        : scope(device, self.rank_),
-          q(self.queues_[device]),
-          settle(q),
-          nccl(self.communicator(comm, process_set, device)) {
-      q.begin(ready, comm.deadline());
-    }
-    DeviceScope scope;
+        : start(self.queues_, self.rank_, device, ready, comm.deadline()),
+          q(start.q),
+          nccl(self.communicator(comm, process_set, device)) {}
+    CollectiveStart start;
     DeviceQueue& q;
-    SettleOnThrow settle;
     NcclCommunicator& nccl;
   };
 
