@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/gpu/backoff.h"
+#include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
 
 namespace ringlet::core::gpu {
@@ -57,6 +58,20 @@ void DeviceQueue::settle() noexcept {
   }
 }
 
+size_t DeviceQueue::fuse(std::span<const DeviceSegment> tensors, size_t element_bytes) {
+  segment_table.clear();
+  pointer_table.clear();
+  size_t extent = 0;
+  for (const DeviceSegment& t : tensors) {
+    segment_table.push_back({const_cast<void*>(t.input), extent, t.count});
+    extent += padded(t.count, element_bytes);
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    segment_table.push_back({tensors[i].output, segment_table[i].offset, tensors[i].count});
+  }
+  return extent;
+}
+
 void DeviceQueue::scaled_copy(DataType dtype, void* dst, const void* src, size_t count,
                               double factor) {
   segment_table.assign(1, kernels::cuda::FusedSegment{const_cast<void*>(src), 0, count});
@@ -64,6 +79,12 @@ void DeviceQueue::scaled_copy(DataType dtype, void* dst, const void* src, size_t
   upload_tables();
   check(kernels::cuda::pack(dtype, dst, segment(0), 1, count, factor, stream.get()),
         "the prescale kernel");
+}
+
+void DeviceQueue::copy(void* dst, const void* src, size_t bytes, const char* what) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.get()),
+        ("cudaMemcpyAsync " + std::string(what)).c_str());
 }
 
 void DeviceQueue::finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks,

@@ -17,12 +17,21 @@
 #include <vector>
 
 #include "core/gpu/cuda_resources.h"
+#include "core/gpu/device_collectives.h"
 #include "core/gpu/finalizer.h"
 #include "ringlet/kernels/cuda.h"
 #include "ringlet/transport/transport.h"
 #include "ringlet/types.h"
 
 namespace ringlet::core::gpu {
+
+// `bytes` into a buffer.
+inline std::byte* byte_at(void* base, size_t bytes) {
+  return static_cast<std::byte*>(base) + bytes;
+}
+inline const std::byte* byte_at(const void* base, size_t bytes) {
+  return static_cast<const std::byte*>(base) + bytes;
+}
 
 struct DeviceQueue {
   DeviceQueue(int rank, int device)
@@ -51,9 +60,18 @@ struct DeviceQueue {
   }
   const void* const* pointer(size_t i) const { return pointers.as<const void*>() + i; }
 
+  // The tables of a fused message of `tensors` (slots on 16 bytes,
+  // round_plan.h): segment i packs tensor i's input, segment n + i unpacks
+  // into its output. Returns the message's extent in elements.
+  size_t fuse(std::span<const DeviceSegment> tensors, size_t element_bytes);
+
   // dst = factor * src, `count` elements (a one-segment pack; it replaces
   // the tables).
   void scaled_copy(DataType dtype, void* dst, const void* src, size_t count, double factor);
+  // Copies `bytes` in the stream's order, between any of device, peer
+  // (IPC) and page-locked host memory (none for no bytes); `what` names the
+  // copy in the error ("cudaMemcpyAsync <what> failed: ...").
+  void copy(void* dst, const void* src, size_t bytes, const char* what);
   // The average's division (floats x 1/n, integers toward zero, as on the
   // host) and then the postscale, in place.
   void finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks, double postscale);

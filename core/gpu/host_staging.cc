@@ -31,30 +31,15 @@ void reserve(DeviceQueue& q, PinnedMemory& host, size_t bytes) {
   host.reserve(bytes, q.rank, q.device);
 }
 
-void copy(DeviceQueue& q, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-          const char* what) {
-  if (bytes == 0) return;
-  q.check(cudaMemcpyAsync(dst, src, bytes, kind, q.stream.get()), what);
-}
-
 }  // namespace
 
 void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
                       std::span<const DeviceSegment> tensors, DataType dtype, ReduceOp op,
                       double prescale, double postscale) {
   const size_t es = dtype_size(dtype);
-  std::vector<size_t> counts;
-  for (const DeviceSegment& t : tensors) counts.push_back(t.count);
-  const std::vector<size_t> slot = fused_slots(counts, es);
-  const size_t extent = slot.back();
-  if (extent == 0) return;
   const int n = static_cast<int>(tensors.size());
-  q.segment_table.clear();
-  q.pointer_table.clear();
-  for (int i = 0; i < n; ++i) {
-    q.segment_table.push_back({const_cast<void*>(tensors[i].input), slot[i], counts[i]});
-  }
-  for (int i = 0; i < n; ++i) q.segment_table.push_back({tensors[i].output, slot[i], counts[i]});
+  const size_t extent = q.fuse(tensors, es);
+  if (extent == 0) return;
   q.fusion.reserve(extent * es, q.rank, q.device);
   reserve(q, host, extent * es);
   q.upload_tables();
@@ -64,21 +49,19 @@ void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
 
   // Every chunk's copy to the host is queued at once; the host reduces each
   // as soon as it is there and queues its copy back.
-  const size_t chunk = std::max<size_t>(1, kChunkBytes / es);
+  const size_t per_chunk = std::max<size_t>(1, kChunkBytes / es);
   std::vector<std::shared_ptr<Event>> arrived;
-  for (size_t off = 0; off < extent; off += chunk) {
-    const size_t len = std::min(chunk, extent - off);
-    copy(q, host.get() + off * es, fused + off * es, len * es, cudaMemcpyDeviceToHost,
-         "cudaMemcpyAsync to the host (staged allreduce)");
+  for (size_t off = 0; off < extent; off += per_chunk) {
+    const size_t len = chunk(extent, off, per_chunk);
+    q.copy(host.get() + off * es, fused + off * es, len * es, "to the host (staged allreduce)");
     arrived.push_back(record(q));
   }
-  for (size_t k = 0, off = 0; off < extent; off += chunk, ++k) {
-    const size_t len = std::min(chunk, extent - off);
+  for (size_t k = 0, off = 0; off < extent; off += per_chunk, ++k) {
+    const size_t len = chunk(extent, off, per_chunk);
     q.wait_on_host(*arrived[k], "the copy of the allreduce to the host");
     std::byte* part = host.get() + off * es;
     core::allreduce(comm, part, part, len, dtype, op);
-    copy(q, fused + off * es, part, len * es, cudaMemcpyHostToDevice,
-         "cudaMemcpyAsync to the device (staged allreduce)");
+    q.copy(fused + off * es, part, len * es, "to the device (staged allreduce)");
   }
   q.check(kernels::cuda::unpack(dtype, fused, q.segment(n), n, extent, postscale, q.stream.get()),
           "the unpack kernel (staged allreduce)");
@@ -97,18 +80,17 @@ void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, vo
     q.wait_on_host(*record(q), "the copies of the previous collective");
   } else {
     for (size_t off = 0; off < bytes; off += kChunkBytes) {
-      copy(q, host.get() + off, data + off, std::min(kChunkBytes, bytes - off),
-           cudaMemcpyDeviceToHost, "cudaMemcpyAsync to the host (staged broadcast)");
+      q.copy(host.get() + off, data + off, chunk(bytes, off, kChunkBytes),
+             "to the host (staged broadcast)");
       arrived.push_back(record(q));
     }
   }
   for (size_t k = 0, off = 0; off < bytes; off += kChunkBytes, ++k) {
-    const size_t len = std::min(kChunkBytes, bytes - off);
+    const size_t len = chunk(bytes, off, kChunkBytes);
     if (is_root) q.wait_on_host(*arrived[k], "the copy of the broadcast to the host");
     core::broadcast(comm, host.get() + off, len, DataType::kUInt8, root);
     if (!is_root) {
-      copy(q, data + off, host.get() + off, len, cudaMemcpyHostToDevice,
-           "cudaMemcpyAsync to the device (staged broadcast)");
+      q.copy(data + off, host.get() + off, len, "to the device (staged broadcast)");
     }
   }
 }
@@ -117,12 +99,10 @@ void staged(DeviceQueue& q, PinnedMemory& host, const void* input, size_t in_byt
             size_t out_bytes, const std::function<void(std::byte* in, std::byte* out)>& run) {
   const size_t out_at = (in_bytes + 63) / 64 * 64;
   reserve(q, host, out_at + out_bytes);
-  copy(q, host.get(), input, in_bytes, cudaMemcpyDeviceToHost,
-       "cudaMemcpyAsync to the host (staged collective)");
+  q.copy(host.get(), input, in_bytes, "to the host (staged collective)");
   q.wait_on_host(*record(q), "the copy of the collective's input to the host");
   run(host.get(), host.get() + out_at);
-  copy(q, output, host.get() + out_at, out_bytes, cudaMemcpyHostToDevice,
-       "cudaMemcpyAsync to the device (staged collective)");
+  q.copy(output, host.get() + out_at, out_bytes, "to the device (staged collective)");
 }
 
 }  // namespace ringlet::core::gpu

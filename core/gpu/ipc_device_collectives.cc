@@ -244,6 +244,11 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     }
     Rounds rounds(comm, window(comm, process_set, device), q);
     const int root_lr = rounds.local_of(root);
+    if (root_lr < 0) {
+      throw RuntimeError(ErrorKind::kInternal, rank_,
+                         "the broadcast's root, rank " + std::to_string(comm.global_rank(root)) +
+                             ", is not on this host's CUDA IPC window");
+    }
     const size_t bytes = count * dtype_size(dtype);
     auto* data = static_cast<std::byte*>(buffer);
     // The root stages each round in its half; the others copy it from there.
@@ -280,7 +285,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
     DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
-    const std::vector<size_t> at = starts(counts);
+    const std::vector<size_t> at = offsets(counts);
     const int me = comm.rank();
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLGATHER");
@@ -290,22 +295,22 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       return;
     }
     q.mark("CUDA_IPC_ALLGATHER");
-    copy(q, at_byte(output, at[me] * es), input, counts[me] * es, "this rank's own block");
+    q.copy(byte_at(output, at[me] * es), input, counts[me] * es, "this rank's own block");
     uint64_t last = 0;
     if (comm.size() > 1) {
       Rounds rounds(comm, window(comm, process_set, device), q);
       const size_t largest = *std::max_element(counts.begin(), counts.end()) * es;
       for (size_t off = 0; off < largest; off += kHalfBytes) {
         const uint64_t g = last = rounds.begin();
-        copy(q, rounds.half(rounds.me(), g), at_byte(input, off),
-             chunk(counts[me] * es, off, kHalfBytes), "into this rank's half");
+        q.copy(rounds.half(rounds.me(), g), byte_at(input, off),
+               chunk(counts[me] * es, off, kHalfBytes), "into this rank's half");
         rounds.publish(&SegmentControl::staged, g);
         for (int lr = 0; lr < rounds.size(); ++lr) {
           const int r = rounds.rank_of(lr);
           const size_t len = chunk(counts[r] * es, off, kHalfBytes);
           if (lr == rounds.me() || len == 0) continue;
           rounds.wait(lr, &SegmentControl::staged, g);
-          copy(q, at_byte(output, at[r] * es + off), rounds.half(lr, g), len, "from a peer's half");
+          q.copy(byte_at(output, at[r] * es + off), rounds.half(lr, g), len, "from a peer's half");
         }
         rounds.end(g);
       }
@@ -324,7 +329,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
     DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
-    const std::vector<size_t> at = starts(counts);
+    const std::vector<size_t> at = offsets(counts);
     const int me = comm.rank();
     if (across_hosts(comm)) {
       q.mark("STAGED_REDUCESCATTER");
@@ -357,7 +362,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         const int r = rounds.rank_of(lr);
         if (const size_t len = chunk(counts[r], off, slot)) {
           q.segment_table.push_back(
-              {const_cast<std::byte*>(at_byte(input, (at[r] + off) * es)), lr * slot, len});
+              {const_cast<std::byte*>(byte_at(input, (at[r] + off) * es)), lr * slot, len});
         }
         q.pointer_table.push_back(rounds.half(lr, g) + rounds.me() * slot * es);
       }
@@ -369,7 +374,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       rounds.publish(&SegmentControl::staged, g);
       rounds.wait_all(&SegmentControl::staged, g);
       if (const size_t len = chunk(counts[me], off, slot)) {
-        void* out = at_byte(output, off * es);
+        void* out = byte_at(output, off * es);
         q.check(kernels::cuda::reduce_many(dtype, op, out, q.pointer(0), n, len, q.stream.get()),
                 "the reduce kernel (CUDA IPC reducescatter)");
         q.finish(dtype, op, out, len, n, postscale);
@@ -389,7 +394,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
     DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
-    const std::vector<size_t> send_at = starts(send_counts), recv_at = starts(recv_counts);
+    const std::vector<size_t> send_at = offsets(send_counts), recv_at = offsets(recv_counts);
     const int me = comm.rank();
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLTOALL");
@@ -401,8 +406,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       return;
     }
     q.mark("CUDA_IPC_ALLTOALL");
-    copy(q, at_byte(output, recv_at[me] * es), at_byte(input, send_at[me] * es),
-         send_counts[me] * es, "this rank's own rows");
+    q.copy(byte_at(output, recv_at[me] * es), byte_at(input, send_at[me] * es),
+           send_counts[me] * es, "this rank's own rows");
     uint64_t last = 0;
     if (comm.size() > 1) {
       Rounds rounds(comm, window(comm, process_set, device), q);
@@ -414,8 +419,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
           const int r = rounds.rank_of(lr);
           const size_t len = chunk(send_counts[r] * es, off, slot);
           if (lr == rounds.me() || len == 0) continue;
-          copy(q, rounds.half(rounds.me(), g) + lr * slot, at_byte(input, send_at[r] * es + off),
-               len, "into this rank's half");
+          q.copy(rounds.half(rounds.me(), g) + lr * slot, byte_at(input, send_at[r] * es + off),
+                 len, "into this rank's half");
         }
         rounds.publish(&SegmentControl::staged, g);
         for (int lr = 0; lr < n; ++lr) {
@@ -423,8 +428,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
           const size_t len = chunk(recv_counts[r] * es, off, slot);
           if (lr == rounds.me() || len == 0) continue;
           rounds.wait(lr, &SegmentControl::staged, g);
-          copy(q, at_byte(output, recv_at[r] * es + off), rounds.half(lr, g) + rounds.me() * slot,
-               len, "from a peer's half");
+          q.copy(byte_at(output, recv_at[r] * es + off), rounds.half(lr, g) + rounds.me() * slot,
+                 len, "from a peer's half");
         }
         rounds.end(g);
       }
@@ -439,30 +444,6 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   static bool across_hosts(Communicator& comm) {
     return comm.size() > 1 && comm.window() == nullptr;
   }
-  // Where each rank's block starts, from their sizes.
-  static std::vector<size_t> starts(std::span<const size_t> counts) {
-    std::vector<size_t> at(counts.size() + 1, 0);
-    for (size_t r = 0; r < counts.size(); ++r) at[r + 1] = at[r] + counts[r];
-    return at;
-  }
-  // The part of `total` from `offset` that fits in `most`.
-  static size_t chunk(size_t total, size_t offset, size_t most) {
-    return offset < total ? std::min(most, total - offset) : 0;
-  }
-  static std::byte* at_byte(void* base, size_t bytes) {
-    return static_cast<std::byte*>(base) + bytes;
-  }
-  static const std::byte* at_byte(const void* base, size_t bytes) {
-    return static_cast<const std::byte*>(base) + bytes;
-  }
-  // A device-to-device copy in the stream's order (none for no bytes);
-  // `what` says which, for the error.
-  static void copy(DeviceQueue& q, void* dst, const void* src, size_t bytes, const char* what) {
-    if (bytes == 0) return;
-    q.check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, q.stream.get()),
-            ("cudaMemcpyAsync " + std::string(what)).c_str());
-  }
-
   void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Report report) {
     q.watch(
         finalizer_,

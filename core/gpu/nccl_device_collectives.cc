@@ -99,13 +99,6 @@ bool all_equal(std::span<const size_t> counts) {
   return std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end();
 }
 
-std::byte* at(void* base, size_t elements, size_t element_bytes) {
-  return static_cast<std::byte*>(base) + elements * element_bytes;
-}
-const std::byte* at(const void* base, size_t elements, size_t element_bytes) {
-  return static_cast<const std::byte*>(base) + elements * element_bytes;
-}
-
 class NcclDeviceCollectives final : public DeviceCollectives {
  public:
   explicit NcclDeviceCollectives(int rank) : rank_(rank) {}
@@ -139,16 +132,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     } else {
       // One table for both passes: the inputs' segments, then the outputs'.
       const int n = static_cast<int>(tensors.size());
-      q.segment_table.clear();
-      q.pointer_table.clear();
-      size_t extent = 0;
-      for (const DeviceSegment& t : tensors) {
-        q.segment_table.push_back({const_cast<void*>(t.input), extent, t.count});
-        extent += padded(t.count, es);
-      }
-      for (int i = 0; i < n; ++i) {
-        q.segment_table.push_back({tensors[i].output, q.segment_table[i].offset, tensors[i].count});
-      }
+      const size_t extent = q.fuse(tensors, es);
       q.fusion.reserve(extent * es, rank_, device);
       q.upload_tables();
       q.mark("MEMCPY_IN_FUSION_BUFFER");
@@ -203,8 +187,8 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       size_t offset = 0;
       for (int r = 0; r < comm.size(); ++r) {
         if (counts[r] > 0) {
-          c.nccl.check(ncclBroadcast(input, at(output, offset, es), counts[r] * es, ncclUint8, r,
-                                     c.nccl.get(), stream),
+          c.nccl.check(ncclBroadcast(input, byte_at(output, offset * es), counts[r] * es, ncclUint8,
+                                     r, c.nccl.get(), stream),
                        "ncclBroadcast (allgather)");
         }
         offset += counts[r];
@@ -245,8 +229,8 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       size_t offset = 0;
       for (int r = 0; r < comm.size(); ++r) {
         if (counts[r] > 0) {
-          c.nccl.check(ncclReduce(at(send, offset, es), output, counts[r], type, nccl_op(op), r,
-                                  c.nccl.get(), stream),
+          c.nccl.check(ncclReduce(byte_at(send, offset * es), output, counts[r], type, nccl_op(op),
+                                  r, c.nccl.get(), stream),
                        "ncclReduce (reducescatter)");
         }
         offset += counts[r];
@@ -266,27 +250,20 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     const cudaStream_t stream = c.q.stream.get();
     const size_t es = dtype_size(dtype);
     const int me = comm.rank();
-    std::vector<size_t> send_at(comm.size() + 1, 0), recv_at(comm.size() + 1, 0);
-    for (int r = 0; r < comm.size(); ++r) {
-      send_at[r + 1] = send_at[r] + send_counts[r];
-      recv_at[r + 1] = recv_at[r] + recv_counts[r];
-    }
+    const std::vector<size_t> send_at = offsets(send_counts), recv_at = offsets(recv_counts);
     // This rank's own rows are a copy on the device.
-    if (send_counts[me] > 0) {
-      c.q.check(cudaMemcpyAsync(at(output, recv_at[me], es), at(input, send_at[me], es),
-                                send_counts[me] * es, cudaMemcpyDeviceToDevice, stream),
-                "cudaMemcpyAsync of this rank's own rows");
-    }
+    c.q.copy(byte_at(output, recv_at[me] * es), byte_at(input, send_at[me] * es),
+             send_counts[me] * es, "of this rank's own rows");
     NcclGroup group(c.nccl);
     for (int r = 0; r < comm.size(); ++r) {
       if (r == me) continue;
       if (send_counts[r] > 0) {
-        c.nccl.check(ncclSend(at(input, send_at[r], es), send_counts[r] * es, ncclUint8, r,
+        c.nccl.check(ncclSend(byte_at(input, send_at[r] * es), send_counts[r] * es, ncclUint8, r,
                               c.nccl.get(), stream),
                      "ncclSend (alltoall)");
       }
       if (recv_counts[r] > 0) {
-        c.nccl.check(ncclRecv(at(output, recv_at[r], es), recv_counts[r] * es, ncclUint8, r,
+        c.nccl.check(ncclRecv(byte_at(output, recv_at[r] * es), recv_counts[r] * es, ncclUint8, r,
                               c.nccl.get(), stream),
                      "ncclRecv (alltoall)");
       }

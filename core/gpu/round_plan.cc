@@ -9,6 +9,12 @@ size_t padded(size_t elements, size_t element_bytes) {
   return (elements + per - 1) / per * per;
 }
 
+std::vector<size_t> offsets(std::span<const size_t> counts) {
+  std::vector<size_t> at(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i) at[i + 1] = at[i] + counts[i];
+  return at;
+}
+
 std::vector<size_t> fused_slots(std::span<const size_t> counts, size_t element_bytes) {
   std::vector<size_t> slot(counts.size() + 1, 0);
   for (size_t i = 0; i < counts.size(); ++i)

@@ -10,6 +10,7 @@
 // and starting on 16 bytes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -18,6 +19,15 @@ namespace ringlet::core::gpu {
 
 // Elements of `element_bytes` from `elements`, rounded up to 16 bytes.
 size_t padded(size_t elements, size_t element_bytes);
+
+// Where each of `counts` starts when they are laid end to end, and their
+// total (at.back(): one entry more than there are counts).
+std::vector<size_t> offsets(std::span<const size_t> counts);
+
+// The part of `total` from `offset` on that fits in `most` (none past it).
+inline size_t chunk(size_t total, size_t offset, size_t most) {
+  return offset < total ? std::min(most, total - offset) : 0;
+}
 
 // Where each tensor starts in the fused message (slot[i]), and its extent
 // (slot.back(): one entry more than there are tensors).

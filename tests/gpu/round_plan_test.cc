@@ -25,6 +25,16 @@ TEST(RoundPlan, SlotsStartOn16Bytes) {
   EXPECT_EQ(fused_slots(counts, 4), (std::vector<size_t>{0, 4, 4, 12, 20}));
 }
 
+TEST(RoundPlan, OffsetsAndChunks) {
+  const std::vector<size_t> counts = {3, 0, 5};
+  EXPECT_EQ(offsets(counts), (std::vector<size_t>{0, 3, 3, 8}));
+  EXPECT_EQ(offsets(std::vector<size_t>{}), (std::vector<size_t>{0}));
+  EXPECT_EQ(chunk(10, 0, 4), 4u);
+  EXPECT_EQ(chunk(10, 8, 4), 2u);
+  EXPECT_EQ(chunk(10, 10, 4), 0u);
+  EXPECT_EQ(chunk(10, 12, 4), 0u);
+}
+
 // Checks one plan against the arithmetic it must follow.
 void check_plan(const std::vector<size_t>& counts, size_t es, int ranks, size_t round_bytes) {
   const std::vector<Round> rounds = plan_rounds(counts, es, ranks, round_bytes);
