@@ -137,9 +137,10 @@ Setter seconds(std::chrono::milliseconds Config::*field) {
   };
 }
 
-// A byte count with an optional binary K/M/G suffix ("16M" = 16 MiB), > 0.
-Setter byte_size(size_t Config::*field) {
-  return [field](const std::string& value, Config& config) {
+// A byte count with an optional binary K/M/G suffix ("16M" = 16 MiB), at
+// least `min`.
+Setter byte_size(size_t Config::*field, int64_t min = 1) {
+  return [field, min](const std::string& value, Config& config) {
     std::string digits = value;
     int64_t unit = 1;
     if (!digits.empty()) {
@@ -152,7 +153,7 @@ Setter byte_size(size_t Config::*field) {
       if (unit != 1) digits.pop_back();
     }
     auto v = parse_int64(digits);
-    if (!v || *v <= 0 || *v > std::numeric_limits<int64_t>::max() / unit) return false;
+    if (!v || *v < min || *v > std::numeric_limits<int64_t>::max() / unit) return false;
     config.*field = static_cast<size_t>(*v * unit);
     return true;
   };
@@ -254,6 +255,11 @@ std::vector<EnvVar> build_table() {
                                        "a hierarchical allgather")));
   t.push_back(row("RINGLET_SHM_WINDOW_BYTES", "16M", "a byte count > 0, with optional K|M|G suffix",
                   "shared-memory window per rank", byte_size(&Config::shm_window_bytes)));
+  t.push_back(row("RINGLET_CUDA_IPC_DIRECT_BYTES", "4M",
+                  "a byte count >= 0, with optional K|M|G suffix (0: never)",
+                  "HOROVOD_GPU_OPERATIONS=RING: device tensors of at least this size are "
+                  "allreduced between the ranks' own buffers over CUDA IPC, with no staging",
+                  byte_size(&Config::cuda_ipc_direct_bytes, 0)));
   t.push_back(row("RINGLET_SPIN", "auto", "auto or an integer >= 0",
                   "polls before a waiting rank yields, then sleeps; auto = poll for up to "
                   "1 ms, or not at all when ranks outnumber cores",

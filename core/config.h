@@ -57,6 +57,7 @@ struct Config {
   bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE (1: refused)
   bool hierarchical_allgather = false;             // HOROVOD_HIERARCHICAL_ALLGATHER (1: refused)
   size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
+  size_t cuda_ipc_direct_bytes = 4 << 20;          // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
   int spin_iterations = -1;                        // RINGLET_SPIN (-1: auto)
   bool nvtx = true;                                // RINGLET_NVTX
 };

@@ -136,6 +136,11 @@ int main(int argc, char** argv) {
     Device inputs(sizeof inputs_host);
     check(cudaMemcpy(inputs.p, inputs_host, sizeof inputs_host, cudaMemcpyHostToDevice),
           "cudaMemcpy");
+    // Two ranks' allreduce between their own buffers: inputs a, b; outputs c, d.
+    void* outputs_host[2] = {c.p, d.p};
+    Device outputs(sizeof outputs_host);
+    check(cudaMemcpy(outputs.p, outputs_host, sizeof outputs_host, cudaMemcpyHostToDevice),
+          "cudaMemcpy");
 
     struct Row {
       const char* name;
@@ -176,6 +181,12 @@ int main(int argc, char** argv) {
          [&] {
            return cuda::reduce_many(DataType::kFloat32, ReduceOp::kSum, e.p,
                                     inputs.as<const void* const>(), 4, elems, stream);
+         }},
+        {"reduce_many_to_all 2 to 2", 4.0 * bytes,
+         [&] {
+           return cuda::reduce_many_to_all(DataType::kFloat32, ReduceOp::kAvg,
+                                           outputs.as<void* const>(), 2,
+                                           inputs.as<const void* const>(), 2, elems, 2, stream);
          }},
         {"scale fp32", 2.0 * bytes,
          [&] { return cuda::scale(DataType::kFloat32, b.p, elems, 0.5, stream); }},

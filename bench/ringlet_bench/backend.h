@@ -28,6 +28,10 @@ class Backend {
   // `send_buf` is the out-of-place input allocation (broadcast's root copies
   // from it when not in place).
   virtual void run(const Case& c, const OpBuffers& b, const void* send_buf) = 0;
+  // Untimed, after each run(): a backend whose output lands elsewhere (device
+  // collectives whose output the runtime allocates) moves it into b.recv
+  // when `deliver` (the op is checked), and lets go of it either way.
+  virtual void collect(const Case&, const OpBuffers&, bool /*deliver*/) {}
   virtual void barrier() = 0;
 
   // Untimed: elementwise over ranks, result on every rank.

@@ -173,7 +173,7 @@ Command parse_command_line(int argc, char** argv) {
   // refused choices included; the values are checked below instead.
 #if RINGLET_BENCH_CUDA
   app.add_option("--device", device,
-                 "cpu (default) | cuda (allreduce and broadcast of device buffers)");
+                 "cpu (default) | cuda (device buffers on this rank's GPU)");
   app.add_option("--backend", backend,
                  "ring | mpi, or a comma list (ring,mpi) to alternate under mpirun; with --device "
                  "cuda: nccl | ring (sets HOROVOD_GPU_OPERATIONS)");
@@ -201,10 +201,6 @@ Command parse_command_line(int argc, char** argv) {
     if (collective.empty()) throw CLI::RequiredError("collective");
     if (device == "cuda") {
 #if RINGLET_BENCH_CUDA
-      if (collective != "allreduce" && collective != "broadcast") {
-        throw CLI::ValidationError("--device", "cuda is not served for " + collective +
-                                                   " yet (allreduce and broadcast are)");
-      }
       if (backend != "nccl" && backend != "ring") {
         throw CLI::ValidationError("--backend", "with --device cuda, one of nccl, ring (asked: " +
                                                     backend + ")");

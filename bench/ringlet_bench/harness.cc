@@ -75,6 +75,7 @@ double timed_op(Backend& be, const Case& c, Buffers& buf, bool barrier, LocalChe
   const auto start = Clock::now();
   be.run(c, ob, send);
   const double us = elapsed_us(start);
+  be.collect(c, ob, check != nullptr);
   if (check != nullptr) {
     if (buf.device) buf.device->download(buf.recv.get(), c.layout.inplace_elems() * es);
     const CheckCount counted = check_output(c, buf.recv.get());

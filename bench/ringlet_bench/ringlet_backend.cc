@@ -67,7 +67,11 @@ class RingletBackend : public Backend {
         }
         break;
       case Collective::kAllgather:
-        ringlet::allgather(b.send, b.recv, counts_, c.dtype);
+        if (b.device >= 0) {
+          run_on_device(c, b);
+        } else {
+          ringlet::allgather(b.send, b.recv, counts_, c.dtype);
+        }
         break;
       case Collective::kBroadcast:
         if (!c.in_place && c.rank == c.root) {
@@ -85,27 +89,59 @@ class RingletBackend : public Backend {
         }
         break;
       case Collective::kReducescatter:
-        ringlet::reducescatter(b.send, b.recv, counts_, c.dtype, c.op);
+        if (b.device >= 0) {
+          run_on_device(c, b);
+        } else {
+          ringlet::reducescatter(b.send, b.recv, counts_, c.dtype, c.op);
+        }
         break;
       case Collective::kAlltoall:
-        ringlet::alltoall(b.send, counts_, b.recv, counts_, c.dtype);
+        if (b.device >= 0) {
+          run_on_device(c, b);
+        } else {
+          ringlet::alltoall(b.send, counts_, b.recv, counts_, c.dtype);
+        }
         break;
     }
   }
 
   void barrier() override { ringlet::barrier(); }
 
-  // --device cuda: one named allreduce (or in-place broadcast) of device
-  // tensors, waited for.
+  // --device cuda: one named collective of device tensors, waited for. An
+  // allreduce or broadcast writes b.recv; the others' output is memory the
+  // runtime allocated, kept until collect().
   void run_on_device(const Case& c, const OpBuffers& b) {
-    const std::vector<int64_t> shape{static_cast<int64_t>(c.layout.count)};
-    const Tensor out{b.recv, c.dtype, shape, b.device};
-    if (c.collective == Collective::kBroadcast) {
-      ringlet::synchronize(ringlet::broadcast_async("bench.device.broadcast", out, c.root));
-      return;
+    const int64_t n = size_;
+    const int64_t count = static_cast<int64_t>(c.layout.count);
+    const Tensor out{b.recv, c.dtype, {count}, b.device};
+    auto input = [&](int64_t elems) {
+      return Tensor{const_cast<void*>(b.send), c.dtype, {elems}, b.device};
+    };
+    switch (c.collective) {
+      case Collective::kAllreduce:
+        ringlet::synchronize(ringlet::allreduce_async("bench.device", input(count), out, c.op));
+        break;
+      case Collective::kBroadcast:
+        ringlet::synchronize(ringlet::broadcast_async("bench.device.broadcast", out, c.root));
+        break;
+      case Collective::kAllgather:
+        output_ = ringlet::synchronize(ringlet::allgather_async("bench.device", input(count)));
+        break;
+      case Collective::kReducescatter:
+        output_ = ringlet::synchronize(
+            ringlet::reducescatter_async("bench.device", input(count * n), c.op));
+        break;
+      case Collective::kAlltoall:
+        output_ = ringlet::synchronize(ringlet::alltoall_async("bench.device", input(count * n)));
+        break;
     }
-    const Tensor in{const_cast<void*>(b.send), c.dtype, shape, b.device};
-    ringlet::synchronize(ringlet::allreduce_async("bench.device", in, out, c.op));
+  }
+
+  void collect(const Case&, const OpBuffers& b, bool deliver) override {
+    if (deliver && output_.device_data) {
+      device_copy(b.recv, output_.device_data.get(), output_.device_bytes);
+    }
+    output_ = {};
   }
 
   // One iteration of --tensors N: tensor 0 is the harness's (so the check
@@ -160,6 +196,7 @@ class RingletBackend : public Backend {
   std::vector<std::string> names_;
   std::vector<int> order_;
   std::vector<int64_t> handles_;
+  Result output_;  // --device cuda: the last op's runtime-allocated output
   std::vector<std::unique_ptr<AlignedBuffer>> extra_;
   size_t extra_bytes_ = 0;
   std::mt19937 rng_;

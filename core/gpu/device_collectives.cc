@@ -40,8 +40,10 @@ std::shared_ptr<Event> record_ready(int rank, int device, void* stream) {
   return ready;
 }
 
-std::unique_ptr<DeviceCollectives> make_device_collectives(int rank, GpuOperations operations) {
-  if (operations == GpuOperations::kRing) return make_ipc_device_collectives(rank);
+std::unique_ptr<DeviceCollectives> make_device_collectives(int rank, const Config& config) {
+  if (config.gpu_operations == GpuOperations::kRing) {
+    return make_ipc_device_collectives(rank, config.cuda_ipc_direct_bytes);
+  }
   return make_nccl_device_collectives(rank);
 }
 

@@ -109,15 +109,17 @@ class DeviceCollectives {
                         const std::shared_ptr<Event>& ready, Report report) = 0;
 };
 
-// The device collectives of `operations` (HOROVOD_GPU_OPERATIONS); null
-// where this build has none (device_refusal says why).
-std::unique_ptr<DeviceCollectives> make_device_collectives(int rank, GpuOperations operations);
+// The device collectives that `config` names (HOROVOD_GPU_OPERATIONS), with
+// its settings; null where this build has none (device_refusal says why).
+std::unique_ptr<DeviceCollectives> make_device_collectives(int rank, const Config& config);
 
 // Behind make_device_collectives, in builds with CUDA and NCCL: NCCL's
 // (core/gpu/nccl_device_collectives.cc) and Ringlet's own over CUDA IPC
-// (core/gpu/ipc_device_collectives.cc); whether NCCL reduces `dtype`.
+// (core/gpu/ipc_device_collectives.cc), which allreduces tensors of at least
+// `direct_bytes` (0: none) between the ranks' own buffers; whether NCCL
+// reduces `dtype`.
 std::unique_ptr<DeviceCollectives> make_nccl_device_collectives(int rank);
-std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank);
+std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, size_t direct_bytes);
 bool nccl_has_type(DataType dtype);
 
 }  // namespace ringlet::core::gpu

@@ -18,6 +18,6 @@ std::string device_refusal(GpuOperations operations, runtime::CollectiveKind, Da
 
 std::shared_ptr<Event> record_ready(int, int, void*) { return nullptr; }
 
-std::unique_ptr<DeviceCollectives> make_device_collectives(int, GpuOperations) { return nullptr; }
+std::unique_ptr<DeviceCollectives> make_device_collectives(int, const Config&) { return nullptr; }
 
 }  // namespace ringlet::core::gpu

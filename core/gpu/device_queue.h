@@ -59,6 +59,8 @@ struct DeviceQueue {
     return segments.as<kernels::cuda::FusedSegment>() + i;
   }
   const void* const* pointer(size_t i) const { return pointers.as<const void*>() + i; }
+  // The same table read as outputs (reduce_many_to_all's).
+  void* const* output_pointer(size_t i) const { return pointers.as<void*>() + i; }
 
   // The tables of a fused message of `tensors` (slots on 16 bytes,
   // round_plan.h): segment i packs tensor i's input, segment n + i unpacks
@@ -96,7 +98,7 @@ struct DeviceQueue {
   Stream stream;  // declared first, destroyed last: the memory is freed in its order
   DeviceMemory fusion;
   DeviceMemory segments;  // the kernels' segment tables
-  DeviceMemory pointers;  // reduce_many's tables of inputs
+  DeviceMemory pointers;  // the reductions' tables of inputs (and outputs)
   PinnedMemory staging;   // host memory for collectives between hosts
   std::vector<kernels::cuda::FusedSegment> segment_table;
   std::vector<const void*> pointer_table;

@@ -14,6 +14,14 @@
 //       in its own half, divides for kAvg, and publishes reduced;
 //   (c) unpack: every rank copies each part from its owner's half into the
 //       tensors, with the postscale, and publishes consumed.
+// A tensor of at least RINGLET_CUDA_IPC_DIRECT_BYTES goes without the window
+// when every rank can share it (core/gpu/cuda_ipc_tensors.h) and there is no
+// pre- or postscale: in one round every rank publishes where its input and
+// output lie, then rank i reduces part i of every rank's input straight into
+// every rank's output (reduce_many_to_all). Each input is read once and each
+// output written once, the least device memory traffic an allreduce can
+// have, against the window's pack, reduce and unpack.
+//
 // The host flags are the window's (core/collectives/window_layout.h): a rank
 // publishes a flag after recording its interprocess event behind that step's
 // work, and a rank that saw the flag makes its stream wait for that event, so
@@ -23,6 +31,7 @@
 // ends on a rank's device only once every peer's stream is past its reads of
 // that rank's halves.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <utility>
 #include <vector>
@@ -30,6 +39,7 @@
 #include "core/collectives/collectives.h"
 #include "core/collectives/window_layout.h"
 #include "core/communicator.h"
+#include "core/gpu/cuda_ipc_tensors.h"
 #include "core/gpu/cuda_ipc_window.h"
 #include "core/gpu/cuda_resources.h"
 #include "core/gpu/device_collectives.h"
@@ -53,6 +63,10 @@ namespace {
 // Each rank's window is two halves of this: rounds of 32 MiB keep the host
 // steps (three per round, each a few microseconds) far below the copying.
 constexpr size_t kHalfBytes = size_t{32} << 20;
+
+// The allreduce path a round of a rank took, in its notes.
+constexpr uint64_t kWindowPath = 0x57494e444f57;  // "WINDOW"
+constexpr uint64_t kDirectPath = 0x444952454354;  // "DIRECT"
 
 // The round protocol: the window's host flags, and on the device the peers'
 // events behind each flag.
@@ -79,6 +93,29 @@ class Rounds {
   // Local rank lr's half of round g, as this process reaches it.
   std::byte* half(int lr, uint64_t g) const {
     return window_.buffer(rank_of(lr)) + (g % 2) * kHalfBytes;
+  }
+  // Local rank lr's notes of round g in the host's shared-memory window (its
+  // half g%2, which the device path leaves unused): what a rank tells its
+  // peers before it publishes staged. They start with the allreduce path
+  // the rank took (kWindowPath or kDirectPath), which every rank checks.
+  std::byte* notes(int lr, uint64_t g) const { return view_.staging(lr, g) + sizeof(uint64_t); }
+  void note_path(uint64_t g, uint64_t path) const {
+    std::memcpy(view_.staging(me(), g), &path, sizeof path);
+  }
+  // Throws unless local rank lr, seen staged in round g, took `path` too:
+  // ranks with different RINGLET_CUDA_IPC_DIRECT_BYTES would otherwise read
+  // each other's buffers as what they are not.
+  void expect_path(int lr, uint64_t g, uint64_t path) const {
+    uint64_t theirs = 0;
+    std::memcpy(&theirs, view_.staging(lr, g), sizeof theirs);
+    if (theirs == path) return;
+    auto name = [](uint64_t p) {
+      return p == kDirectPath ? "between the ranks' own buffers" : "through the CUDA IPC window";
+    };
+    throw RuntimeError(ErrorKind::kMismatch, view_.global(me()),
+                       "rank " + std::to_string(view_.global(lr)) + " allreduces a tensor " +
+                           name(theirs) + " where this rank goes " + name(path) +
+                           ": set RINGLET_CUDA_IPC_DIRECT_BYTES the same on every rank");
   }
   // This rank's work queued so far is step `which` of round g.
   void publish(PaddedFlag SegmentControl::*which, uint64_t g) {
@@ -112,6 +149,7 @@ class Rounds {
     }
   }
 
+  int global_of(int lr) const { return view_.global(lr); }
   // The communicator's rank of local rank lr.
   int rank_of(int lr) const {
     const World& w = comm_.world();
@@ -142,7 +180,7 @@ class Rounds {
 
 class IpcDeviceCollectives final : public DeviceCollectives {
  public:
-  explicit IpcDeviceCollectives(int rank) : rank_(rank) {}
+  IpcDeviceCollectives(int rank, size_t direct_bytes) : rank_(rank), direct_bytes_(direct_bytes) {}
 
   void allreduce(Communicator& comm, int32_t process_set, int device,
                  std::span<const DeviceSegment> tensors,
@@ -166,61 +204,21 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report));
       return;
     }
-    Rounds rounds(comm, window(comm, process_set, device), q);
-    const int n = rounds.size();
-    const int me = rounds.me();
+    IpcSet& set = ipc_set(comm, process_set, device);
+    Rounds rounds(comm, *set.window, q);
+    set.tensors.next_collective();
     const size_t es = dtype_size(dtype);
-    std::vector<size_t> counts;
-    for (const DeviceSegment& t : tensors) counts.push_back(t.count);
-    // The pieces of a round as kernel segments: from the inputs (pack) or to
-    // the outputs (unpack).
-    auto add_segments = [&](const std::vector<Piece>& pieces, bool inputs) {
-      for (const Piece& x : pieces) {
-        const DeviceSegment& t = tensors[x.tensor];
-        void* tensor = inputs ? const_cast<void*>(t.input) : t.output;
-        q.segment_table.push_back(
-            {static_cast<std::byte*>(tensor) + x.tensor_offset * es, x.round_offset, x.count});
-      }
-      return static_cast<int>(pieces.size());
-    };
-
+    const bool direct = direct_bytes_ > 0 && prescale == 1.0 && postscale == 1.0;
+    std::vector<DeviceSegment> staged;
     uint64_t last = 0;
-    for (const Round& r : plan_rounds(counts, es, n, kHalfBytes)) {
-      const uint64_t g = last = rounds.begin();
-      // This round's tables: the pack segments, then the unpack segments of
-      // each part, and the inputs of this rank's reduction.
-      q.segment_table.clear();
-      q.pointer_table.clear();
-      const int packed = add_segments(r.pieces, true);
-      std::vector<int> first(n + 1, packed);
-      for (int p = 0; p < n; ++p) first[p + 1] = first[p] + add_segments(r.part_pieces(p), false);
-      const size_t my_lo = r.part_begin(me);
-      const size_t my_len = r.part_length(me);
-      for (int lr = 0; lr < n; ++lr) q.pointer_table.push_back(rounds.half(lr, g) + my_lo * es);
-      q.upload_tables();
-
-      std::byte* mine = rounds.half(me, g);
-      q.check(
-          kernels::cuda::pack(dtype, mine, q.segment(0), packed, r.count, prescale, q.stream.get()),
-          "the pack kernel (CUDA IPC allreduce)");
-      rounds.publish(&SegmentControl::staged, g);
-      rounds.wait_all(&SegmentControl::staged, g);
-      q.check(kernels::cuda::reduce_many(dtype, op, mine + my_lo * es, q.pointer(0), n, my_len,
-                                         q.stream.get()),
-              "the reduce kernel (CUDA IPC allreduce)");
-      if (op == ReduceOp::kAvg) {
-        q.check(kernels::cuda::finish_average(dtype, mine + my_lo * es, my_len, comm.size(),
-                                              q.stream.get()),
-                "the average kernel");
+    for (const DeviceSegment& t : tensors) {
+      if (!direct || t.count * es < direct_bytes_ ||
+          !direct_allreduce(rounds, set.tensors, q, t, dtype, op, comm.size(), last)) {
+        staged.push_back(t);
       }
-      rounds.publish(&SegmentControl::reduced, g);
-      rounds.wait_all(&SegmentControl::reduced, g);
-      for (int p = 0; p < n; ++p) {
-        q.check(kernels::cuda::unpack(dtype, rounds.half(p, g), q.segment(first[p]),
-                                      first[p + 1] - first[p], r.count, postscale, q.stream.get()),
-                "the unpack kernel (CUDA IPC allreduce)");
-      }
-      rounds.end(g);
+    }
+    if (!staged.empty()) {
+      window_allreduce(rounds, q, staged, dtype, op, comm.size(), prescale, postscale, last);
     }
     if (last > 0) rounds.drain(last);
     watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report));
@@ -242,7 +240,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(report));
       return;
     }
-    Rounds rounds(comm, window(comm, process_set, device), q);
+    Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
     const int root_lr = rounds.local_of(root);
     if (root_lr < 0) {
       throw RuntimeError(ErrorKind::kInternal, rank_,
@@ -298,7 +296,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     q.copy(byte_at(output, at[me] * es), input, counts[me] * es, "this rank's own block");
     uint64_t last = 0;
     if (comm.size() > 1) {
-      Rounds rounds(comm, window(comm, process_set, device), q);
+      Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
       const size_t largest = *std::max_element(counts.begin(), counts.end()) * es;
       for (size_t off = 0; off < largest; off += kHalfBytes) {
         const uint64_t g = last = rounds.begin();
@@ -349,7 +347,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the reducescatter over CUDA IPC", std::move(report));
       return;
     }
-    Rounds rounds(comm, window(comm, process_set, device), q);
+    Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
     const int n = rounds.size();
     const size_t slot = kHalfBytes / es / n / padded(1, es) * padded(1, es);  // elements
     const size_t largest = *std::max_element(counts.begin(), counts.end());
@@ -410,7 +408,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
            send_counts[me] * es, "this rank's own rows");
     uint64_t last = 0;
     if (comm.size() > 1) {
-      Rounds rounds(comm, window(comm, process_set, device), q);
+      Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
       const int n = rounds.size();
       const size_t slot = kHalfBytes / n / 16 * 16;  // bytes
       for (size_t off = 0; off < largest * es; off += slot) {
@@ -439,6 +437,137 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   }
 
  private:
+  // Where a rank's input and output of a direct allreduce lie.
+  struct DirectNotes {
+    SharedTensor input;
+    SharedTensor output;
+  };
+  static_assert(sizeof(uint64_t) + sizeof(DirectNotes) <= 4096,
+                "the notes fit in the smallest window half");
+
+  // Allreduces `t` between the ranks' own buffers in one round: rank i
+  // reduces part i of every input into every output. Returns false, having
+  // queued nothing, when some rank cannot share its tensors; the caller then
+  // stages them through the window.
+  bool direct_allreduce(Rounds& rounds, PeerTensors& peers, DeviceQueue& q, const DeviceSegment& t,
+                        DataType dtype, ReduceOp op, int contributors, uint64_t& last) {
+    const int n = rounds.size();
+    const int me = rounds.me();
+    const uint64_t g = last = rounds.begin();
+    const DirectNotes mine{share(t.input), share(t.output)};
+    rounds.note_path(g, kDirectPath);
+    std::memcpy(rounds.notes(me, g), &mine, sizeof mine);
+    // Staged here means: these notes are written, and (through the event)
+    // the input is ready and the output free to write on this device.
+    rounds.publish(&SegmentControl::staged, g);
+    std::vector<DirectNotes> all(n);
+    bool shareable = true;
+    for (int lr = 0; lr < n; ++lr) {
+      if (lr == me) {
+        all[lr] = mine;
+      } else {
+        rounds.wait(lr, &SegmentControl::staged, g);
+        rounds.expect_path(lr, g, kDirectPath);
+        std::memcpy(&all[lr], rounds.notes(lr, g), sizeof(DirectNotes));
+      }
+      shareable = shareable && all[lr].input.shareable != 0 && all[lr].output.shareable != 0;
+    }
+    if (!shareable) {  // every rank read the same notes, so all stage it
+      rounds.end(g);
+      return false;
+    }
+    const size_t es = dtype_size(dtype);
+    const TensorPart part = tensor_part(t.count, es, n, me);
+    std::vector<std::byte*> inputs(n), outputs(n);
+    for (int lr = 0; lr < n; ++lr) {
+      if (lr == me) {
+        inputs[lr] = static_cast<std::byte*>(const_cast<void*>(t.input));
+        outputs[lr] = static_cast<std::byte*>(t.output);
+      } else {
+        const int peer = rounds.global_of(lr);
+        inputs[lr] = peers.open(peer, all[lr].input, q);
+        outputs[lr] = peers.open(peer, all[lr].output, q);
+      }
+    }
+    q.segment_table.clear();
+    q.pointer_table.clear();
+    for (std::byte* p : inputs) q.pointer_table.push_back(p + part.begin * es);
+    for (std::byte* p : outputs) q.pointer_table.push_back(p + part.begin * es);
+    q.upload_tables();
+    q.check(kernels::cuda::reduce_many_to_all(dtype, op, q.output_pointer(n), n, q.pointer(0), n,
+                                              part.length, contributors, q.stream.get()),
+            "the reduce kernel (CUDA IPC direct allreduce)");
+    rounds.publish(&SegmentControl::reduced, g);
+    // Every part of this rank's output is written once every peer reduced.
+    rounds.wait_all(&SegmentControl::reduced, g);
+    rounds.end(g);
+    return true;
+  }
+
+  // The fused tensors through the window, a round of up to a half at a time.
+  void window_allreduce(Rounds& rounds, DeviceQueue& q, std::span<const DeviceSegment> tensors,
+                        DataType dtype, ReduceOp op, int contributors, double prescale,
+                        double postscale, uint64_t& last) {
+    const int n = rounds.size();
+    const int me = rounds.me();
+    const size_t es = dtype_size(dtype);
+    std::vector<size_t> counts;
+    for (const DeviceSegment& t : tensors) counts.push_back(t.count);
+    // The pieces of a round as kernel segments: from the inputs (pack) or to
+    // the outputs (unpack).
+    auto add_segments = [&](const std::vector<Piece>& pieces, bool inputs) {
+      for (const Piece& x : pieces) {
+        const DeviceSegment& t = tensors[x.tensor];
+        void* tensor = inputs ? const_cast<void*>(t.input) : t.output;
+        q.segment_table.push_back(
+            {static_cast<std::byte*>(tensor) + x.tensor_offset * es, x.round_offset, x.count});
+      }
+      return static_cast<int>(pieces.size());
+    };
+
+    for (const Round& r : plan_rounds(counts, es, n, kHalfBytes)) {
+      const uint64_t g = last = rounds.begin();
+      // This round's tables: the pack segments, then the unpack segments of
+      // each part, and the inputs of this rank's reduction.
+      q.segment_table.clear();
+      q.pointer_table.clear();
+      const int packed = add_segments(r.pieces, true);
+      std::vector<int> first(n + 1, packed);
+      for (int p = 0; p < n; ++p) first[p + 1] = first[p] + add_segments(r.part_pieces(p), false);
+      const size_t my_lo = r.part_begin(me);
+      const size_t my_len = r.part_length(me);
+      for (int lr = 0; lr < n; ++lr) q.pointer_table.push_back(rounds.half(lr, g) + my_lo * es);
+      q.upload_tables();
+
+      std::byte* mine = rounds.half(me, g);
+      q.check(
+          kernels::cuda::pack(dtype, mine, q.segment(0), packed, r.count, prescale, q.stream.get()),
+          "the pack kernel (CUDA IPC allreduce)");
+      rounds.note_path(g, kWindowPath);
+      rounds.publish(&SegmentControl::staged, g);
+      rounds.wait_all(&SegmentControl::staged, g);
+      for (int lr = 0; lr < n; ++lr) {
+        if (lr != me) rounds.expect_path(lr, g, kWindowPath);
+      }
+      q.check(kernels::cuda::reduce_many(dtype, op, mine + my_lo * es, q.pointer(0), n, my_len,
+                                         q.stream.get()),
+              "the reduce kernel (CUDA IPC allreduce)");
+      if (op == ReduceOp::kAvg) {
+        q.check(kernels::cuda::finish_average(dtype, mine + my_lo * es, my_len, contributors,
+                                              q.stream.get()),
+                "the average kernel");
+      }
+      rounds.publish(&SegmentControl::reduced, g);
+      rounds.wait_all(&SegmentControl::reduced, g);
+      for (int p = 0; p < n; ++p) {
+        q.check(kernels::cuda::unpack(dtype, rounds.half(p, g), q.segment(first[p]),
+                                      first[p + 1] - first[p], r.count, postscale, q.stream.get()),
+                "the unpack kernel (CUDA IPC allreduce)");
+      }
+      rounds.end(g);
+    }
+  }
+
   // Ranks on several hosts reach each other through host memory; within a
   // host, through the CUDA IPC window.
   static bool across_hosts(Communicator& comm) {
@@ -453,24 +582,31 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         std::move(report.phase), std::move(report.done));
   }
 
-  CudaIpcWindow& window(Communicator& comm, int32_t process_set, int device) {
+  // What the ranks of a process set on one device share: the window, and
+  // the allocations of the peers' tensors this rank opened.
+  struct IpcSet {
+    IpcSet(Communicator& comm, int device, const std::string& key, int rank)
+        : window(std::make_unique<CudaIpcWindow>(comm, device, 2 * kHalfBytes, key, rank)),
+          tensors(rank, device) {}
+    std::unique_ptr<CudaIpcWindow> window;
+    PeerTensors tensors;
+  };
+
+  IpcSet& ipc_set(Communicator& comm, int32_t process_set, int device) {
     if (comm.window() == nullptr) {
       throw RuntimeError(ErrorKind::kInternal, rank_,
                          "the CUDA IPC window of process set " + std::to_string(process_set) +
                              " was asked for, but its ranks span hosts");
     }
     const auto key = std::make_pair(process_set, device);
-    auto it = windows_.find(key);
-    if (it == windows_.end()) {
+    auto it = sets_.find(key);
+    if (it == sets_.end()) {
       // Every member makes the set's windows in the same order (the order of
       // the set's responses), so the set's count names the same one on every
       // member.
       const std::string store_key = "ringlet/cuda-ipc/set" + std::to_string(process_set) + "/" +
                                     std::to_string(created_[process_set]++);
-      it = windows_
-               .emplace(key, std::make_unique<CudaIpcWindow>(comm, device, 2 * kHalfBytes,
-                                                             store_key, rank_))
-               .first;
+      it = sets_.emplace(key, std::make_unique<IpcSet>(comm, device, store_key, rank_)).first;
     }
     return *it->second;
   }
@@ -478,7 +614,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   const int rank_;
   std::map<int32_t, int> created_;  // windows made, per process set
   DeviceQueues queues_{rank_};
-  std::map<std::pair<int32_t, int>, std::unique_ptr<CudaIpcWindow>> windows_;
+  const size_t direct_bytes_;  // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
+  std::map<std::pair<int32_t, int>, std::unique_ptr<IpcSet>> sets_;
   // Destroyed first: it waits for every watched collective to end, before
   // the windows and streams they use go.
   Finalizer finalizer_;
@@ -486,8 +623,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
 
 }  // namespace
 
-std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank) {
-  return std::make_unique<IpcDeviceCollectives>(rank);
+std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, size_t direct_bytes) {
+  return std::make_unique<IpcDeviceCollectives>(rank, direct_bytes);
 }
 
 }  // namespace ringlet::core::gpu

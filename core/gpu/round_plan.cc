@@ -22,6 +22,12 @@ std::vector<size_t> fused_slots(std::span<const size_t> counts, size_t element_b
   return slot;
 }
 
+TensorPart tensor_part(size_t count, size_t element_bytes, int ranks, int p) {
+  const size_t part = padded((count + ranks - 1) / ranks, element_bytes);
+  const size_t begin = std::min(count, static_cast<size_t>(p) * part);
+  return {begin, std::min(count, begin + part) - begin};
+}
+
 size_t Round::part_begin(int p) const { return std::min(count, static_cast<size_t>(p) * part); }
 
 size_t Round::part_length(int p) const {

@@ -56,6 +56,15 @@ struct Round {
   std::vector<Piece> part_pieces(int p) const;
 };
 
+// One tensor of `count` elements cut into `ranks` parts that each start on
+// 16 bytes from the tensor's start: part p is [begin, begin + length), the
+// last ones shorter or empty; no part reaches past the tensor.
+struct TensorPart {
+  size_t begin;
+  size_t length;
+};
+TensorPart tensor_part(size_t count, size_t element_bytes, int ranks, int p);
+
 // The rounds of a fused message of tensors of `counts` elements, with
 // `ranks` parts per round and at most `round_bytes` per round.
 std::vector<Round> plan_rounds(std::span<const size_t> counts, size_t element_bytes, int ranks,

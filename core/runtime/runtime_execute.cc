@@ -460,7 +460,7 @@ void Runtime::report_device_failure(const common::Failure& failure) {
 
 gpu::DeviceCollectives& Runtime::device_collectives() {
   if (!device_collectives_) {
-    device_collectives_ = gpu::make_device_collectives(rank_, gpu_operations_);
+    device_collectives_ = gpu::make_device_collectives(rank_, comm_->config());
     // Submission refuses device tensors where nothing serves them.
     if (!device_collectives_) {
       throw RuntimeError(ErrorKind::kInternal, rank_,

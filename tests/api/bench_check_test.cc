@@ -167,7 +167,7 @@ TEST(CommandLine, HelpOffersOnlyWhatIsServed) {
     EXPECT_EQ(choices.find(r), std::string::npos) << r << " is offered in\n" << p.out;
   }
   if (RINGLET_BENCH_CUDA) {
-    EXPECT_NE(p.out.find("cuda (allreduce and broadcast of device buffers)"), std::string::npos) << p.out;
+    EXPECT_NE(p.out.find("cuda (device buffers on this rank's GPU)"), std::string::npos) << p.out;
   }
   for (const char* offered : {"--device", "--backend", "--transport", "--per-op-barrier", "p50", "p90", "p99"}) {
     EXPECT_NE(p.out.find(offered), std::string::npos) << offered << " is missing from\n" << p.out;
@@ -181,8 +181,8 @@ TEST(CommandLine, RefusedChoicesSayWhyAndWhatIsAccepted) {
   };
   const Refusal refusals[] = {
       RINGLET_BENCH_CUDA
-          ? Refusal{{"allgather", "--device", "cuda", "--backend", "nccl"},
-                    {"--device", "cuda is not served for allgather yet (allreduce and broadcast are)"}}
+          ? Refusal{{"allgather", "--device", "cuda", "--backend", "mpi"},
+                    {"--backend", "with --device cuda, one of nccl, ring (asked: mpi)"}}
           : Refusal{{"allreduce", "--device", "cuda"},
                     {"--device", "cuda is not served by this build", "accepted: cpu"}},
       {{"allreduce", "--backend", "nccl"}, {"--backend", "nccl needs --device cuda", "accepted: ring, mpi"}},

@@ -42,6 +42,7 @@ TEST(Config, DefaultsMatchHorovod) {
   EXPECT_FALSE(c.hierarchical_allreduce);
   EXPECT_FALSE(c.hierarchical_allgather);
   EXPECT_EQ(c.shm_window_bytes, size_t{16} << 20);
+  EXPECT_EQ(c.cuda_ipc_direct_bytes, size_t{4} << 20);
   EXPECT_EQ(c.spin_iterations, -1);  // auto: decided from the placement at create
   EXPECT_TRUE(c.nvtx);
 }
@@ -55,13 +56,14 @@ TEST(Config, TableHasEveryVariableOnceAndItsDefaultParses) {
       EXPECT_NO_THROW(var.parse(var.default_value, c)) << var.name;
     }
   }
-  EXPECT_EQ(names.size(), 23u);
+  EXPECT_EQ(names.size(), 24u);
   // Parsing every default gives the default Config.
   Env env;
   for (const EnvVar& var : env_table()) env[var.name] = var.default_value;
   const Config c = load(env);
   EXPECT_EQ(c.fusion_threshold, Config{}.fusion_threshold);
   EXPECT_EQ(c.shm_window_bytes, Config{}.shm_window_bytes);
+  EXPECT_EQ(c.cuda_ipc_direct_bytes, Config{}.cuda_ipc_direct_bytes);
   EXPECT_EQ(c.nvtx, Config{}.nvtx);
 }
 
@@ -114,6 +116,10 @@ TEST(Config, MoreValidForms) {
   EXPECT_EQ(load({{"RINGLET_SHM_WINDOW_BYTES", "2g"}}).shm_window_bytes, size_t{2} << 30);
   EXPECT_EQ(load({{"RINGLET_SHM_WINDOW_BYTES", "4096"}}).shm_window_bytes, 4096u);
   EXPECT_EQ(load({{"RINGLET_SHM_WINDOW_BYTES", "3M"}}).shm_window_bytes, size_t{3} << 20);
+  EXPECT_EQ(load({{"RINGLET_CUDA_IPC_DIRECT_BYTES", "0"}}).cuda_ipc_direct_bytes, 0u);
+  EXPECT_EQ(load({{"RINGLET_CUDA_IPC_DIRECT_BYTES", "1"}}).cuda_ipc_direct_bytes, 1u);
+  EXPECT_EQ(load({{"RINGLET_CUDA_IPC_DIRECT_BYTES", "64m"}}).cuda_ipc_direct_bytes,
+            size_t{64} << 20);
   EXPECT_EQ(load({{"HOROVOD_CPU_OPERATIONS", "Ring"}}).cpu_operations, CpuOperations::kRing);
   EXPECT_EQ(load({{"HOROVOD_GPU_OPERATIONS", "mpi"}}).gpu_operations, GpuOperations::kMpi);
   EXPECT_EQ(load({{"RINGLET_TRANSPORT", "shm"}}).transport, TransportKind::kShm);
@@ -186,6 +192,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "16T", "K|M|G"},
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "M", "K|M|G"},
         BadValue{"RINGLET_SHM_WINDOW_BYTES", "99999999999G", "K|M|G"},
+        BadValue{"RINGLET_CUDA_IPC_DIRECT_BYTES", "-1", "byte count >= 0"},
+        BadValue{"RINGLET_CUDA_IPC_DIRECT_BYTES", "4MB", "K|M|G"},
         BadValue{"RINGLET_SPIN", "-3", "integer >= 0"},
         BadValue{"RINGLET_NVTX", "on", "0|1|true|false"}));
 

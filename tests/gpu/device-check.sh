@@ -14,7 +14,8 @@
 # tensors through the public API, ringlet.torch and ringlet-bench (NCCL, one
 # rank: NCCL runs one rank per device and the machine has one), runs Ringlet's
 # own direct algorithm over CUDA IPC (HOROVOD_GPU_OPERATIONS=RING) with 2 and 4
-# ranks sharing the GPU, trains pytorch_mnist.py on CUDA with 1 rank (NCCL)
+# ranks sharing the GPU, through the window and between the ranks' own
+# buffers (RINGLET_CUDA_IPC_DIRECT_BYTES 0, 4M and 1), trains pytorch_mnist.py on CUDA with 1 rank (NCCL)
 # and 2 ranks (RING), and prints one summary table. A target that fails to build fails its row, and the
 # steps that need it are skipped; the others still run. The summary, the
 # bandwidth table and an archive of every log (logs.tar.gz) go to $OUT when
@@ -188,7 +189,8 @@ check_torch() {
   export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
   torch_collectives "ringlet.torch on CUDA (NCCL)" 1 NCCL torch_cuda
   torch_collectives "ringlet.torch np2 RING" 2 RING torch_cuda_ring2
-  torch_collectives "ringlet.torch np4 RING" 4 RING torch_cuda_ring4
+  RINGLET_CUDA_IPC_DIRECT_BYTES=1 torch_collectives "ringlet.torch np4 RING direct" 4 RING \
+    torch_cuda_ring4_direct
   mnist "pytorch_mnist.py on CUDA" 1 NCCL pytorch_mnist
   mnist "pytorch_mnist.py np2 RING" 2 RING pytorch_mnist_ring
 }
@@ -232,10 +234,12 @@ check_bandwidth() {
 # --- GPU collectives through ringlet-bench --------------------------------------
 # Each runs with checking on; a collective this version refuses by name is
 # reported as not served, anything else that fails is a failure.
-collective() {  # NAME NP BACKEND COLLECTIVE
+collective() {  # NAME NP BACKEND COLLECTIVE [DIRECT_BYTES]
   local name="$1" np="$2" backend="$3" coll="$4" log="$out/bench-$1.log"
+  local direct="${5:-}"
   skip_unless_built "$name" ringletrun ringlet-bench || return
-  timeout 300 "$build/bin/ringletrun" -np "$np" "$build/bin/ringlet-bench" "$coll" --device cuda \
+  RINGLET_CUDA_IPC_DIRECT_BYTES="${direct:-4M}" timeout 300 "$build/bin/ringletrun" -np "$np" \
+    "$build/bin/ringlet-bench" "$coll" --device cuda \
     --backend "$backend" -b 1K -e 256M -f 4 -c 1 -n 20 -w 5 >"$log" 2>&1
   local status=$?
   if grep -q "not served" "$log"; then
@@ -253,17 +257,17 @@ collective() {  # NAME NP BACKEND COLLECTIVE
 # The 256 MiB allreduce of 2 ranks on the GPU (RING) against the least device
 # memory traffic any allreduce needs: each rank's input read once and output
 # written once, 2 x 2 x 256 MiB, at the cudaMemcpy bandwidth of this run
-# (which counts bytes read plus written). The target is 70%.
-hbm_bound() {
-  local copy us
+# (which counts bytes read plus written). The target is 70%; the row of the
+# staged path (through the window) stands beside it.
+hbm_bound() {  # NAME BENCH_LOG
+  local name="$1" log="$out/bench-$2.log" copy us
   copy=$(awk '$1 == "cudaMemcpy" && $3 == 256 {print $5; exit}' "$out/bandwidth.txt" 2>/dev/null)
-  us=$(sed 's/^\[[0-9]*\]<stdout>://' "$out/bench-ring-allreduce-np2.log" 2>/dev/null |
-       awk '$1 == 268435456 {print $6; exit}')
+  us=$(sed 's/^\[[0-9]*\]<stdout>://' "$log" 2>/dev/null | awk '$1 == 268435456 {print $6; exit}')
   if [ -z "$copy" ] || [ -z "$us" ]; then
-    row "RING 256 MiB np2 vs HBM" SKIP "no copy bandwidth or no 256 MiB row to compare"
+    row "$name" SKIP "no copy bandwidth or no 256 MiB row to compare"
     return
   fi
-  row "RING 256 MiB np2 vs HBM" INFO "$(awk -v c="$copy" -v t="$us" 'BEGIN {
+  row "$name" INFO "$(awk -v c="$copy" -v t="$us" 'BEGIN {
     bound = 4 * 268435456 / (c * 1e9) * 1e6
     printf "%.0f us against a bound of %.0f us at %.0f GB/s: %.0f%% (target 70%%)", t, bound, c,
       100 * bound / t }')"
@@ -279,10 +283,17 @@ if built ringletrun; then
 fi
 collective nccl-allreduce-np1 1 nccl allreduce
 collective nccl-broadcast-np1 1 nccl broadcast
+collective nccl-allgather-np1 1 nccl allgather
 collective ring-allreduce-np2 2 ring allreduce
+collective ring-allreduce-np2-staged 2 ring allreduce 0
 collective ring-broadcast-np2 2 ring broadcast
+collective ring-allgather-np2 2 ring allgather
+collective ring-reducescatter-np2 2 ring reducescatter
+collective ring-alltoall-np2 2 ring alltoall
 collective ring-allreduce-np4 4 ring allreduce
 collective ring-broadcast-np4 4 ring broadcast
-hbm_bound
+collective ring-allgather-np4 4 ring allgather
+hbm_bound "RING 256 MiB np2 vs HBM" ring-allreduce-np2
+hbm_bound "RING 256 MiB np2 staged vs HBM" ring-allreduce-np2-staged
 
 finish $failed

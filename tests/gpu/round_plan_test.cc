@@ -35,6 +35,33 @@ TEST(RoundPlan, OffsetsAndChunks) {
   EXPECT_EQ(chunk(10, 12, 4), 0u);
 }
 
+// The direct allreduce's parts of one tensor: in order, each element in
+// exactly one, each non-empty part starting on 16 bytes, none past the end.
+TEST(RoundPlan, TensorPartsCoverTheTensorOnce) {
+  for (size_t es : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
+    for (int ranks : {1, 2, 3, 4, 8}) {
+      for (size_t count :
+           {size_t{0}, size_t{1}, size_t{5}, size_t{17}, size_t{4096}, size_t{1000003}}) {
+        SCOPED_TRACE("es " + std::to_string(es) + " ranks " + std::to_string(ranks) + " count " +
+                     std::to_string(count));
+        size_t next = 0;
+        for (int p = 0; p < ranks; ++p) {
+          const TensorPart part = tensor_part(count, es, ranks, p);
+          EXPECT_EQ(part.begin, next);
+          if (part.length > 0) {
+            EXPECT_EQ(part.begin * es % 16, 0u);
+          }
+          next = part.begin + part.length;
+          EXPECT_LE(next, count);
+        }
+        EXPECT_EQ(next, count);
+      }
+    }
+  }
+  EXPECT_EQ(tensor_part(10, 4, 2, 0).length, 8u);  // parts of whole 16-byte units
+  EXPECT_EQ(tensor_part(10, 4, 2, 1).length, 2u);
+}
+
 // Checks one plan against the arithmetic it must follow.
 void check_plan(const std::vector<size_t>& counts, size_t es, int ranks, size_t round_bytes) {
   const std::vector<Round> rounds = plan_rounds(counts, es, ranks, round_bytes);

@@ -35,6 +35,17 @@ def main():
     check(hvd.allreduce(ints, op=hvd.Average, name="ints"),
           torch.full((1001,), (n + 1), dtype=torch.int32), "int32 average")
 
+    # Views into one larger allocation, off its start and off 16 bytes, in
+    # place, a few steps on the same allocation (with
+    # RINGLET_CUDA_IPC_DIRECT_BYTES small: read and written in the peers'
+    # own memory, the allocation opened once).
+    big = torch.zeros(3 << 20, device="cuda")
+    for step in range(3):
+        view = big[1001 + step:1001 + step + (1 << 20)]
+        view.copy_(base + r + step)
+        hvd.allreduce_(view, op=hvd.Average, name=f"view{step}")
+        check(view, base + float(ranks.mean()) + step, "allreduce_ of a view")
+
     b = torch.full((4099,), float(r), device="cuda")
     hvd.broadcast_(b, root_rank=n - 1, name="bcast")
     check(b, torch.full((4099,), float(n - 1)), "broadcast_")

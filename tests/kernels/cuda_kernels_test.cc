@@ -156,6 +156,64 @@ TEST_F(CudaKernelsTest, ReduceManyMatchesReference) {
   }
 }
 
+// An allreduce's slice between ranks' own buffers: three inputs, written to
+// three outputs, the second in place on its input, the third shifted off
+// alignment in some cases; kAvg divided by the contributors.
+TEST_F(CudaKernelsTest, ReduceManyToAllMatchesReference) {
+  const std::vector<size_t> out_shifts[] = {{0, 0, 0}, {0, 0, 1}};
+  for (DataType dtype : kAllDtypes) {
+    for (ReduceOp op : kAllOps) {
+      for (const auto& out_shift : out_shifts) {
+        const size_t n = 70001, k = 3, elem = dtype_size(dtype), bytes = n * elem;
+        const int ranks = static_cast<int>(k);
+        std::vector<std::vector<unsigned char>> host(k, std::vector<unsigned char>(bytes));
+        std::vector<const void*> host_ptrs;
+        std::vector<DeviceBuffer> dev;
+        dev.reserve(2 * k);
+        std::vector<const void*> inputs;
+        std::vector<void*> outputs;
+        for (size_t j = 0; j < k; ++j) {
+          fill_random(dtype, host[j].data(), n, rng_);
+          host_ptrs.push_back(host[j].data());
+          dev.emplace_back(bytes + 64);
+          RINGLET_ASSERT_CUDA(
+              cudaMemcpy(dev.back().get(), host[j].data(), bytes, cudaMemcpyHostToDevice));
+          inputs.push_back(dev.back().get());
+        }
+        for (size_t j = 0; j < k; ++j) {
+          if (j == 1) {
+            outputs.push_back(const_cast<void*>(inputs[1]));
+            continue;
+          }
+          dev.emplace_back(bytes + 64);
+          outputs.push_back(dev.back().at(out_shift[j] * elem));
+        }
+        std::vector<unsigned char> sum(bytes), expected(bytes), gpu_out(bytes);
+        ref_reduce_many(dtype, op, sum.data(), host_ptrs, n);
+        if (op == ReduceOp::kAvg) {
+          ref_finish_average(dtype, expected.data(), sum.data(), n, ranks);
+        } else {
+          expected = sum;
+        }
+        DeviceBuffer in_table(k * sizeof(void*)), out_table(k * sizeof(void*));
+        RINGLET_ASSERT_CUDA(in_table.upload(inputs.data()));
+        RINGLET_ASSERT_CUDA(out_table.upload(outputs.data()));
+        RINGLET_ASSERT_CUDA(cuda::reduce_many_to_all(
+            dtype, op, static_cast<void* const*>(out_table.get()), ranks,
+            static_cast<const void* const*>(in_table.get()), ranks, n, ranks, stream_));
+        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+        for (size_t j = 0; j < k; ++j) {
+          RINGLET_ASSERT_CUDA(
+              cudaMemcpy(gpu_out.data(), outputs[j], bytes, cudaMemcpyDeviceToHost));
+          EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
+              << to_string(dtype) << " " << to_string(op) << " output " << j << " shift "
+              << out_shift[j];
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CudaKernelsTest, ScaleAndAverageMatchReference) {
   for (DataType dtype : kAllDtypes) {
     for (size_t shift : {size_t{0}, size_t{1}}) {

@@ -33,6 +33,16 @@ cudaError_t reduce(DataType dtype, ReduceOp op, void* out, const void* a, const 
 cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* const* inputs,
                         int num_inputs, size_t count, cudaStream_t stream);
 
+// reduce_many written to each of `num_outputs` outputs (a device array of
+// device pointers, each of which may alias an input exactly), and for kAvg
+// divided by `contributors` as finish_average divides, on the rounded sum,
+// so that the result is reduce_many's then finish_average's bit for bit. A
+// slice of an allreduce that reads every rank's input once and writes every
+// rank's output once.
+cudaError_t reduce_many_to_all(DataType dtype, ReduceOp op, void* const* outputs, int num_outputs,
+                               const void* const* inputs, int num_inputs, size_t count,
+                               int contributors, cudaStream_t stream);
+
 // buf[i] *= factor (integers: nearest, ties to even, saturating).
 cudaError_t scale(DataType dtype, void* buf, size_t count, double factor, cudaStream_t stream);
 
