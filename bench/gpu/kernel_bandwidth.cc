@@ -186,7 +186,8 @@ int main(int argc, char** argv) {
          [&] {
            return cuda::reduce_many_to_all(DataType::kFloat32, ReduceOp::kAvg,
                                            outputs.as<void* const>(), 2,
-                                           inputs.as<const void* const>(), 2, elems, 2, stream);
+                                           inputs.as<const void* const>(), 2, elems, 2, 1.0, 1.0,
+                                           stream);
          }},
         {"scale fp32", 2.0 * bytes,
          [&] { return cuda::scale(DataType::kFloat32, b.p, elems, 0.5, stream); }},

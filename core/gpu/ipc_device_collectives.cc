@@ -15,10 +15,9 @@
 //   (c) unpack: every rank copies each part from its owner's half into the
 //       tensors, with the postscale, and publishes consumed.
 // A tensor of at least RINGLET_CUDA_IPC_DIRECT_BYTES goes without the window
-// when every rank can share it (core/gpu/cuda_ipc_tensors.h) and there is no
-// pre- or postscale: in one round every rank publishes where its input and
+// when every rank can share it (core/gpu/cuda_ipc_tensors.h): in one round every rank publishes where its input and
 // output lie, then rank i reduces part i of every rank's input straight into
-// every rank's output (reduce_many_to_all). Each input is read once and each
+// every rank's output (reduce_many_to_all, with the scales). Each input is read once and each
 // output written once, the least device memory traffic an allreduce can
 // have, against the window's pack, reduce and unpack.
 //
@@ -208,12 +207,12 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     Rounds rounds(comm, *set.window, q);
     set.tensors.next_collective();
     const size_t es = dtype_size(dtype);
-    const bool direct = direct_bytes_ > 0 && prescale == 1.0 && postscale == 1.0;
     std::vector<DeviceSegment> staged;
     uint64_t last = 0;
     for (const DeviceSegment& t : tensors) {
-      if (!direct || t.count * es < direct_bytes_ ||
-          !direct_allreduce(rounds, set.tensors, q, t, dtype, op, comm.size(), last)) {
+      if (direct_bytes_ == 0 || t.count * es < direct_bytes_ ||
+          !direct_allreduce(rounds, set.tensors, q, t, dtype, op, comm.size(), prescale,
+                            postscale, last)) {
         staged.push_back(t);
       }
     }
@@ -450,7 +449,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   // queued nothing, when some rank cannot share its tensors; the caller then
   // stages them through the window.
   bool direct_allreduce(Rounds& rounds, PeerTensors& peers, DeviceQueue& q, const DeviceSegment& t,
-                        DataType dtype, ReduceOp op, int contributors, uint64_t& last) {
+                        DataType dtype, ReduceOp op, int contributors, double prescale,
+                        double postscale, uint64_t& last) {
     const int n = rounds.size();
     const int me = rounds.me();
     const uint64_t g = last = rounds.begin();
@@ -495,7 +495,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     for (std::byte* p : outputs) q.pointer_table.push_back(p + part.begin * es);
     q.upload_tables();
     q.check(kernels::cuda::reduce_many_to_all(dtype, op, q.output_pointer(n), n, q.pointer(0), n,
-                                              part.length, contributors, q.stream.get()),
+                                              part.length, contributors, prescale, postscale,
+                                              q.stream.get()),
             "the reduce kernel (CUDA IPC direct allreduce)");
     rounds.publish(&SegmentControl::reduced, g);
     // Every part of this rank's output is written once every peer reduced.

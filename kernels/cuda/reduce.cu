@@ -54,12 +54,11 @@ struct ReduceMany {
   int k;
 
   __device__ const S* input(int j) const { return static_cast<const S*>(inputs[j]); }
-  __device__ S reduced(size_t i) const {
+  __device__ void scalar(size_t i) const {
     C acc = Element<S>::widen(input(0)[i]);
     for (int j = 1; j < k; ++j) acc = Op{}(acc, Element<S>::widen(input(j)[i]));
-    return Element<S>::narrow(acc);
+    out[i] = Element<S>::narrow(acc);
   }
-  __device__ void scalar(size_t i) const { out[i] = reduced(i); }
   __device__ Lanes<S, L> load(size_t i) const {
     C acc[L];
     const Lanes<S, L> first = detail::load_lanes<S, L>(input(0) + i);
@@ -92,35 +91,64 @@ __global__ void reduce_many_kernel(ReduceMany<Op, S> f, size_t n) {
   detail::elementwise<L>(f, n, head, vector);
 }
 
-// ReduceMany's result, averaged where asked (finish_average's arithmetic on
-// the rounded sum), stored to every output.
+// Every rank's part of an allreduce in one pass, step for step as the
+// staged path rounds it: each input scaled by the prescale as pack scales it,
+// reduced in input order as ReduceMany reduces, then averaged as
+// finish_average and postscaled as scale do, each step rounded to S; the
+// result is stored to every output.
 template <class Op, class S>
 struct ReduceToAll {
   static constexpr int L = kLanes16<S>;
   using C = typename Element<S>::Compute;
-  ReduceMany<Op, S> sum;  // its `out` is unused
+  using Scale = ops::ScaleType<C>;
+  const void* const* inputs;
+  int k;
   void* const* outputs;
   int m;
-  int contributors;           // > 1: divide (kAvg)
-  ops::ScaleType<C> inverse;  // 1 / contributors, for floating types
+  int contributors;  // > 1: divide (kAvg)
+  Scale inverse;     // 1 / contributors, for floating types
+  bool prescaled;
+  Scale prescale;
+  bool postscaled;
+  Scale postscale;
 
-  __device__ S output_value(S x) const {
-    if (contributors <= 1) return x;
-    if constexpr (std::is_integral_v<C>) {
-      return Element<S>::narrow(ops::DivideBy<C>{contributors}(Element<S>::widen(x)));
-    } else {
-      return Element<S>::narrow(ops::ScaleBy<C>{inverse}(Element<S>::widen(x)));
-    }
-  }
+  __device__ const S* input(int j) const { return static_cast<const S*>(inputs[j]); }
   __device__ S* output(int j) const { return static_cast<S*>(outputs[j]); }
+  __device__ C in(S x) const {
+    if (!prescaled) return Element<S>::widen(x);
+    return Element<S>::widen(Element<S>::narrow(ops::ScaleBy<C>{prescale}(Element<S>::widen(x))));
+  }
+  __device__ S out(C acc) const {
+    S x = Element<S>::narrow(acc);
+    if (contributors > 1) {
+      if constexpr (std::is_integral_v<C>) {
+        x = Element<S>::narrow(ops::DivideBy<C>{contributors}(Element<S>::widen(x)));
+      } else {
+        x = Element<S>::narrow(ops::ScaleBy<C>{inverse}(Element<S>::widen(x)));
+      }
+    }
+    if (postscaled) x = Element<S>::narrow(ops::ScaleBy<C>{postscale}(Element<S>::widen(x)));
+    return x;
+  }
   __device__ void scalar(size_t i) const {
-    const S v = output_value(sum.reduced(i));
+    C acc = in(input(0)[i]);
+    for (int j = 1; j < k; ++j) acc = Op{}(acc, in(input(j)[i]));
+    const S v = out(acc);
     for (int j = 0; j < m; ++j) output(j)[i] = v;
   }
   __device__ Lanes<S, L> load(size_t i) const {
-    Lanes<S, L> r = sum.load(i);
+    C acc[L];
+    const Lanes<S, L> first = detail::load_lanes<S, L>(input(0) + i);
 #pragma unroll
-    for (int l = 0; l < L; ++l) r.v[l] = output_value(r.v[l]);
+    for (int l = 0; l < L; ++l) acc[l] = in(first.v[l]);
+    for (int j = 1; j < k; ++j) {
+      const Lanes<S, L> x = detail::load_lanes<S, L>(input(j) + i);
+#pragma unroll
+      for (int l = 0; l < L; ++l) acc[l] = Op{}(acc[l], in(x.v[l]));
+    }
+    Lanes<S, L> r;
+#pragma unroll
+    for (int l = 0; l < L; ++l) r.v[l] = out(acc[l]);
     return r;
   }
   __device__ void store(size_t i, const Lanes<S, L>& r) const {
@@ -133,8 +161,8 @@ __global__ void reduce_to_all_kernel(ReduceToAll<Op, S> f, size_t n) {
   constexpr int L = ReduceToAll<Op, S>::L;
   const size_t head = detail::head_elements(f.output(0), sizeof(S), 16, n);
   bool vector = true;
-  for (int j = 0; j < f.sum.k; ++j)
-    vector = vector && detail::aligned_after(f.sum.input(j), sizeof(S), head, 16);
+  for (int j = 0; j < f.k; ++j)
+    vector = vector && detail::aligned_after(f.input(j), sizeof(S), head, 16);
   for (int j = 1; j < f.m; ++j)
     vector = vector && detail::aligned_after(f.output(j), sizeof(S), head, 16);
   detail::elementwise<L>(f, n, head, vector);
@@ -181,7 +209,8 @@ cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* cons
 
 cudaError_t reduce_many_to_all(DataType dtype, ReduceOp op, void* const* outputs, int num_outputs,
                                const void* const* inputs, int num_inputs, size_t count,
-                               int contributors, cudaStream_t stream) {
+                               int contributors, double prescale, double postscale,
+                               cudaStream_t stream) {
   if (num_inputs < 1 || num_outputs < 1 || contributors < 1) return cudaErrorInvalidValue;
   return detail::visit_dtype(dtype, [&](auto tag) {
     using S = typename decltype(tag)::Type;
@@ -189,10 +218,19 @@ cudaError_t reduce_many_to_all(DataType dtype, ReduceOp op, void* const* outputs
       using C = typename Element<S>::Compute;
       using Op = typename decltype(op_tag)::template Fn<C>;
       using F = ReduceToAll<Op, S>;
+      using Scale = typename F::Scale;
       if (count == 0) return cudaSuccess;
       const int divide = op == ReduceOp::kAvg ? contributors : 1;
-      const F f{ReduceMany<Op, S>{nullptr, inputs, num_inputs}, outputs, num_outputs, divide,
-                static_cast<ops::ScaleType<C>>(1.0 / divide)};
+      const F f{inputs,
+                num_inputs,
+                outputs,
+                num_outputs,
+                divide,
+                static_cast<Scale>(1.0 / divide),
+                prescale != 1.0,
+                static_cast<Scale>(prescale),
+                postscale != 1.0,
+                static_cast<Scale>(postscale)};
       reduce_to_all_kernel<Op, S>
           <<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0, stream>>>(f, count);
       return cudaGetLastError();

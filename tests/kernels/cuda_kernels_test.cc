@@ -95,86 +95,36 @@ TEST_F(CudaKernelsTest, ReduceMatchesReference) {
 }
 
 // Out of place, with every pointer at a different alignment: nothing may be
-// written outside [out, out + n).
-TEST_F(CudaKernelsTest, ReduceOutOfPlaceWritesOnlyItsOutput) {
-  const DataType dtype = DataType::kFloat16;
-  const size_t n = 12345, elem = dtype_size(dtype), bytes = n * elem, shift = 5 * elem;
-  std::vector<unsigned char> a(bytes), b(bytes), expected(bytes);
-  fill_random(dtype, a.data(), n, rng_);
-  fill_random(dtype, b.data(), n, rng_);
-  ref_reduce(dtype, ReduceOp::kSum, expected.data(), a.data(), b.data(), n);
-  DeviceBuffer da(bytes), db(bytes + 64), dout(bytes + 2 * shift);
-  RINGLET_ASSERT_CUDA(da.upload(a.data()));
-  RINGLET_ASSERT_CUDA(cudaMemcpy(db.at(elem), b.data(), bytes, cudaMemcpyHostToDevice));
-  RINGLET_ASSERT_CUDA(cudaMemset(dout.get(), 0x5a, bytes + 2 * shift));
-  RINGLET_ASSERT_CUDA(cuda::reduce(dtype, ReduceOp::kSum, dout.at(shift), da.get(), db.at(elem), n, stream_));
-  RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-  std::vector<unsigned char> all(bytes + 2 * shift);
-  RINGLET_ASSERT_CUDA(dout.download(all.data()));
-  EXPECT_TRUE(same_values(dtype, expected.data(), all.data() + shift, n));
-  for (size_t i = 0; i < shift; ++i) {
-    ASSERT_EQ(all[i], 0x5a) << "byte " << i << " before the output was written";
-    ASSERT_EQ(all[shift + bytes + i], 0x5a) << "byte " << i << " after the output was written";
-  }
-}
-
-TEST_F(CudaKernelsTest, ReduceManyMatchesReference) {
-  // Element shift of each of the four inputs; the output is input 1.
-  const std::vector<std::vector<size_t>> shifts = {{0, 0, 0, 0}, {2, 2, 2, 2}, {0, 0, 1, 0}};
-  for (DataType dtype : kAllDtypes) {
-    for (ReduceOp op : kAllOps) {
-      for (const auto& shift : shifts) {
-        const size_t n = 70001, k = 4, elem = dtype_size(dtype), bytes = n * elem;
-        std::vector<std::vector<unsigned char>> host(k, std::vector<unsigned char>(bytes));
-        std::vector<const void*> host_ptrs;
-        std::vector<DeviceBuffer> dev;
-        dev.reserve(k);
-        std::vector<const void*> dev_ptrs;
-        for (size_t j = 0; j < k; ++j) {
-          fill_random(dtype, host[j].data(), n, rng_);
-          host_ptrs.push_back(host[j].data());
-          dev.emplace_back(bytes + 64);
-          void* p = dev.back().at(shift[j] * elem);
-          RINGLET_ASSERT_CUDA(cudaMemcpy(p, host[j].data(), bytes, cudaMemcpyHostToDevice));
-          dev_ptrs.push_back(p);
-        }
-        std::vector<unsigned char> expected(bytes), gpu_out(bytes);
-        ref_reduce_many(dtype, op, expected.data(), host_ptrs, n);
-        DeviceBuffer ptrs(k * sizeof(void*));
-        RINGLET_ASSERT_CUDA(ptrs.upload(dev_ptrs.data()));
-        void* out = const_cast<void*>(dev_ptrs[1]);
-        RINGLET_ASSERT_CUDA(cuda::reduce_many(dtype, op, out,
-                                              static_cast<const void* const*>(ptrs.get()), k, n,
-                                              stream_));
-        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-        RINGLET_ASSERT_CUDA(cudaMemcpy(gpu_out.data(), out, bytes, cudaMemcpyDeviceToHost));
-        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
-            << to_string(dtype) << " " << to_string(op) << " shifts " << shift[0] << shift[1]
-            << shift[2] << shift[3];
-      }
-    }
-  }
-}
-
-// An allreduce's slice between ranks' own buffers: three inputs, written to
+// An allreduce's part between ranks' own buffers: three inputs, written to
 // three outputs, the second in place on its input, the third shifted off
-// alignment in some cases; kAvg divided by the contributors.
+// alignment in one case; kAvg divided by the contributors, and the scales
+// applied as pack, finish_average and scale apply them.
 TEST_F(CudaKernelsTest, ReduceManyToAllMatchesReference) {
-  const std::vector<size_t> out_shifts[] = {{0, 0, 0}, {0, 0, 1}};
+  struct Case {
+    size_t third_shift;
+    double prescale, postscale;
+  };
+  const Case cases[] = {{0, 1.0, 1.0}, {1, 1.0, 1.0}, {0, 0.5, 3.0}};
   for (DataType dtype : kAllDtypes) {
     for (ReduceOp op : kAllOps) {
-      for (const auto& out_shift : out_shifts) {
+      for (const Case& c : cases) {
         const size_t n = 70001, k = 3, elem = dtype_size(dtype), bytes = n * elem;
         const int ranks = static_cast<int>(k);
         std::vector<std::vector<unsigned char>> host(k, std::vector<unsigned char>(bytes));
-        std::vector<const void*> host_ptrs;
+        std::vector<std::vector<unsigned char>> scaled(k, std::vector<unsigned char>(bytes));
+        std::vector<const void*> scaled_ptrs;
         std::vector<DeviceBuffer> dev;
         dev.reserve(2 * k);
         std::vector<const void*> inputs;
         std::vector<void*> outputs;
         for (size_t j = 0; j < k; ++j) {
           fill_random(dtype, host[j].data(), n, rng_);
-          host_ptrs.push_back(host[j].data());
+          if (c.prescale != 1.0) {
+            ref_scale_buffer(dtype, scaled[j].data(), host[j].data(), n, c.prescale);
+          } else {
+            scaled[j] = host[j];
+          }
+          scaled_ptrs.push_back(scaled[j].data());
           dev.emplace_back(bytes + 64);
           RINGLET_ASSERT_CUDA(
               cudaMemcpy(dev.back().get(), host[j].data(), bytes, cudaMemcpyHostToDevice));
@@ -186,28 +136,34 @@ TEST_F(CudaKernelsTest, ReduceManyToAllMatchesReference) {
             continue;
           }
           dev.emplace_back(bytes + 64);
-          outputs.push_back(dev.back().at(out_shift[j] * elem));
+          outputs.push_back(dev.back().at(j == 2 ? c.third_shift * elem : 0));
         }
-        std::vector<unsigned char> sum(bytes), expected(bytes), gpu_out(bytes);
-        ref_reduce_many(dtype, op, sum.data(), host_ptrs, n);
+        std::vector<unsigned char> sum(bytes), averaged(bytes), expected(bytes), gpu_out(bytes);
+        ref_reduce_many(dtype, op, sum.data(), scaled_ptrs, n);
         if (op == ReduceOp::kAvg) {
-          ref_finish_average(dtype, expected.data(), sum.data(), n, ranks);
+          ref_finish_average(dtype, averaged.data(), sum.data(), n, ranks);
         } else {
-          expected = sum;
+          averaged = sum;
+        }
+        if (c.postscale != 1.0) {
+          ref_scale_buffer(dtype, expected.data(), averaged.data(), n, c.postscale);
+        } else {
+          expected = averaged;
         }
         DeviceBuffer in_table(k * sizeof(void*)), out_table(k * sizeof(void*));
         RINGLET_ASSERT_CUDA(in_table.upload(inputs.data()));
         RINGLET_ASSERT_CUDA(out_table.upload(outputs.data()));
         RINGLET_ASSERT_CUDA(cuda::reduce_many_to_all(
             dtype, op, static_cast<void* const*>(out_table.get()), ranks,
-            static_cast<const void* const*>(in_table.get()), ranks, n, ranks, stream_));
+            static_cast<const void* const*>(in_table.get()), ranks, n, ranks, c.prescale,
+            c.postscale, stream_));
         RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
         for (size_t j = 0; j < k; ++j) {
           RINGLET_ASSERT_CUDA(
               cudaMemcpy(gpu_out.data(), outputs[j], bytes, cudaMemcpyDeviceToHost));
           EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
-              << to_string(dtype) << " " << to_string(op) << " output " << j << " shift "
-              << out_shift[j];
+              << to_string(dtype) << " " << to_string(op) << " output " << j << " scales "
+              << c.prescale << ", " << c.postscale << " third output shifted " << c.third_shift;
         }
       }
     }
@@ -398,6 +354,12 @@ TEST_F(CudaKernelsTest, InvalidArgumentsAreReported) {
                          stream_),
             cudaErrorInvalidValue);
   EXPECT_EQ(cuda::finish_average(DataType::kFloat32, nullptr, 1, 0, stream_),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::reduce_many_to_all(DataType::kFloat32, ReduceOp::kSum, nullptr, 1, nullptr, 0, 1,
+                                     1, 1.0, 1.0, stream_),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::reduce_many_to_all(DataType::kFloat32, ReduceOp::kAvg, nullptr, 1, nullptr, 2, 1,
+                                     0, 1.0, 1.0, stream_),
             cudaErrorInvalidValue);
 }
 

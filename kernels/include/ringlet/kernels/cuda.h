@@ -33,15 +33,17 @@ cudaError_t reduce(DataType dtype, ReduceOp op, void* out, const void* a, const 
 cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* const* inputs,
                         int num_inputs, size_t count, cudaStream_t stream);
 
-// reduce_many written to each of `num_outputs` outputs (a device array of
-// device pointers, each of which may alias an input exactly), and for kAvg
-// divided by `contributors` as finish_average divides, on the rounded sum,
-// so that the result is reduce_many's then finish_average's bit for bit. A
-// slice of an allreduce that reads every rank's input once and writes every
-// rank's output once.
+// An allreduce's part between the ranks' own buffers, in one pass: every
+// input scaled by `prescale` (as pack scales), reduced in input order (as
+// reduce_many), for kAvg divided by `contributors` (as finish_average), then
+// scaled by `postscale` (as scale), each step rounded to the dtype as those
+// launchers round it, so that the result is theirs bit for bit; written to
+// each of `num_outputs` outputs. `inputs` and `outputs` are device arrays
+// of device pointers; an output may alias an input exactly.
 cudaError_t reduce_many_to_all(DataType dtype, ReduceOp op, void* const* outputs, int num_outputs,
                                const void* const* inputs, int num_inputs, size_t count,
-                               int contributors, cudaStream_t stream);
+                               int contributors, double prescale, double postscale,
+                               cudaStream_t stream);
 
 // buf[i] *= factor (integers: nearest, ties to even, saturating).
 cudaError_t scale(DataType dtype, void* buf, size_t count, double factor, cudaStream_t stream);
