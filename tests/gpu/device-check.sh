@@ -191,6 +191,7 @@ check_torch() {
   torch_collectives "ringlet.torch np2 RING" 2 RING torch_cuda_ring2
   RINGLET_CUDA_IPC_DIRECT_BYTES=1 torch_collectives "ringlet.torch np4 RING direct" 4 RING \
     torch_cuda_ring4_direct
+  direct_mismatch
   mnist "pytorch_mnist.py on CUDA" 1 NCCL pytorch_mnist
   mnist "pytorch_mnist.py np2 RING" 2 RING pytorch_mnist_ring
 }
@@ -204,6 +205,21 @@ torch_collectives() {  # NAME NP GPU_OPERATIONS LOG
   else
     tail -20 "$log"
     row "$name" FAIL "see $4.log"
+  fi
+}
+
+# Rank 0 stages (RINGLET_CUDA_IPC_DIRECT_BYTES=0) where rank 1 goes between
+# the ranks' own buffers: both must fail the allreduce, naming the variable.
+direct_mismatch() {
+  local name="RING direct bytes differ np2" log="$out/torch_direct_mismatch.log"
+  HOROVOD_GPU_OPERATIONS=RING timeout 120 "$build/bin/ringletrun" -np 2 sh -c \
+    'RINGLET_CUDA_IPC_DIRECT_BYTES=$([ "$RINGLET_RANK" = 0 ] && echo 0 || echo 1) exec python3 tests/gpu/torch_direct_mismatch.py' \
+    >"$log" 2>&1
+  if [ "$(grep -c 'direct mismatch reported' "$log")" = 2 ]; then
+    row "$name" PASS "a mismatch error naming the variable on both ranks"
+  else
+    tail -20 "$log"
+    row "$name" FAIL "see torch_direct_mismatch.log"
   fi
 }
 
