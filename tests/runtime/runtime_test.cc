@@ -436,11 +436,26 @@ TEST(Runtime, JoinWithUnevenData) {
 }
 
 TEST(Runtime, Barrier) {
-  // Rank 0 arrives late; nobody may leave before it arrives.
-  const auto t0 = std::chrono::steady_clock::now();
-  if (rt().rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Rank 0 arrives late; nobody may leave before it arrives. The ranks share
+  // the host's monotonic clock, so this compares instants across processes
+  // (not durations, which depend on when each rank began the test).
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t arrived = 0;
+  if (rt().rank() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    arrived = now_ns();
+  }
   rt().barrier();
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(95));
+  const int64_t left = now_ns();
+  int64_t rank0_arrived = 0;
+  ASSERT_EQ(error_of(rt().enqueue_allreduce("barrier.arrival", &arrived, &rank0_arrived, {1},
+                                            DataType::kInt64, ReduceOp::kMax)),
+            "");
+  EXPECT_GE(left, rank0_arrived);
   rt().barrier();  // and again: the n-th barrier meets the n-th
 }
 
