@@ -77,9 +77,7 @@ void PeerTensors::close_least_recent(DeviceQueue& q) {
   });
   if (oldest == opened_.end() || oldest->second.used == collective_) return;
   // Earlier collectives may still read or write through it on the device.
-  Event drained(rank_, device_);
-  q.check(cudaEventRecord(drained.get(), q.stream.get()), "cudaEventRecord");
-  q.wait_on_host(drained, "the collectives using a peer's tensor that is about to be closed");
+  q.wait_for_queued("the collectives using a peer's tensor that is about to be closed");
   (void)cudaIpcCloseMemHandle(oldest->second.base);
   opened_.erase(oldest);
 }

@@ -44,15 +44,12 @@ void DeviceQueue::upload_tables() {
                           stream.get()),
           "cudaMemcpyAsync of the input table");
   }
-  slot.copied = pooled_event(rank, device);
-  check(cudaEventRecord(slot.copied->get(), stream.get()), "cudaEventRecord");
+  slot.copied = record();
 }
 
 void DeviceQueue::settle() noexcept {
   try {
-    std::shared_ptr<Event> end = pooled_event(rank, device);
-    if (cudaEventRecord(end->get(), stream.get()) != cudaSuccess) return;
-    wait_on_host(*end, "the work of a failed collective");
+    wait_for_queued("the work of a failed collective");
   } catch (...) {
     // Past the deadline, or the device failed: nothing more to wait for.
   }
@@ -96,16 +93,17 @@ void DeviceQueue::finish(DataType dtype, ReduceOp op, void* buf, size_t count, i
   check(kernels::cuda::scale(dtype, buf, count, postscale, stream.get()), "the postscale kernel");
 }
 
-void DeviceQueue::mark(const char* phase) {
+std::shared_ptr<Event> DeviceQueue::record() {
   std::shared_ptr<Event> at = pooled_event(rank, device);
   check(cudaEventRecord(at->get(), stream.get()), "cudaEventRecord");
-  marks.emplace_back(phase, std::move(at));
+  return at;
 }
+
+void DeviceQueue::mark(const char* phase) { marks.emplace_back(phase, record()); }
 
 void DeviceQueue::watch(Finalizer& finalizer, std::function<bool(cudaEvent_t)> poll,
                         std::function<void(const char* phase)> phase, Finalizer::Completion done) {
-  std::shared_ptr<Event> end = pooled_event(rank, device);
-  check(cudaEventRecord(end->get(), stream.get()), "cudaEventRecord");
+  std::shared_ptr<Event> end = record();
   // Each poll reports the marks the device has passed; once the end is
   // reached, every mark is. A mark's own error is left to the end's poll.
   auto watched = [end, poll = std::move(poll), phase = std::move(phase), marks = std::move(marks),

@@ -78,6 +78,13 @@ struct DeviceQueue {
   // host) and then the postscale, in place.
   void finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks, double postscale);
 
+  // A point on the stream after the work queued so far (an event from the
+  // pool, recorded).
+  std::shared_ptr<Event> record();
+  // Waits on the host, within the deadline, for the work queued so far to
+  // end (RuntimeError naming `what` past it).
+  void wait_for_queued(const char* what) { wait_on_host(*record(), what); }
+
   // Step `phase` (a name with static storage) begins here on the stream:
   // the collective's report hears it once the device gets there.
   void mark(const char* phase);

@@ -17,17 +17,10 @@ namespace {
 // chunk's copy to the host is short.
 constexpr size_t kChunkBytes = size_t{4} << 20;
 
-// A point on the stream after the work queued so far.
-std::shared_ptr<Event> record(DeviceQueue& q) {
-  std::shared_ptr<Event> at = pooled_event(q.rank, q.device);
-  q.check(cudaEventRecord(at->get(), q.stream.get()), "cudaEventRecord");
-  return at;
-}
-
 // `host` holds `bytes`; growing it first waits until no queued copy uses it.
 void reserve(DeviceQueue& q, PinnedMemory& host, size_t bytes) {
   if (host.holds(bytes)) return;
-  q.wait_on_host(*record(q), "the copies before growing the staging memory");
+  q.wait_for_queued("the copies before growing the staging memory");
   host.reserve(bytes, q.rank, q.device);
 }
 
@@ -54,7 +47,7 @@ void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
   for (size_t off = 0; off < extent; off += per_chunk) {
     const size_t len = chunk(extent, off, per_chunk);
     q.copy(host.get() + off * es, fused + off * es, len * es, "to the host (staged allreduce)");
-    arrived.push_back(record(q));
+    arrived.push_back(q.record());
   }
   for (size_t k = 0, off = 0; off < extent; off += per_chunk, ++k) {
     const size_t len = chunk(extent, off, per_chunk);
@@ -77,12 +70,12 @@ void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, vo
   if (!is_root) {
     // The host writes the staging memory here: earlier copies from it to the
     // device must be done first.
-    q.wait_on_host(*record(q), "the copies of the previous collective");
+    q.wait_for_queued("the copies of the previous collective");
   } else {
     for (size_t off = 0; off < bytes; off += kChunkBytes) {
       q.copy(host.get() + off, data + off, chunk(bytes, off, kChunkBytes),
              "to the host (staged broadcast)");
-      arrived.push_back(record(q));
+      arrived.push_back(q.record());
     }
   }
   for (size_t k = 0, off = 0; off < bytes; off += kChunkBytes, ++k) {
@@ -100,7 +93,7 @@ void staged(DeviceQueue& q, PinnedMemory& host, const void* input, size_t in_byt
   const size_t out_at = (in_bytes + 63) / 64 * 64;
   reserve(q, host, out_at + out_bytes);
   q.copy(host.get(), input, in_bytes, "to the host (staged collective)");
-  q.wait_on_host(*record(q), "the copy of the collective's input to the host");
+  q.wait_for_queued("the copy of the collective's input to the host");
   run(host.get(), host.get() + out_at);
   q.copy(output, host.get() + out_at, out_bytes, "to the device (staged collective)");
 }

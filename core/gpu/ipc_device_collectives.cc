@@ -204,20 +204,19 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       return;
     }
     IpcSet& set = ipc_set(comm, process_set, device);
-    Rounds rounds(comm, *set.window, q);
+    Rounds rounds(comm, set.window, q);
     set.tensors.next_collective();
     const size_t es = dtype_size(dtype);
     std::vector<DeviceSegment> staged;
     uint64_t last = 0;
     for (const DeviceSegment& t : tensors) {
       if (direct_bytes_ == 0 || t.count * es < direct_bytes_ ||
-          !direct_allreduce(rounds, set.tensors, q, t, dtype, op, comm.size(), prescale,
-                            postscale, last)) {
+          !direct_allreduce(rounds, set.tensors, q, t, dtype, op, prescale, postscale, last)) {
         staged.push_back(t);
       }
     }
     if (!staged.empty()) {
-      window_allreduce(rounds, q, staged, dtype, op, comm.size(), prescale, postscale, last);
+      window_allreduce(rounds, q, staged, dtype, op, prescale, postscale, last);
     }
     if (last > 0) rounds.drain(last);
     watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report));
@@ -239,7 +238,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(report));
       return;
     }
-    Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
+    Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
     const int root_lr = rounds.local_of(root);
     if (root_lr < 0) {
       throw RuntimeError(ErrorKind::kInternal, rank_,
@@ -295,7 +294,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     q.copy(byte_at(output, at[me] * es), input, counts[me] * es, "this rank's own block");
     uint64_t last = 0;
     if (comm.size() > 1) {
-      Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
+      Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
       const size_t largest = *std::max_element(counts.begin(), counts.end()) * es;
       for (size_t off = 0; off < largest; off += kHalfBytes) {
         const uint64_t g = last = rounds.begin();
@@ -346,7 +345,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the reducescatter over CUDA IPC", std::move(report));
       return;
     }
-    Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
+    Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
     const int n = rounds.size();
     const size_t slot = kHalfBytes / es / n / padded(1, es) * padded(1, es);  // elements
     const size_t largest = *std::max_element(counts.begin(), counts.end());
@@ -407,7 +406,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
            send_counts[me] * es, "this rank's own rows");
     uint64_t last = 0;
     if (comm.size() > 1) {
-      Rounds rounds(comm, *ipc_set(comm, process_set, device).window, q);
+      Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
       const int n = rounds.size();
       const size_t slot = kHalfBytes / n / 16 * 16;  // bytes
       for (size_t off = 0; off < largest * es; off += slot) {
@@ -449,12 +448,13 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   // queued nothing, when some rank cannot share its tensors; the caller then
   // stages them through the window.
   bool direct_allreduce(Rounds& rounds, PeerTensors& peers, DeviceQueue& q, const DeviceSegment& t,
-                        DataType dtype, ReduceOp op, int contributors, double prescale,
-                        double postscale, uint64_t& last) {
+                        DataType dtype, ReduceOp op, double prescale, double postscale,
+                        uint64_t& last) {
     const int n = rounds.size();
     const int me = rounds.me();
     const uint64_t g = last = rounds.begin();
-    const DirectNotes mine{share(t.input), share(t.output)};
+    const SharedTensor input = share(t.input);
+    const DirectNotes mine{input, t.output == t.input ? input : share(t.output)};
     rounds.note_path(g, kDirectPath);
     std::memcpy(rounds.notes(me, g), &mine, sizeof mine);
     // Staged here means: these notes are written, and (through the event)
@@ -478,25 +478,22 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     }
     const size_t es = dtype_size(dtype);
     const TensorPart part = tensor_part(t.count, es, n, me);
-    std::vector<std::byte*> inputs(n), outputs(n);
-    for (int lr = 0; lr < n; ++lr) {
-      if (lr == me) {
-        inputs[lr] = static_cast<std::byte*>(const_cast<void*>(t.input));
-        outputs[lr] = static_cast<std::byte*>(t.output);
-      } else {
-        const int peer = rounds.global_of(lr);
-        inputs[lr] = peers.open(peer, all[lr].input, q);
-        outputs[lr] = peers.open(peer, all[lr].output, q);
-      }
-    }
+    // The table: this rank's part of every rank's input, then of every
+    // rank's output, as this process reaches them.
     q.segment_table.clear();
     q.pointer_table.clear();
-    for (std::byte* p : inputs) q.pointer_table.push_back(p + part.begin * es);
-    for (std::byte* p : outputs) q.pointer_table.push_back(p + part.begin * es);
+    for (const bool output : {false, true}) {
+      for (int lr = 0; lr < n; ++lr) {
+        const void* base = output ? t.output : t.input;
+        if (lr != me) {
+          base = peers.open(rounds.global_of(lr), output ? all[lr].output : all[lr].input, q);
+        }
+        q.pointer_table.push_back(byte_at(base, part.begin * es));
+      }
+    }
     q.upload_tables();
     q.check(kernels::cuda::reduce_many_to_all(dtype, op, q.output_pointer(n), n, q.pointer(0), n,
-                                              part.length, contributors, prescale, postscale,
-                                              q.stream.get()),
+                                              part.length, n, prescale, postscale, q.stream.get()),
             "the reduce kernel (CUDA IPC direct allreduce)");
     rounds.publish(&SegmentControl::reduced, g);
     // Every part of this rank's output is written once every peer reduced.
@@ -507,8 +504,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
 
   // The fused tensors through the window, a round of up to a half at a time.
   void window_allreduce(Rounds& rounds, DeviceQueue& q, std::span<const DeviceSegment> tensors,
-                        DataType dtype, ReduceOp op, int contributors, double prescale,
-                        double postscale, uint64_t& last) {
+                        DataType dtype, ReduceOp op, double prescale, double postscale,
+                        uint64_t& last) {
     const int n = rounds.size();
     const int me = rounds.me();
     const size_t es = dtype_size(dtype);
@@ -554,8 +551,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                                          q.stream.get()),
               "the reduce kernel (CUDA IPC allreduce)");
       if (op == ReduceOp::kAvg) {
-        q.check(kernels::cuda::finish_average(dtype, mine + my_lo * es, my_len, contributors,
-                                              q.stream.get()),
+        q.check(kernels::cuda::finish_average(dtype, mine + my_lo * es, my_len, n, q.stream.get()),
                 "the average kernel");
       }
       rounds.publish(&SegmentControl::reduced, g);
@@ -587,9 +583,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   // the allocations of the peers' tensors this rank opened.
   struct IpcSet {
     IpcSet(Communicator& comm, int device, const std::string& key, int rank)
-        : window(std::make_unique<CudaIpcWindow>(comm, device, 2 * kHalfBytes, key, rank)),
-          tensors(rank, device) {}
-    std::unique_ptr<CudaIpcWindow> window;
+        : window(comm, device, 2 * kHalfBytes, key, rank), tensors(rank, device) {}
+    CudaIpcWindow window;
     PeerTensors tensors;
   };
 

@@ -43,32 +43,60 @@ __global__ void reduce_kernel(ReduceTwo<Op, S> f, size_t n, size_t head, bool ve
   detail::elementwise<ReduceTwo<Op, S>::L>(f, n, head, vector);
 }
 
-// Each thread folds its elements across all inputs in registers, in input
-// order; out may be one of the inputs.
+// The fold of k inputs at an element, in input order, in the compute type,
+// each thread in registers; each input first scaled and rounded to S as pack
+// scales it where `prescaled`. Shared by reduce_many and reduce_many_to_all.
+template <class Op, class S>
+struct Fold {
+  static constexpr int L = kLanes16<S>;
+  using C = typename Element<S>::Compute;
+  const void* const* inputs;
+  int k;
+  bool prescaled;
+  ops::ScaleType<C> prescale;
+
+  __device__ const S* input(int j) const { return static_cast<const S*>(inputs[j]); }
+  __device__ C in(S x) const {
+    if (!prescaled) return Element<S>::widen(x);
+    return Element<S>::widen(Element<S>::narrow(ops::ScaleBy<C>{prescale}(Element<S>::widen(x))));
+  }
+  __device__ C at(size_t i) const {
+    C acc = in(input(0)[i]);
+    for (int j = 1; j < k; ++j) acc = Op{}(acc, in(input(j)[i]));
+    return acc;
+  }
+  __device__ void lanes(size_t i, C (&acc)[L]) const {
+    const Lanes<S, L> first = detail::load_lanes<S, L>(input(0) + i);
+#pragma unroll
+    for (int l = 0; l < L; ++l) acc[l] = in(first.v[l]);
+    for (int j = 1; j < k; ++j) {
+      const Lanes<S, L> x = detail::load_lanes<S, L>(input(j) + i);
+#pragma unroll
+      for (int l = 0; l < L; ++l) acc[l] = Op{}(acc[l], in(x.v[l]));
+    }
+  }
+  // Whether every input reaches 16 bytes `head` elements on. The pointers
+  // live on the device, so this is decided in the kernel, once per thread,
+  // from the same values on every thread.
+  __device__ bool aligned_after(size_t head) const {
+    bool all = true;
+    for (int j = 0; j < k; ++j) all = all && detail::aligned_after(input(j), sizeof(S), head, 16);
+    return all;
+  }
+};
+
+// out = the fold, rounded once; out may be one of the inputs.
 template <class Op, class S>
 struct ReduceMany {
   static constexpr int L = kLanes16<S>;
   using C = typename Element<S>::Compute;
+  Fold<Op, S> fold;
   S* out;
-  const void* const* inputs;
-  int k;
 
-  __device__ const S* input(int j) const { return static_cast<const S*>(inputs[j]); }
-  __device__ void scalar(size_t i) const {
-    C acc = Element<S>::widen(input(0)[i]);
-    for (int j = 1; j < k; ++j) acc = Op{}(acc, Element<S>::widen(input(j)[i]));
-    out[i] = Element<S>::narrow(acc);
-  }
+  __device__ void scalar(size_t i) const { out[i] = Element<S>::narrow(fold.at(i)); }
   __device__ Lanes<S, L> load(size_t i) const {
     C acc[L];
-    const Lanes<S, L> first = detail::load_lanes<S, L>(input(0) + i);
-#pragma unroll
-    for (int l = 0; l < L; ++l) acc[l] = Element<S>::widen(first.v[l]);
-    for (int j = 1; j < k; ++j) {
-      const Lanes<S, L> x = detail::load_lanes<S, L>(input(j) + i);
-#pragma unroll
-      for (int l = 0; l < L; ++l) acc[l] = Op{}(acc[l], Element<S>::widen(x.v[l]));
-    }
+    fold.lanes(i, acc);
     Lanes<S, L> r;
 #pragma unroll
     for (int l = 0; l < L; ++l) r.v[l] = Element<S>::narrow(acc[l]);
@@ -81,43 +109,28 @@ struct ReduceMany {
 
 template <class Op, class S>
 __global__ void reduce_many_kernel(ReduceMany<Op, S> f, size_t n) {
-  // The pointers live on the device, so the alignment is decided here, once
-  // per thread, from the same values on every thread.
-  constexpr int L = ReduceMany<Op, S>::L;
   const size_t head = detail::head_elements(f.out, sizeof(S), 16, n);
-  bool vector = true;
-  for (int j = 0; j < f.k; ++j)
-    vector = vector && detail::aligned_after(f.input(j), sizeof(S), head, 16);
-  detail::elementwise<L>(f, n, head, vector);
+  detail::elementwise<ReduceMany<Op, S>::L>(f, n, head, f.fold.aligned_after(head));
 }
 
 // Every rank's part of an allreduce in one pass, step for step as the
-// staged path rounds it: each input scaled by the prescale as pack scales it,
-// reduced in input order as ReduceMany reduces, then averaged as
-// finish_average and postscaled as scale do, each step rounded to S; the
+// staged path rounds it: the fold (with the prescale), then the average as
+// finish_average and the postscale as scale do, each step rounded to S; the
 // result is stored to every output.
 template <class Op, class S>
 struct ReduceToAll {
   static constexpr int L = kLanes16<S>;
   using C = typename Element<S>::Compute;
   using Scale = ops::ScaleType<C>;
-  const void* const* inputs;
-  int k;
+  Fold<Op, S> fold;
   void* const* outputs;
   int m;
   int contributors;  // > 1: divide (kAvg)
   Scale inverse;     // 1 / contributors, for floating types
-  bool prescaled;
-  Scale prescale;
   bool postscaled;
   Scale postscale;
 
-  __device__ const S* input(int j) const { return static_cast<const S*>(inputs[j]); }
   __device__ S* output(int j) const { return static_cast<S*>(outputs[j]); }
-  __device__ C in(S x) const {
-    if (!prescaled) return Element<S>::widen(x);
-    return Element<S>::widen(Element<S>::narrow(ops::ScaleBy<C>{prescale}(Element<S>::widen(x))));
-  }
   __device__ S out(C acc) const {
     S x = Element<S>::narrow(acc);
     if (contributors > 1) {
@@ -131,21 +144,12 @@ struct ReduceToAll {
     return x;
   }
   __device__ void scalar(size_t i) const {
-    C acc = in(input(0)[i]);
-    for (int j = 1; j < k; ++j) acc = Op{}(acc, in(input(j)[i]));
-    const S v = out(acc);
+    const S v = out(fold.at(i));
     for (int j = 0; j < m; ++j) output(j)[i] = v;
   }
   __device__ Lanes<S, L> load(size_t i) const {
     C acc[L];
-    const Lanes<S, L> first = detail::load_lanes<S, L>(input(0) + i);
-#pragma unroll
-    for (int l = 0; l < L; ++l) acc[l] = in(first.v[l]);
-    for (int j = 1; j < k; ++j) {
-      const Lanes<S, L> x = detail::load_lanes<S, L>(input(j) + i);
-#pragma unroll
-      for (int l = 0; l < L; ++l) acc[l] = Op{}(acc[l], in(x.v[l]));
-    }
+    fold.lanes(i, acc);
     Lanes<S, L> r;
 #pragma unroll
     for (int l = 0; l < L; ++l) r.v[l] = out(acc[l]);
@@ -158,14 +162,11 @@ struct ReduceToAll {
 
 template <class Op, class S>
 __global__ void reduce_to_all_kernel(ReduceToAll<Op, S> f, size_t n) {
-  constexpr int L = ReduceToAll<Op, S>::L;
   const size_t head = detail::head_elements(f.output(0), sizeof(S), 16, n);
-  bool vector = true;
-  for (int j = 0; j < f.k; ++j)
-    vector = vector && detail::aligned_after(f.input(j), sizeof(S), head, 16);
+  bool vector = f.fold.aligned_after(head);
   for (int j = 1; j < f.m; ++j)
     vector = vector && detail::aligned_after(f.output(j), sizeof(S), head, 16);
-  detail::elementwise<L>(f, n, head, vector);
+  detail::elementwise<ReduceToAll<Op, S>::L>(f, n, head, vector);
 }
 
 }  // namespace
@@ -201,7 +202,7 @@ cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* cons
       if (count == 0) return cudaSuccess;
       reduce_many_kernel<Op, S>
           <<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0, stream>>>(
-              F{static_cast<S*>(out), inputs, num_inputs}, count);
+              F{Fold<Op, S>{inputs, num_inputs, false, 1}, static_cast<S*>(out)}, count);
       return cudaGetLastError();
     });
   });
@@ -221,14 +222,11 @@ cudaError_t reduce_many_to_all(DataType dtype, ReduceOp op, void* const* outputs
       using Scale = typename F::Scale;
       if (count == 0) return cudaSuccess;
       const int divide = op == ReduceOp::kAvg ? contributors : 1;
-      const F f{inputs,
-                num_inputs,
+      const F f{Fold<Op, S>{inputs, num_inputs, prescale != 1.0, static_cast<Scale>(prescale)},
                 outputs,
                 num_outputs,
                 divide,
                 static_cast<Scale>(1.0 / divide),
-                prescale != 1.0,
-                static_cast<Scale>(prescale),
                 postscale != 1.0,
                 static_cast<Scale>(postscale)};
       reduce_to_all_kernel<Op, S>

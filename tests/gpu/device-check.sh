@@ -250,11 +250,11 @@ check_bandwidth() {
 # --- GPU collectives through ringlet-bench --------------------------------------
 # Each runs with checking on; a collective this version refuses by name is
 # reported as not served, anything else that fails is a failure.
-collective() {  # NAME NP BACKEND COLLECTIVE [DIRECT_BYTES]
+collective() {  # NAME NP BACKEND COLLECTIVE [RINGLET_CUDA_IPC_DIRECT_BYTES, else its default]
   local name="$1" np="$2" backend="$3" coll="$4" log="$out/bench-$1.log"
   local direct="${5:-}"
   skip_unless_built "$name" ringletrun ringlet-bench || return
-  RINGLET_CUDA_IPC_DIRECT_BYTES="${direct:-4M}" timeout 300 "$build/bin/ringletrun" -np "$np" \
+  env ${direct:+RINGLET_CUDA_IPC_DIRECT_BYTES=$direct} timeout 300 "$build/bin/ringletrun" -np "$np" \
     "$build/bin/ringlet-bench" "$coll" --device cuda \
     --backend "$backend" -b 1K -e 256M -f 4 -c 1 -n 20 -w 5 >"$log" 2>&1
   local status=$?
