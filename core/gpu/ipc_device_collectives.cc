@@ -15,11 +15,18 @@
 //   (c) unpack: every rank copies each part from its owner's half into the
 //       tensors, with the postscale, and publishes consumed.
 // A tensor of at least RINGLET_CUDA_IPC_DIRECT_BYTES goes without the window
-// when every rank can share it (core/gpu/cuda_ipc_tensors.h): in one round every rank publishes where its input and
-// output lie, then rank i reduces part i of every rank's input straight into
+// when every rank can share it (core/gpu/cuda_ipc_tensors.h): in one round every rank publishes
+// where its input and output lie, then rank i reduces part i of every rank's input straight into
 // every rank's output (reduce_many_to_all, with the scales). Each input is read once and each
 // output written once, the least device memory traffic an allreduce can
 // have, against the window's pack, reduce and unpack.
+//
+// RINGLET_ALGORITHM=ring runs the allreduce as Ringlet's ring over the same
+// halves instead (round_plan.h: ring_steps): after the pack, each step
+// reduces (or, in the allgather, copies) one part of the predecessor's half
+// into this rank's own, so a rank reads only its predecessor's memory, the
+// pattern for GPUs linked in a ring rather than all to all; every part is
+// reduced once, by a chain in one order, so all ranks hold the same bits.
 //
 // The host flags are the window's (core/collectives/window_layout.h): a rank
 // publishes a flag after recording its interprocess event behind that step's
@@ -66,6 +73,7 @@ constexpr size_t kHalfBytes = size_t{32} << 20;
 // The allreduce path a round of a rank took, in its notes.
 constexpr uint64_t kWindowPath = 0x57494e444f57;  // "WINDOW"
 constexpr uint64_t kDirectPath = 0x444952454354;  // "DIRECT"
+constexpr uint64_t kRingPath = 0x52494e47;        // "RING"
 
 // The round protocol: the window's host flags, and on the device the peers'
 // events behind each flag.
@@ -102,29 +110,49 @@ class Rounds {
     std::memcpy(view_.staging(me(), g), &path, sizeof path);
   }
   // Throws unless local rank lr, seen staged in round g, took `path` too:
-  // ranks with different RINGLET_CUDA_IPC_DIRECT_BYTES would otherwise read
-  // each other's buffers as what they are not.
+  // ranks with different RINGLET_CUDA_IPC_DIRECT_BYTES or RINGLET_ALGORITHM
+  // would otherwise read each other's buffers as what they are not.
   void expect_path(int lr, uint64_t g, uint64_t path) const {
     uint64_t theirs = 0;
     std::memcpy(&theirs, view_.staging(lr, g), sizeof theirs);
     if (theirs == path) return;
     auto name = [](uint64_t p) {
-      return p == kDirectPath ? "between the ranks' own buffers" : "through the CUDA IPC window";
+      switch (p) {
+        case kDirectPath:
+          return "between the ranks' own buffers";
+        case kRingPath:
+          return "as a ring over the CUDA IPC window (RINGLET_ALGORITHM=ring)";
+        default:
+          return "through the CUDA IPC window";
+      }
     };
+    const char* setting = (theirs == kRingPath || path == kRingPath)
+                              ? "RINGLET_ALGORITHM"
+                              : "RINGLET_CUDA_IPC_DIRECT_BYTES";
     throw RuntimeError(ErrorKind::kMismatch, view_.global(me()),
                        "rank " + std::to_string(view_.global(lr)) + " allreduces a tensor " +
-                           name(theirs) + " where this rank goes " + name(path) +
-                           ": set RINGLET_CUDA_IPC_DIRECT_BYTES the same on every rank");
+                           name(theirs) + " where this rank goes " + name(path) + ": set " +
+                           setting + " the same on every rank");
   }
-  // This rank's work queued so far is step `which` of round g.
-  void publish(PaddedFlag SegmentControl::*which, uint64_t g) {
+  // expect_path for every peer, once each has staged round g (a wait on the
+  // host only: the device waits for no one here).
+  void expect_paths(uint64_t g, uint64_t path) {
+    for (int lr = 0; lr < size(); ++lr) {
+      if (lr == me()) continue;
+      view_.wait_at_least(lr, &SegmentControl::staged, flag_value(g, 1));
+      expect_path(lr, g, path);
+    }
+  }
+  // This rank's work queued so far is step `which` of round g, up to
+  // `progress` (the ring counts its steps).
+  void publish(PaddedFlag SegmentControl::*which, uint64_t g, uint64_t progress = 1) {
     record();
-    view_.publish(view_.control(me()).*which, flag_value(g, 1));
+    view_.publish(view_.control(me()).*which, flag_value(g, progress));
   }
-  // Waits until local rank lr has queued step `which` of round g, then makes
-  // the stream wait for it on the device.
-  void wait(int lr, PaddedFlag SegmentControl::*which, uint64_t g) {
-    view_.wait_at_least(lr, which, flag_value(g, 1));
+  // Waits until local rank lr has queued step `which` of round g, up to
+  // `progress`, then makes the stream wait for it on the device.
+  void wait(int lr, PaddedFlag SegmentControl::*which, uint64_t g, uint64_t progress = 1) {
+    view_.wait_at_least(lr, which, flag_value(g, progress));
     wait_for_event(lr);
   }
   void wait_all(PaddedFlag SegmentControl::*which, uint64_t g) {
@@ -179,7 +207,8 @@ class Rounds {
 
 class IpcDeviceCollectives final : public DeviceCollectives {
  public:
-  IpcDeviceCollectives(int rank, size_t direct_bytes) : rank_(rank), direct_bytes_(direct_bytes) {}
+  IpcDeviceCollectives(int rank, size_t direct_bytes, bool ring)
+      : rank_(rank), direct_bytes_(direct_bytes), ring_(ring) {}
 
   void allreduce(Communicator& comm, int32_t process_set, int device,
                  std::span<const DeviceSegment> tensors,
@@ -193,7 +222,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the allreduce staged through the host", std::move(report));
       return;
     }
-    q.mark("CUDA_IPC_ALLREDUCE");
+    q.mark(ring_ ? "CUDA_IPC_RING_ALLREDUCE" : "CUDA_IPC_ALLREDUCE");
     if (comm.size() == 1) {
       // Nothing to exchange: each output is its input, scaled.
       for (const DeviceSegment& t : tensors) {
@@ -205,10 +234,16 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     }
     IpcSet& set = ipc_set(comm, process_set, device);
     Rounds rounds(comm, set.window, q);
+    uint64_t last = 0;
+    if (ring_) {
+      ring_allreduce(rounds, q, tensors, dtype, op, prescale, postscale, last);
+      if (last > 0) rounds.drain(last);
+      watch(q, comm.deadline(), "the ring allreduce over CUDA IPC", std::move(report));
+      return;
+    }
     set.tensors.next_collective();
     const size_t es = dtype_size(dtype);
     std::vector<DeviceSegment> staged;
-    uint64_t last = 0;
     for (const DeviceSegment& t : tensors) {
       if (direct_bytes_ == 0 || t.count * es < direct_bytes_ ||
           !direct_allreduce(rounds, set.tensors, q, t, dtype, op, prescale, postscale, last)) {
@@ -509,29 +544,16 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const int n = rounds.size();
     const int me = rounds.me();
     const size_t es = dtype_size(dtype);
-    std::vector<size_t> counts;
-    for (const DeviceSegment& t : tensors) counts.push_back(t.count);
-    // The pieces of a round as kernel segments: from the inputs (pack) or to
-    // the outputs (unpack).
-    auto add_segments = [&](const std::vector<Piece>& pieces, bool inputs) {
-      for (const Piece& x : pieces) {
-        const DeviceSegment& t = tensors[x.tensor];
-        void* tensor = inputs ? const_cast<void*>(t.input) : t.output;
-        q.segment_table.push_back(
-            {static_cast<std::byte*>(tensor) + x.tensor_offset * es, x.round_offset, x.count});
-      }
-      return static_cast<int>(pieces.size());
-    };
-
-    for (const Round& r : plan_rounds(counts, es, n, kHalfBytes)) {
+    for (const Round& r : plan_rounds(counts_of(tensors), es, n, kHalfBytes)) {
       const uint64_t g = last = rounds.begin();
       // This round's tables: the pack segments, then the unpack segments of
       // each part, and the inputs of this rank's reduction.
       q.segment_table.clear();
       q.pointer_table.clear();
-      const int packed = add_segments(r.pieces, true);
+      const int packed = add_pieces(q, tensors, r.pieces, es, true);
       std::vector<int> first(n + 1, packed);
-      for (int p = 0; p < n; ++p) first[p + 1] = first[p] + add_segments(r.part_pieces(p), false);
+      for (int p = 0; p < n; ++p)
+        first[p + 1] = first[p] + add_pieces(q, tensors, r.part_pieces(p), es, false);
       const size_t my_lo = r.part_begin(me);
       const size_t my_len = r.part_length(me);
       for (int lr = 0; lr < n; ++lr) q.pointer_table.push_back(rounds.half(lr, g) + my_lo * es);
@@ -563,6 +585,83 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       }
       rounds.end(g);
     }
+  }
+
+  // The fused tensors as a ring over the window, a round of up to a half at
+  // a time: pack into this rank's half, run ring_steps() against the
+  // predecessor's half (the reduced flag counts the steps), unpack the
+  // whole round from this rank's half.
+  void ring_allreduce(Rounds& rounds, DeviceQueue& q, std::span<const DeviceSegment> tensors,
+                      DataType dtype, ReduceOp op, double prescale, double postscale,
+                      uint64_t& last) {
+    const int n = rounds.size();
+    const int me = rounds.me();
+    const int prev = (me + n - 1) % n;
+    const size_t es = dtype_size(dtype);
+    const std::vector<RingStep> steps = ring_steps(n, me);
+    for (const Round& r : plan_rounds(counts_of(tensors), es, n, kHalfBytes)) {
+      const uint64_t g = last = rounds.begin();
+      std::byte* mine = rounds.half(me, g);
+      const std::byte* theirs = rounds.half(prev, g);
+      // This round's tables: the pack segments, then the unpack segments.
+      q.segment_table.clear();
+      q.pointer_table.clear();
+      const int packed = add_pieces(q, tensors, r.pieces, es, true);
+      add_pieces(q, tensors, r.pieces, es, false);
+      q.upload_tables();
+      q.check(
+          kernels::cuda::pack(dtype, mine, q.segment(0), packed, r.count, prescale, q.stream.get()),
+          "the pack kernel (CUDA IPC ring allreduce)");
+      rounds.note_path(g, kRingPath);
+      rounds.publish(&SegmentControl::staged, g);
+      rounds.expect_paths(g, kRingPath);
+      for (size_t t = 0; t < steps.size(); ++t) {
+        const RingStep& s = steps[t];
+        if (t == 0) {
+          rounds.wait(prev, &SegmentControl::staged, g);
+        } else {
+          rounds.wait(prev, &SegmentControl::reduced, g, t);
+        }
+        std::byte* part = mine + r.part_begin(s.part) * es;
+        const std::byte* from = theirs + r.part_begin(s.part) * es;
+        const size_t len = r.part_length(s.part);
+        if (s.reduce) {
+          q.check(kernels::cuda::reduce(dtype, op, part, from, part, len, q.stream.get()),
+                  "the reduce kernel (CUDA IPC ring allreduce)");
+          // The last reduction completes this rank's part: the average's
+          // division happens once, before the allgather hands it on.
+          if (t + 2 == static_cast<size_t>(n) && op == ReduceOp::kAvg) {
+            q.check(kernels::cuda::finish_average(dtype, part, len, n, q.stream.get()),
+                    "the average kernel");
+          }
+        } else {
+          q.copy(part, from, len * es, "from the predecessor's half");
+        }
+        rounds.publish(&SegmentControl::reduced, g, t + 1);
+      }
+      q.check(kernels::cuda::unpack(dtype, mine, q.segment(packed), packed, r.count, postscale,
+                                    q.stream.get()),
+              "the unpack kernel (CUDA IPC ring allreduce)");
+      rounds.end(g);
+    }
+  }
+
+  static std::vector<size_t> counts_of(std::span<const DeviceSegment> tensors) {
+    std::vector<size_t> counts;
+    for (const DeviceSegment& t : tensors) counts.push_back(t.count);
+    return counts;
+  }
+  // Appends `pieces` of `tensors` to q's segment table as kernel segments:
+  // from the inputs (pack) or to the outputs (unpack). Returns how many.
+  static int add_pieces(DeviceQueue& q, std::span<const DeviceSegment> tensors,
+                        const std::vector<Piece>& pieces, size_t es, bool inputs) {
+    for (const Piece& x : pieces) {
+      const DeviceSegment& t = tensors[x.tensor];
+      void* tensor = inputs ? const_cast<void*>(t.input) : t.output;
+      q.segment_table.push_back(
+          {static_cast<std::byte*>(tensor) + x.tensor_offset * es, x.round_offset, x.count});
+    }
+    return static_cast<int>(pieces.size());
   }
 
   // Ranks on several hosts reach each other through host memory; within a
@@ -611,6 +710,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   std::map<int32_t, int> created_;  // windows made, per process set
   DeviceQueues queues_{rank_};
   const size_t direct_bytes_;  // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
+  const bool ring_;            // RINGLET_ALGORITHM=ring: the allreduce as a ring
   std::map<std::pair<int32_t, int>, std::unique_ptr<IpcSet>> sets_;
   // Destroyed first: it waits for every watched collective to end, before
   // the windows and streams they use go.
@@ -619,8 +719,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
 
 }  // namespace
 
-std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, size_t direct_bytes) {
-  return std::make_unique<IpcDeviceCollectives>(rank, direct_bytes);
+std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, size_t direct_bytes,
+                                                               bool ring) {
+  return std::make_unique<IpcDeviceCollectives>(rank, direct_bytes, ring);
 }
 
 }  // namespace ringlet::core::gpu

@@ -48,6 +48,14 @@ std::vector<Piece> Round::part_pieces(int p) const {
   return out;
 }
 
+std::vector<RingStep> ring_steps(int ranks, int me) {
+  std::vector<RingStep> steps;
+  auto wrap = [ranks](int p) { return ((p % ranks) + ranks) % ranks; };
+  for (int s = 0; s < ranks - 1; ++s) steps.push_back({wrap(me - s - 1), true});
+  for (int s = 0; s < ranks - 1; ++s) steps.push_back({wrap(me - s), false});
+  return steps;
+}
+
 std::vector<Round> plan_rounds(std::span<const size_t> counts, size_t element_bytes, int ranks,
                                size_t round_bytes) {
   const std::vector<size_t> slot = fused_slots(counts, element_bytes);

@@ -65,6 +65,24 @@ struct TensorPart {
 };
 TensorPart tensor_part(size_t count, size_t element_bytes, int ranks, int p);
 
+// Ringlet's ring over one round's parts, as local rank `me` of `ranks` runs
+// it: every step works on one part of its own half, reading the same part
+// of its predecessor's (me - 1) half, which the predecessor finished in its
+// step before (its step -1 being the pack). The first ranks - 1 steps are
+// the reduce-scatter (part = predecessor's + own); after them the rank holds
+// part (me + 1) % ranks complete. The last ranks - 1 steps are the allgather
+// (part = predecessor's), after which every part is complete.
+//
+// A rank never overwrites a part before its successor has read it: the
+// successor reads part p of this rank as part of the chain of steps that
+// leads, around the ring, to the predecessor's step this rank waits for
+// before it overwrites p.
+struct RingStep {
+  int part;
+  bool reduce;  // reduce-scatter: own += predecessor's; allgather: own = predecessor's
+};
+std::vector<RingStep> ring_steps(int ranks, int me);
+
 // The rounds of a fused message of tensors of `counts` elements, with
 // `ranks` parts per round and at most `round_bytes` per round.
 std::vector<Round> plan_rounds(std::span<const size_t> counts, size_t element_bytes, int ranks,

@@ -13,9 +13,10 @@
 # beside a device-to-device cudaMemcpy, runs every collective of device
 # tensors through the public API, ringlet.torch and ringlet-bench (NCCL, one
 # rank: NCCL runs one rank per device and the machine has one), runs Ringlet's
-# own direct algorithm over CUDA IPC (HOROVOD_GPU_OPERATIONS=RING) with 2 and 4
+# own algorithms over CUDA IPC (HOROVOD_GPU_OPERATIONS=RING) with 2 to 4
 # ranks sharing the GPU, through the window and between the ranks' own
-# buffers (RINGLET_CUDA_IPC_DIRECT_BYTES 0, 4M and 1), trains pytorch_mnist.py on CUDA with 1 rank (NCCL)
+# buffers (RINGLET_CUDA_IPC_DIRECT_BYTES 0, 4M and 1) and as a ring
+# (RINGLET_ALGORITHM=ring), trains pytorch_mnist.py on CUDA with 1 rank (NCCL)
 # and 2 ranks (RING), and prints one summary table. A target that fails to build fails its row, and the
 # steps that need it are skipped; the others still run. The summary, the
 # bandwidth table and an archive of every log (logs.tar.gz) go to $OUT when
@@ -191,7 +192,9 @@ check_torch() {
   torch_collectives "ringlet.torch np2 RING" 2 RING torch_cuda_ring2
   RINGLET_CUDA_IPC_DIRECT_BYTES=1 torch_collectives "ringlet.torch np4 RING direct" 4 RING \
     torch_cuda_ring4_direct
-  direct_mismatch
+  RINGLET_ALGORITHM=ring torch_collectives "ringlet.torch np3 RING ring" 3 RING torch_cuda_ring3_ring
+  path_mismatch "RING direct bytes differ np2" RINGLET_CUDA_IPC_DIRECT_BYTES 0 1
+  path_mismatch "RING algorithm differs np2" RINGLET_ALGORITHM ring auto
   mnist "pytorch_mnist.py on CUDA" 1 NCCL pytorch_mnist
   mnist "pytorch_mnist.py np2 RING" 2 RING pytorch_mnist_ring
 }
@@ -208,18 +211,21 @@ torch_collectives() {  # NAME NP GPU_OPERATIONS LOG
   fi
 }
 
-# Rank 0 stages (RINGLET_CUDA_IPC_DIRECT_BYTES=0) where rank 1 goes between
-# the ranks' own buffers: both must fail the allreduce, naming the variable.
-direct_mismatch() {
-  local name="RING direct bytes differ np2" log="$out/torch_direct_mismatch.log"
-  HOROVOD_GPU_OPERATIONS=RING timeout 120 "$build/bin/ringletrun" -np 2 sh -c \
-    'RINGLET_CUDA_IPC_DIRECT_BYTES=$([ "$RINGLET_RANK" = 0 ] && echo 0 || echo 1) exec python3 tests/gpu/torch_direct_mismatch.py' \
+# Rank 0 runs with VARIABLE=RANK0 and rank 1 with VARIABLE=OTHERS, so that
+# they take different paths for one large allreduce (for example rank 0
+# stages it through the window where rank 1 goes between the ranks' own
+# buffers): both must fail it, naming the variable.
+path_mismatch() {  # NAME VARIABLE RANK0 OTHERS
+  local name="$1" log="$out/torch_path_mismatch_$2.log"
+  HOROVOD_GPU_OPERATIONS=RING VARIABLE="$2" RANK0="$3" OTHERS="$4" timeout 120 \
+    "$build/bin/ringletrun" -np 2 sh -c \
+    'export "$VARIABLE=$([ "$RINGLET_RANK" = 0 ] && echo "$RANK0" || echo "$OTHERS")"; exec python3 tests/gpu/torch_path_mismatch.py "$VARIABLE"' \
     >"$log" 2>&1
-  if [ "$(grep -c 'direct mismatch reported' "$log")" = 2 ]; then
-    row "$name" PASS "a mismatch error naming the variable on both ranks"
+  if [ "$(grep -c 'path mismatch reported' "$log")" = 2 ]; then
+    row "$name" PASS "a mismatch error naming $2 on both ranks"
   else
     tail -20 "$log"
-    row "$name" FAIL "see torch_direct_mismatch.log"
+    row "$name" FAIL "see $(basename "$log")"
   fi
 }
 
@@ -250,11 +256,11 @@ check_bandwidth() {
 # --- GPU collectives through ringlet-bench --------------------------------------
 # Each runs with checking on; a collective this version refuses by name is
 # reported as not served, anything else that fails is a failure.
-collective() {  # NAME NP BACKEND COLLECTIVE [RINGLET_CUDA_IPC_DIRECT_BYTES, else its default]
+collective() {  # NAME NP BACKEND COLLECTIVE [VARIABLE=VALUE ...: settings of this row]
   local name="$1" np="$2" backend="$3" coll="$4" log="$out/bench-$1.log"
-  local direct="${5:-}"
+  shift 4
   skip_unless_built "$name" ringletrun ringlet-bench || return
-  env ${direct:+RINGLET_CUDA_IPC_DIRECT_BYTES=$direct} timeout 300 "$build/bin/ringletrun" -np "$np" \
+  env "$@" timeout 300 "$build/bin/ringletrun" -np "$np" \
     "$build/bin/ringlet-bench" "$coll" --device cuda \
     --backend "$backend" -b 1K -e 256M -f 4 -c 1 -n 20 -w 5 >"$log" 2>&1
   local status=$?
@@ -273,8 +279,8 @@ collective() {  # NAME NP BACKEND COLLECTIVE [RINGLET_CUDA_IPC_DIRECT_BYTES, els
 # The 256 MiB allreduce of 2 ranks on the GPU (RING) against the least device
 # memory traffic any allreduce needs: each rank's input read once and output
 # written once, 2 x 2 x 256 MiB, at the cudaMemcpy bandwidth of this run
-# (which counts bytes read plus written). The target is 70%; the row of the
-# staged path (through the window) stands beside it.
+# (which counts bytes read plus written). The target is 70%; the rows of the
+# staged path (through the window) and of the ring stand beside it.
 hbm_bound() {  # NAME BENCH_LOG
   local name="$1" log="$out/bench-$2.log" copy us
   copy=$(awk '$1 == "cudaMemcpy" && $3 == 256 {print $5; exit}' "$out/bandwidth.txt" 2>/dev/null)
@@ -301,7 +307,9 @@ collective nccl-allreduce-np1 1 nccl allreduce
 collective nccl-broadcast-np1 1 nccl broadcast
 collective nccl-allgather-np1 1 nccl allgather
 collective ring-allreduce-np2 2 ring allreduce
-collective ring-allreduce-np2-staged 2 ring allreduce 0
+collective ring-allreduce-np2-staged 2 ring allreduce RINGLET_CUDA_IPC_DIRECT_BYTES=0
+collective ring-allreduce-np2-ring 2 ring allreduce RINGLET_ALGORITHM=ring
+collective ring-allreduce-np3-ring 3 ring allreduce RINGLET_ALGORITHM=ring
 collective ring-broadcast-np2 2 ring broadcast
 collective ring-allgather-np2 2 ring allgather
 collective ring-reducescatter-np2 2 ring reducescatter
@@ -311,5 +319,6 @@ collective ring-broadcast-np4 4 ring broadcast
 collective ring-allgather-np4 4 ring allgather
 hbm_bound "RING 256 MiB np2 vs HBM" ring-allreduce-np2
 hbm_bound "RING 256 MiB np2 staged vs HBM" ring-allreduce-np2-staged
+hbm_bound "RING 256 MiB np2 ring vs HBM" ring-allreduce-np2-ring
 
 finish $failed

@@ -132,6 +132,65 @@ TEST(RoundPlan, EveryElementPackedAndUnpackedOnce) {
   }
 }
 
+// Runs the ring's steps of `ranks` ranks in a random order that only keeps
+// what the device protocol orders: a rank's own steps in turn, and its step
+// t after its predecessor's step t - 1 (the pack for t = 0). Each rank
+// stages 2^rank times a value, so a part that misses a rank's contribution,
+// or counts one twice (read after a peer overwrote it, or before a peer
+// reduced into it), has the wrong sum.
+void check_ring(int ranks, std::mt19937& rng) {
+  constexpr int kElements = 3;  // per part
+  using Half = std::vector<std::vector<uint64_t>>;
+  std::vector<Half> half(ranks, Half(ranks, std::vector<uint64_t>(kElements, 0)));
+  std::vector<std::vector<RingStep>> steps(ranks);
+  std::vector<int> done(ranks, 0);  // actions done: the pack, then the steps
+  for (int r = 0; r < ranks; ++r) steps[r] = ring_steps(ranks, r);
+  auto value = [](int p, int e) { return static_cast<uint64_t>(p * kElements + e + 1); };
+  for (;;) {
+    std::vector<int> ready;
+    for (int r = 0; r < ranks; ++r) {
+      const int prev = (r + ranks - 1) % ranks;
+      if (done[r] == 0) {
+        ready.push_back(r);
+      } else if (done[r] - 1 < static_cast<int>(steps[r].size()) && done[prev] >= done[r]) {
+        ready.push_back(r);
+      }
+    }
+    if (ready.empty()) break;
+    const int r = ready[rng() % ready.size()];
+    const int prev = (r + ranks - 1) % ranks;
+    if (done[r] == 0) {
+      for (int p = 0; p < ranks; ++p)
+        for (int e = 0; e < kElements; ++e) half[r][p][e] = (uint64_t{1} << r) * value(p, e);
+    } else {
+      const RingStep s = steps[r][done[r] - 1];
+      for (int e = 0; e < kElements; ++e) {
+        half[r][s.part][e] = half[prev][s.part][e] + (s.reduce ? half[r][s.part][e] : 0);
+      }
+    }
+    ++done[r];
+  }
+  for (int r = 0; r < ranks; ++r) {
+    ASSERT_EQ(done[r], 2 * ranks - 1) << "rank " << r << " ran every step";
+    for (int p = 0; p < ranks; ++p)
+      for (int e = 0; e < kElements; ++e)
+        ASSERT_EQ(half[r][p][e], ((uint64_t{1} << ranks) - 1) * value(p, e))
+            << ranks << " ranks: rank " << r << " part " << p;
+  }
+}
+
+TEST(RoundPlan, RingStepsReduceEveryPartOnceInAnyOrderTheFlagsAllow) {
+  EXPECT_TRUE(ring_steps(1, 0).empty());
+  const std::vector<RingStep> two = ring_steps(2, 0);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_TRUE(two[0].reduce && two[0].part == 1) << "reduce the successor's part first";
+  EXPECT_TRUE(!two[1].reduce && two[1].part == 0) << "then fetch the own part complete";
+  std::mt19937 rng(11);
+  for (int ranks = 1; ranks <= 6; ++ranks) {
+    for (int trial = 0; trial < 200; ++trial) check_ring(ranks, rng);
+  }
+}
+
 TEST(RoundPlan, NothingToMoveHasNoRounds) {
   EXPECT_TRUE(plan_rounds(std::vector<size_t>{}, 4, 2, 4096).empty());
   EXPECT_TRUE(plan_rounds(std::vector<size_t>{0, 0}, 4, 2, 4096).empty());
