@@ -14,9 +14,10 @@
 #include <string>
 #include <thread>
 
-#include "ringlet/common/hmac.h"
+#include "core/bootstrap/job_settings.h"
 #include "core/collectives/workspace.h"
 #include "ringlet/common/duration_text.h"
+#include "ringlet/common/hmac.h"
 #include "ringlet/common/logging.h"
 
 namespace ringlet::core {
@@ -153,6 +154,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   c->rendezvous_ = launch.rendezvous;
   c->secret_ = launch.secret;
   c->world_ = build_world(launch, *c->store_, start);
+  check_job_settings(config, launch.rank, launch.size, *c->store_, start);
   // Read once: hardware_concurrency() opens a sysfs file on every call.
   c->workspace_->tuning.oversubscribed =
       static_cast<unsigned>(c->world_.local_size) > std::thread::hardware_concurrency();

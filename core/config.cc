@@ -303,6 +303,44 @@ std::string_view to_string(GpuOperations g) {
   return "?";
 }
 
+std::string_view to_string(TransportKind t) {
+  switch (t) {
+    case TransportKind::kAuto:
+      return "auto";
+    case TransportKind::kShm:
+      return "shm";
+    case TransportKind::kTcp:
+      return "tcp";
+    case TransportKind::kUcx:
+      return "ucx";
+  }
+  return "?";
+}
+
+std::string_view to_string(CpuOperations c) {
+  switch (c) {
+    case CpuOperations::kRing:
+      return "RING";
+    case CpuOperations::kMpi:
+      return "MPI";
+  }
+  return "?";
+}
+
+std::string_view to_string(AlgorithmChoice a) {
+  switch (a) {
+    case AlgorithmChoice::kAuto:
+      return "auto";
+    case AlgorithmChoice::kRing:
+      return "ring";
+    case AlgorithmChoice::kDirect:
+      return "direct";
+    case AlgorithmChoice::kOneStep:
+      return "onestep";
+  }
+  return "?";
+}
+
 const std::vector<EnvVar>& env_table() {
   static const std::vector<EnvVar> table = build_table();
   return table;

@@ -88,6 +88,10 @@ std::string host_name(const Config& config);
 
 // "NCCL", "RING", "MPI": as HOROVOD_GPU_OPERATIONS spells them.
 std::string_view to_string(GpuOperations g);
+// As RINGLET_TRANSPORT, HOROVOD_CPU_OPERATIONS and RINGLET_ALGORITHM spell them.
+std::string_view to_string(TransportKind t);
+std::string_view to_string(CpuOperations c);
+std::string_view to_string(AlgorithmChoice a);
 
 // The table as text, for `ringletrun --help-env`.
 std::string describe_env_table();
