@@ -90,8 +90,17 @@ void check_job_settings(const Config& config, int rank, int size, StoreClient& s
   std::string found;
   int differing = 0;
   for (int r = 1; r < size; ++r) {
-    const std::string d =
-        differences(mine, decode(store.get("world/settings/" + std::to_string(r), deadline)), r);
+    std::vector<uint8_t> theirs;
+    try {
+      theirs = store.get("world/settings/" + std::to_string(r), deadline);
+    } catch (const transport::Timeout& e) {
+      // It joined the rendezvous moments ago: it died since, or hangs.
+      throw transport::Timeout(
+          rank, r,
+          "rank " + std::to_string(r) +
+              " did not send its settings in time after the rendezvous: " + e.cause());
+    }
+    const std::string d = differences(mine, decode(theirs), r);
     if (d.empty()) continue;
     if (++differing <= kNamed) found += (found.empty() ? "" : "; ") + d;
   }

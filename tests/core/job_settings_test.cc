@@ -113,5 +113,18 @@ TEST(JobSettings, ManyRanksThatDifferAreCounted) {
       });
 }
 
+TEST(JobSettings, RankZeroNamesARankThatNeverSendsItsSettings) {
+  StoreServer server(0, kSecret);
+  StoreClient store("127.0.0.1:" + std::to_string(server.port()), kSecret, 0, Clock::now() + 5s);
+  try {
+    check_job_settings(Config{}, 0, 2, store, Clock::now() + 200ms);
+    FAIL() << "the settings of 2 ranks were checked with 1";
+  } catch (const transport::Timeout& e) {
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_NE(std::string(e.what()).find("rank 1 did not send its settings"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ringlet::core
