@@ -114,7 +114,12 @@ void NcclCommunicator::settle(const char* what, transport::Deadline deadline) {
   int turns = 0;
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+    ncclResult_t q = ncclSuccess;
+    {
+      std::lock_guard lock(mu_);
+      throw_if_aborted_locked();
+      q = ncclCommGetAsyncError(comm_, &state);
+    }
     if (q != ncclSuccess) fail(q, what);
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) fail(state, what);
@@ -133,7 +138,11 @@ bool NcclCommunicator::poll(cudaEvent_t done, transport::Deadline deadline, cons
                                 cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"));
   }
   ncclResult_t state = ncclSuccess;
-  (void)ncclCommGetAsyncError(comm_, &state);
+  {
+    std::lock_guard lock(mu_);
+    throw_if_aborted_locked();
+    (void)ncclCommGetAsyncError(comm_, &state);
+  }
   if (state != ncclSuccess && state != ncclInProgress) fail(state, what);
   if (transport::Clock::now() >= deadline) time_out(what);
   return false;
@@ -141,7 +150,7 @@ bool NcclCommunicator::poll(cudaEvent_t done, transport::Deadline deadline, cons
 
 void NcclCommunicator::throw_if_aborted() {
   std::lock_guard lock(mu_);
-  if (failure_) throw *failure_;
+  throw_if_aborted_locked();
 }
 
 void NcclCommunicator::abort_with(common::Failure failure) {
@@ -158,8 +167,12 @@ void NcclCommunicator::abort_with(common::Failure failure) {
 
 void NcclCommunicator::fail(ncclResult_t r, const char* what) {
   std::string why = set_text_ + ": " + what + " failed: " + ncclGetErrorString(r);
-  const char* last = ncclGetLastError(comm_);
-  if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
+  {
+    std::lock_guard lock(mu_);
+    throw_if_aborted_locked();  // the first failure wins; NCCL freed the communicator
+    const char* last = ncclGetLastError(comm_);
+    if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
+  }
   abort_with(RuntimeError(kind_of(r), rank_, why));
 }
 

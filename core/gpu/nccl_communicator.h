@@ -32,11 +32,27 @@ class NcclCommunicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  // The communicator for a NCCL call; throws its first failure instead once
-  // it was aborted (NCCL freed it then), so that no call reaches it.
-  ncclComm_t get() {
-    throw_if_aborted();
-    return comm_;
+  // Makes one NCCL call, `call(comm)`, then checks its result as check()
+  // does. The call runs under the communicator's lock, so that the finalizer
+  // cannot abort the communicator (NCCL frees it then) while the call uses
+  // it; once it was aborted, the first failure is thrown instead.
+  template <class Fn>
+  void call(const char* what, Fn&& fn) {
+    ncclResult_t r;
+    {
+      std::lock_guard lock(mu_);
+      throw_if_aborted_locked();
+      r = fn(comm_);
+    }
+    check(r, what);
+  }
+  // The communicator's lock, held by this thread across a group of calls
+  // (ncclGroupStart ... ncclGroupEnd: NCCL's group refers to the
+  // communicator until it ends); throws the first failure once aborted.
+  std::unique_lock<std::recursive_mutex> hold() {
+    std::unique_lock lock(mu_);
+    throw_if_aborted_locked();
+    return lock;
   }
 
   // Checks what a NCCL call returned (runtime loop): ncclInProgress is waited
@@ -59,10 +75,15 @@ class NcclCommunicator {
   [[noreturn]] void fail(ncclResult_t r, const char* what);
   [[noreturn]] void time_out(const char* what);
   void throw_if_aborted();
+  void throw_if_aborted_locked() {
+    if (failure_) throw *failure_;
+  }
 
   ncclComm_t comm_ = nullptr;
   // The loop thread calls NCCL and the finalizer polls it; either may abort.
-  std::mutex mu_;
+  // Every NCCL call on comm_ holds it (recursive: a failing call aborts under
+  // it).
+  std::recursive_mutex mu_;
   std::optional<common::Failure> failure_;  // set once aborted
   int device_;
   int rank_;  // this rank, global, for messages

@@ -70,28 +70,49 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// ncclGroupStart ... ncclGroupEnd, closed also when a call between them
-// throws (the communicator is aborted then, but NCCL's group is per thread).
+// ncclGroupStart ... ncclGroupEnd, holding the communicator's lock
+// throughout: NCCL's group refers to the communicator until it ends, so the
+// finalizer must not abort it meanwhile, and a call that fails ends the
+// group before the communicator is aborted. Closed also when the scope is
+// left by an exception.
 class NcclGroup {
  public:
-  explicit NcclGroup(NcclCommunicator& nccl) : nccl_(nccl) {
-    (void)nccl_.get();  // an aborted communicator throws before the group opens
+  explicit NcclGroup(NcclCommunicator& nccl) : nccl_(nccl), lock_(nccl.hold()) {
     const ncclResult_t r = ncclGroupStart();
     open_ = r == ncclSuccess;
-    if (!open_) nccl_.check(r, "ncclGroupStart");
+    if (!open_) {
+      lock_.unlock();
+      nccl_.check(r, "ncclGroupStart");
+    }
   }
-  ~NcclGroup() {
-    if (open_) (void)ncclGroupEnd();
-  }
+  ~NcclGroup() { close(); }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
+
+  // One call of the group (NcclCommunicator::call).
+  template <class Fn>
+  void call(const char* what, Fn&& fn) {
+    nccl_.call(what, [&](ncclComm_t comm) {
+      const ncclResult_t r = fn(comm);
+      if (r != ncclSuccess && r != ncclInProgress) close();
+      return r;
+    });
+  }
   void end() {
+    const ncclResult_t r = ncclGroupEnd();
     open_ = false;
-    nccl_.check(ncclGroupEnd(), "ncclGroupEnd");
+    lock_.unlock();
+    nccl_.check(r, "ncclGroupEnd");
   }
 
  private:
+  void close() {
+    if (open_) (void)ncclGroupEnd();
+    open_ = false;
+  }
+
   NcclCommunicator& nccl_;
+  std::unique_lock<std::recursive_mutex> lock_;
   bool open_ = false;
 };
 
@@ -125,9 +146,9 @@ class NcclDeviceCollectives final : public DeviceCollectives {
         q.scaled_copy(dtype, t.output, t.input, t.count, prescale);
         send = t.output;
       }
-      c.nccl.check(
-          ncclAllReduce(send, t.output, t.count, type, nccl_op(op), c.nccl.get(), q.stream.get()),
-          "ncclAllReduce");
+      c.nccl.call("ncclAllReduce", [&](ncclComm_t nc) {
+        return ncclAllReduce(send, t.output, t.count, type, nccl_op(op), nc, q.stream.get());
+      });
       q.finish(dtype, op, t.output, t.count, ranks, postscale);
     } else {
       // One table for both passes: the inputs' segments, then the outputs'.
@@ -140,9 +161,10 @@ class NcclDeviceCollectives final : public DeviceCollectives {
                                   q.stream.get()),
               "the pack kernel (MEMCPY_IN_FUSION_BUFFER)");
       q.mark("NCCL_ALLREDUCE");
-      c.nccl.check(ncclAllReduce(q.fusion.get(), q.fusion.get(), extent, type, nccl_op(op),
-                                 c.nccl.get(), q.stream.get()),
-                   "ncclAllReduce");
+      c.nccl.call("ncclAllReduce", [&](ncclComm_t nc) {
+        return ncclAllReduce(q.fusion.get(), q.fusion.get(), extent, type, nccl_op(op), nc,
+                             q.stream.get());
+      });
       q.mark("MEMCPY_OUT_FUSION_BUFFER");
       q.finish(dtype, op, q.fusion.get(), extent, ranks, 1.0);
       q.check(kernels::cuda::unpack(dtype, q.fusion.get(), q.segment(n), n, extent, postscale,
@@ -158,9 +180,10 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     Call c(*this, comm, process_set, device, {&ready, 1});
     c.q.mark("NCCL_BROADCAST");
     // Moved as bytes: a broadcast never looks at the elements.
-    c.nccl.check(ncclBroadcast(buffer, buffer, count * dtype_size(dtype), ncclUint8, root,
-                               c.nccl.get(), c.q.stream.get()),
-                 "ncclBroadcast");
+    c.nccl.call("ncclBroadcast", [&](ncclComm_t nc) {
+      return ncclBroadcast(buffer, buffer, count * dtype_size(dtype), ncclUint8, root, nc,
+                           c.q.stream.get());
+    });
     watch(c, comm.deadline(), "the broadcast", std::move(report));
   }
 
@@ -177,8 +200,9 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     const size_t es = dtype_size(dtype);
     if (all_equal(counts)) {
       if (counts[0] > 0) {
-        c.nccl.check(ncclAllGather(input, output, counts[0] * es, ncclUint8, c.nccl.get(), stream),
-                     "ncclAllGather");
+        c.nccl.call("ncclAllGather", [&](ncclComm_t nc) {
+          return ncclAllGather(input, output, counts[0] * es, ncclUint8, nc, stream);
+        });
       }
     } else {
       // Blocks of different sizes: each rank broadcasts its own into place,
@@ -187,9 +211,10 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       size_t offset = 0;
       for (int r = 0; r < comm.size(); ++r) {
         if (counts[r] > 0) {
-          c.nccl.check(ncclBroadcast(input, byte_at(output, offset * es), counts[r] * es, ncclUint8,
-                                     r, c.nccl.get(), stream),
-                       "ncclBroadcast (allgather)");
+          group.call("ncclBroadcast (allgather)", [&](ncclComm_t nc) {
+            return ncclBroadcast(input, byte_at(output, offset * es), counts[r] * es, ncclUint8, r,
+                                 nc, stream);
+          });
         }
         offset += counts[r];
       }
@@ -218,9 +243,9 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     }
     if (all_equal(counts)) {
       if (counts[0] > 0) {
-        c.nccl.check(
-            ncclReduceScatter(send, output, counts[0], type, nccl_op(op), c.nccl.get(), stream),
-            "ncclReduceScatter");
+        c.nccl.call("ncclReduceScatter", [&](ncclComm_t nc) {
+          return ncclReduceScatter(send, output, counts[0], type, nccl_op(op), nc, stream);
+        });
       }
     } else {
       // Blocks of different sizes: block r is reduced to rank r, all in one
@@ -229,9 +254,10 @@ class NcclDeviceCollectives final : public DeviceCollectives {
       size_t offset = 0;
       for (int r = 0; r < comm.size(); ++r) {
         if (counts[r] > 0) {
-          c.nccl.check(ncclReduce(byte_at(send, offset * es), output, counts[r], type, nccl_op(op),
-                                  r, c.nccl.get(), stream),
-                       "ncclReduce (reducescatter)");
+          group.call("ncclReduce (reducescatter)", [&](ncclComm_t nc) {
+            return ncclReduce(byte_at(send, offset * es), output, counts[r], type, nccl_op(op), r,
+                              nc, stream);
+          });
         }
         offset += counts[r];
       }
@@ -258,14 +284,16 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     for (int r = 0; r < comm.size(); ++r) {
       if (r == me) continue;
       if (send_counts[r] > 0) {
-        c.nccl.check(ncclSend(byte_at(input, send_at[r] * es), send_counts[r] * es, ncclUint8, r,
-                              c.nccl.get(), stream),
-                     "ncclSend (alltoall)");
+        group.call("ncclSend (alltoall)", [&](ncclComm_t nc) {
+          return ncclSend(byte_at(input, send_at[r] * es), send_counts[r] * es, ncclUint8, r, nc,
+                          stream);
+        });
       }
       if (recv_counts[r] > 0) {
-        c.nccl.check(ncclRecv(byte_at(output, recv_at[r] * es), recv_counts[r] * es, ncclUint8, r,
-                              c.nccl.get(), stream),
-                     "ncclRecv (alltoall)");
+        group.call("ncclRecv (alltoall)", [&](ncclComm_t nc) {
+          return ncclRecv(byte_at(output, recv_at[r] * es), recv_counts[r] * es, ncclUint8, r, nc,
+                          stream);
+        });
       }
     }
     group.end();
