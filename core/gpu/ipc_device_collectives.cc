@@ -155,9 +155,9 @@ class Rounds {
     view_.wait_at_least(lr, which, flag_value(g, progress));
     wait_for_event(lr);
   }
-  void wait_all(PaddedFlag SegmentControl::*which, uint64_t g) {
+  void wait_all(PaddedFlag SegmentControl::*which, uint64_t g, uint64_t progress = 1) {
     for (int lr = 0; lr < size(); ++lr) {
-      if (lr != me()) wait(lr, which, g);
+      if (lr != me()) wait(lr, which, g, progress);
     }
   }
   void end(uint64_t g) {
@@ -527,12 +527,20 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       }
     }
     q.upload_tables();
+    // Reduced counts two steps here. 1: this rank opened every peer's
+    // allocations. No rank writes into another's tensors before every rank
+    // did, so a rank that fails to open one throws with its own tensors
+    // untouched by its peers (who fail at the deadline, having written
+    // nothing either).
+    rounds.publish(&SegmentControl::reduced, g, 1);
+    rounds.wait_all(&SegmentControl::reduced, g, 1);
     q.check(kernels::cuda::reduce_many_to_all(dtype, op, q.output_pointer(n), n, q.pointer(0), n,
                                               part.length, n, prescale, postscale, q.stream.get()),
             "the reduce kernel (CUDA IPC direct allreduce)");
-    rounds.publish(&SegmentControl::reduced, g);
-    // Every part of this rank's output is written once every peer reduced.
-    rounds.wait_all(&SegmentControl::reduced, g);
+    // 2: this rank's part is written in every output. Every part of this
+    // rank's output is written once every peer got there.
+    rounds.publish(&SegmentControl::reduced, g, 2);
+    rounds.wait_all(&SegmentControl::reduced, g, 2);
     rounds.end(g);
     return true;
   }
