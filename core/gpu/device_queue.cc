@@ -16,8 +16,17 @@ void DeviceQueue::begin(std::span<const std::shared_ptr<Event>> ready, transport
   }
 }
 
-void DeviceQueue::wait_on_host(const Event& at, const char* what) const {
-  for (int turns = 0; !reached(at.get(), rank, device, deadline, what); backoff(turns)) {
+void DeviceQueue::wait_on_host(const Event& at, const char* what) {
+  for (int turns = 0; !passed(at.get(), deadline, what); backoff(turns)) {
+  }
+}
+
+bool DeviceQueue::passed(cudaEvent_t end, transport::Deadline by, const std::string& what) {
+  try {
+    return reached(end, rank, device, by, what);
+  } catch (const runtime::RuntimeError& e) {
+    if (e.kind() == runtime::ErrorKind::kTimeout) stuck = true;
+    throw;
   }
 }
 

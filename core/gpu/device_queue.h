@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <map>
@@ -111,10 +112,17 @@ struct DeviceQueue {
   std::vector<const void*> pointer_table;
   std::vector<std::pair<const char*, std::shared_ptr<Event>>> marks;  // since the last watch
   transport::Deadline deadline{};                                     // the current collective's
+  // Set once the device did not pass a point within the deadline: the
+  // stream may then wait for ever (on a peer's interprocess event, which
+  // nothing cancels), so what it uses is never freed (cudaFree waits for the
+  // whole device and would hang the shutdown).
+  std::atomic<bool> stuck{false};
 
   // Waits on the host for the device to pass `at`, within the deadline
-  // (RuntimeError naming `what` past it).
-  void wait_on_host(const Event& at, const char* what) const;
+  // (RuntimeError naming `what` past it, and `stuck` set).
+  void wait_on_host(const Event& at, const char* what);
+  // reached() (below), setting `stuck` past the deadline.
+  bool passed(cudaEvent_t end, transport::Deadline by, const std::string& what);
 
  private:
   struct TableSlot {
@@ -144,6 +152,17 @@ class SettleOnThrow {
 class DeviceQueues {
  public:
   explicit DeviceQueues(int rank) : rank_(rank) {}
+  // Whether some queue is stuck (DeviceQueue::stuck).
+  bool any_stuck() const {
+    for (const auto& [device, q] : queues_) {
+      if (q->stuck) return true;
+    }
+    return false;
+  }
+  // Leaves every queue, and what it holds, to the process's end.
+  void abandon() {
+    for (auto& [device, q] : queues_) (void)q.release();
+  }
   DeviceQueue& operator[](int device) {
     std::unique_ptr<DeviceQueue>& q = queues_[device];
     if (!q) q = std::make_unique<DeviceQueue>(rank_, device);

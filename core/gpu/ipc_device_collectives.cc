@@ -679,10 +679,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   }
   void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Report report) {
     q.watch(
-        finalizer_,
-        [rank = rank_, device = q.device, deadline, what](cudaEvent_t end) {
-          return reached(end, rank, device, deadline, what);
-        },
+        finalizer_, [&q, deadline, what](cudaEvent_t end) { return q.passed(end, deadline, what); },
         std::move(report.phase), std::move(report.done));
   }
 
@@ -720,6 +717,20 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   const size_t direct_bytes_;  // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
   const bool ring_;            // RINGLET_ALGORITHM=ring: the allreduce as a ring
   std::map<std::pair<int32_t, int>, std::unique_ptr<IpcSet>> sets_;
+  // Destroyed after the finalizer, before the windows and queues: where a
+  // collective did not end on the device within its deadline, a stream may
+  // wait for ever on a peer's event (nothing cancels cudaStreamWaitEvent),
+  // and freeing what it uses would hang the shutdown (cudaFree waits for the
+  // whole device). Then the windows, the peers' allocations and the queues
+  // are left to the process's end.
+  struct LeaveIfStuck {
+    IpcDeviceCollectives& self;
+    ~LeaveIfStuck() {
+      if (!self.queues_.any_stuck()) return;
+      for (auto& [key, set] : self.sets_) (void)set.release();
+      self.queues_.abandon();
+    }
+  } leave_if_stuck_{*this};
   // Destroyed first: it waits for every watched collective to end, before
   // the windows and streams they use go.
   Finalizer finalizer_;
