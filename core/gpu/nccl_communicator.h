@@ -32,7 +32,7 @@ class NcclCommunicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  // Makes one NCCL call, `call(comm)`, then checks its result as check()
+  // Makes one NCCL call, `fn(comm)`, then checks its result as check()
   // does. The call runs under the communicator's lock, so that the finalizer
   // cannot abort the communicator (NCCL frees it then) while the call uses
   // it; once it was aborted, the first failure is thrown instead.
