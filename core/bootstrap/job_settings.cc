@@ -113,8 +113,9 @@ void check_job_settings(const Config& config, int rank, int size, StoreClient& s
   const std::string verdict = kDiffer + message;
   store.set("world/settings", {verdict.begin(), verdict.end()});
   // The store dies with this rank: keep it up until the others have read the
-  // verdict (a second at most; every rank is already past the rendezvous).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  // verdict (every rank is already past the rendezvous, so they read it at
+  // once; a few seconds at most on a loaded machine).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (store.add("world/settings_read", 0) < size - 1 &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
