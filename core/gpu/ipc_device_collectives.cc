@@ -70,11 +70,6 @@ namespace {
 // steps (three per round, each a few microseconds) far below the copying.
 constexpr size_t kHalfBytes = size_t{32} << 20;
 
-// The allreduce path a round of a rank took, in its notes.
-constexpr uint64_t kWindowPath = 0x57494e444f57;  // "WINDOW"
-constexpr uint64_t kDirectPath = 0x444952454354;  // "DIRECT"
-constexpr uint64_t kRingPath = 0x52494e47;        // "RING"
-
 // The round protocol: the window's host flags, and on the device the peers'
 // events behind each flag.
 class Rounds {
@@ -103,46 +98,10 @@ class Rounds {
   }
   // Local rank lr's notes of round g in the host's shared-memory window (its
   // half g%2, which the device path leaves unused): what a rank tells its
-  // peers before it publishes staged. They start with the allreduce path
-  // the rank took (kWindowPath or kDirectPath), which every rank checks.
-  std::byte* notes(int lr, uint64_t g) const { return view_.staging(lr, g) + sizeof(uint64_t); }
-  void note_path(uint64_t g, uint64_t path) const {
-    std::memcpy(view_.staging(me(), g), &path, sizeof path);
-  }
-  // Throws unless local rank lr, seen staged in round g, took `path` too:
-  // ranks with different RINGLET_CUDA_IPC_DIRECT_BYTES or RINGLET_ALGORITHM
-  // would otherwise read each other's buffers as what they are not.
-  void expect_path(int lr, uint64_t g, uint64_t path) const {
-    uint64_t theirs = 0;
-    std::memcpy(&theirs, view_.staging(lr, g), sizeof theirs);
-    if (theirs == path) return;
-    auto name = [](uint64_t p) {
-      switch (p) {
-        case kDirectPath:
-          return "between the ranks' own buffers";
-        case kRingPath:
-          return "as a ring over the CUDA IPC window (RINGLET_ALGORITHM=ring)";
-        default:
-          return "through the CUDA IPC window";
-      }
-    };
-    const char* setting = (theirs == kRingPath || path == kRingPath)
-                              ? "RINGLET_ALGORITHM"
-                              : "RINGLET_CUDA_IPC_DIRECT_BYTES";
-    throw RuntimeError(ErrorKind::kMismatch, view_.global(me()),
-                       "rank " + std::to_string(view_.global(lr)) + " allreduces a tensor " +
-                           name(theirs) + " where this rank goes " + name(path) + ": set " +
-                           setting + " the same on every rank");
-  }
-  // expect_path for every peer, once each has staged round g (a wait on the
-  // host only: the device waits for no one here).
-  void expect_paths(uint64_t g, uint64_t path) {
-    for (int lr = 0; lr < size(); ++lr) {
-      if (lr == me()) continue;
-      view_.wait_at_least(lr, &SegmentControl::staged, flag_value(g, 1));
-      expect_path(lr, g, path);
-    }
-  }
+  // peers before it publishes staged. Every rank takes the same path for
+  // each tensor: init() checked that the settings choosing it
+  // (RINGLET_ALGORITHM, RINGLET_CUDA_IPC_DIRECT_BYTES) agree.
+  std::byte* notes(int lr, uint64_t g) const { return view_.staging(lr, g); }
   // This rank's work queued so far is step `which` of round g, up to
   // `progress` (the ring counts its steps).
   void publish(PaddedFlag SegmentControl::*which, uint64_t g, uint64_t progress = 1) {
@@ -475,8 +434,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     SharedTensor input;
     SharedTensor output;
   };
-  static_assert(sizeof(uint64_t) + sizeof(DirectNotes) <= 4096,
-                "the notes fit in the smallest window half");
+  static_assert(sizeof(DirectNotes) <= 4096, "the notes fit in the smallest window half");
 
   // Allreduces `t` between the ranks' own buffers in one round: rank i
   // reduces part i of every input into every output. Returns false, having
@@ -490,7 +448,6 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const uint64_t g = last = rounds.begin();
     const SharedTensor input = share(t.input);
     const DirectNotes mine{input, t.output == t.input ? input : share(t.output)};
-    rounds.note_path(g, kDirectPath);
     std::memcpy(rounds.notes(me, g), &mine, sizeof mine);
     // Staged here means: these notes are written, and (through the event)
     // the input is ready and the output free to write on this device.
@@ -502,7 +459,6 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         all[lr] = mine;
       } else {
         rounds.wait(lr, &SegmentControl::staged, g);
-        rounds.expect_path(lr, g, kDirectPath);
         std::memcpy(&all[lr], rounds.notes(lr, g), sizeof(DirectNotes));
       }
       shareable = shareable && all[lr].input.shareable != 0 && all[lr].output.shareable != 0;
@@ -571,12 +527,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       q.check(
           kernels::cuda::pack(dtype, mine, q.segment(0), packed, r.count, prescale, q.stream.get()),
           "the pack kernel (CUDA IPC allreduce)");
-      rounds.note_path(g, kWindowPath);
       rounds.publish(&SegmentControl::staged, g);
       rounds.wait_all(&SegmentControl::staged, g);
-      for (int lr = 0; lr < n; ++lr) {
-        if (lr != me) rounds.expect_path(lr, g, kWindowPath);
-      }
       q.check(kernels::cuda::reduce_many(dtype, op, mine + my_lo * es, q.pointer(0), n, my_len,
                                          q.stream.get()),
               "the reduce kernel (CUDA IPC allreduce)");
@@ -620,9 +572,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       q.check(
           kernels::cuda::pack(dtype, mine, q.segment(0), packed, r.count, prescale, q.stream.get()),
           "the pack kernel (CUDA IPC ring allreduce)");
-      rounds.note_path(g, kRingPath);
       rounds.publish(&SegmentControl::staged, g);
-      rounds.expect_paths(g, kRingPath);
       for (size_t t = 0; t < steps.size(); ++t) {
         const RingStep& s = steps[t];
         if (t == 0) {
