@@ -75,17 +75,67 @@ def test_grouped_allreduce_and_scales(rtf):
     assert np.allclose(b.numpy(), 0.5 * rtf.size())
 
 
-def test_gradients(rtf):
+def test_gradient_rules(rtf):
+    """Horovod's gradient of every collective (horovod/tensorflow/mpi_ops.py). Each rank
+    weights the outputs it differentiates by w[r], so that the gradients coming back
+    tell whose they are."""
     n, r = rtf.size(), rtf.rank()
     w = [float(q + 1) for q in range(n)]
-    v = tf.Variable(tf.ones([3]))
+    mean_w = sum(w) / n
+    rows = [q + 1 for q in range(n)]  # rank q has q + 1 rows of `mine`
+    start = sum(rows[:r])
+    mine = tf.Variable(tf.ones([rows[r], 2]))
+    even = tf.Variable(tf.ones([2 * n, 2]))  # two rows for (and from) every rank
+    uneven = tf.Variable(tf.ones([sum(rows), 2]))  # rows[j] rows for rank j
+    by_row = tf.reshape(tf.range(1, sum(rows) + 1, dtype=tf.float32), [-1, 1]) * w[r]
     with tf.GradientTape(persistent=True) as tape:
-        total = tf.reduce_sum(rtf.allreduce(v, op=rtf.Sum) * w[r])
-        gathered = tf.reduce_sum(rtf.allgather(tf.reshape(v, [3, 1])) * w[r])
-        bcast = tf.reduce_sum(rtf.broadcast(v, 0) * w[r])
-    assert np.allclose(tape.gradient(total, v).numpy(), sum(w))
-    assert np.allclose(tape.gradient(gathered, v).numpy(), sum(w))
-    assert np.allclose(tape.gradient(bcast, v).numpy(), sum(w) if r == 0 else 0.0)
+        losses = {
+            "allreduce_sum": rtf.allreduce(uneven, op=rtf.Sum, prescale_factor=0.5,
+                                           postscale_factor=0.25) * w[r],
+            "allreduce_average": rtf.allreduce(uneven, op=rtf.Average) * w[r],
+            "allgather": rtf.allgather(mine) * by_row,
+            "broadcast": rtf.broadcast(even, n - 1) * w[r],
+            "alltoall": rtf.alltoall(uneven, splits=rows)[0] * w[r],
+            "alltoall_even": rtf.alltoall(even) * w[r],
+            "reducescatter_sum": rtf.reducescatter(even, op=rtf.Sum) * w[r],
+            "reducescatter_average": rtf.reducescatter(even, op=rtf.Average, prescale_factor=0.5,
+                                                       postscale_factor=0.25) * w[r],
+        }
+        g_sum = rtf.grouped_allreduce([uneven, even], op=rtf.Sum)
+        losses["grouped_allreduce"] = [g_sum[0] * w[r], g_sum[1] * 2 * w[r]]
+        g_gather = rtf.grouped_allgather([mine, mine * 3])
+        losses["grouped_allgather"] = [g_gather[0] * by_row, g_gather[1] * by_row]
+        g_scatter = rtf.grouped_reducescatter([even, even * 3], op=rtf.Sum)
+        losses["grouped_reducescatter"] = [g_scatter[0] * w[r], g_scatter[1] * w[r]]
+        losses = {key: tf.add_n([tf.reduce_sum(t) for t in tf.nest.flatten(value)])
+                  for key, value in losses.items()}
+
+    own_rows = np.arange(start + 1, start + rows[r] + 1, dtype=np.float64)[:, None]
+    blocks_even = np.repeat(w, 2)[:, None]  # row block j came from, or went to, rank j
+    blocks_uneven = np.repeat(w, rows)[:, None]
+    expected = {
+        # the same reduction of the incoming gradients, scales included
+        ("allreduce_sum", "uneven"): np.full((sum(rows), 2), 0.5 * 0.25 * sum(w)),
+        ("allreduce_average", "uneven"): np.full((sum(rows), 2), mean_w),
+        # this rank's rows of the incoming gradients averaged over the ranks
+        ("allgather", "mine"): own_rows * mean_w * np.ones((1, 2)),
+        # the average at the root, zero elsewhere
+        ("broadcast", "even"): np.full((2 * n, 2), mean_w if r == n - 1 else 0.0),
+        # each row's gradient comes back from the rank it went to
+        ("alltoall", "uneven"): blocks_uneven * np.ones((1, 2)),
+        ("alltoall_even", "even"): blocks_even * np.ones((1, 2)),
+        # the gradients gathered, times the set's size for Sum, times the scales
+        ("reducescatter_sum", "even"): n * blocks_even * np.ones((1, 2)),
+        ("reducescatter_average", "even"): 0.5 * 0.25 * blocks_even * np.ones((1, 2)),
+        ("grouped_allreduce", "uneven"): np.full((sum(rows), 2), sum(w)),
+        ("grouped_allreduce", "even"): np.full((2 * n, 2), 2 * sum(w)),
+        ("grouped_allgather", "mine"): 4 * own_rows * mean_w * np.ones((1, 2)),
+        ("grouped_reducescatter", "even"): 4 * n * blocks_even * np.ones((1, 2)),
+    }
+    variables = {"mine": mine, "even": even, "uneven": uneven}
+    for (key, var), want in expected.items():
+        got = tape.gradient(losses[key], variables[var]).numpy()
+        assert np.array_equal(got, want), (key, var, got)
 
 
 def test_seed_training_step(rtf):
