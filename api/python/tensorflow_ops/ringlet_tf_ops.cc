@@ -4,7 +4,7 @@
 // size_op, ...), whose values are read when the graph runs, not when it is
 // built.
 //
-// Each kernel is asynchronous: it submits its collective to Ringlet's runtime
+// Each collective's kernel is asynchronous: it submits to Ringlet's runtime
 // and returns, and the runtime's thread finishes the op when the collective
 // completes (ringlet::synchronize_then). So TensorFlow may run every gradient's
 // allreduce of a step at once, the runtime fuses them, and no inter-op thread
@@ -176,6 +176,7 @@ class AllreduceOp : public tf::AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
     OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
     OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+    OP_REQUIRES_OK(c, c->GetAttr("as_group", &as_group_));
     op_ = static_cast<ReduceOp>(op);
   }
 
@@ -198,14 +199,17 @@ class AllreduceOp : public tf::AsyncOpKernel {
     }
     std::vector<int64_t> handles;
     try {
-      if (n == 1) {
-        handles.push_back(allreduce_async(names_[0], ins[0], outs[0], op_, prescale_, postscale_,
-                                          process_set_));
-      } else {
+      if (as_group_ && n > 1) {
         handles = grouped_allreduce_async(names_, ins, outs, op_, prescale_, postscale_,
                                           process_set_);
+      } else {
+        for (int i = 0; i < n; ++i) {
+          handles.push_back(allreduce_async(names_[i], ins[i], outs[i], op_, prescale_,
+                                            postscale_, process_set_));
+        }
       }
     } catch (...) {
+      for (int64_t h : handles) synchronize_then(h, [](ringlet::Result, std::exception_ptr) {});
       return fail_now(ctx, done);
     }
     finish_when_done(std::make_shared<Pending>(ctx, std::move(done), handles.size()), handles);
@@ -217,6 +221,9 @@ class AllreduceOp : public tf::AsyncOpKernel {
   float postscale_ = 1.0f;
   int process_set_ = 0;
   std::vector<std::string> names_;
+  // The core numbers groups in the order they are submitted, which is the same
+  // on every rank only for ops run eagerly; in a graph the members go alone.
+  bool as_group_ = true;
 };
 
 // ------------------------------------------------------------------ allgather
@@ -531,13 +538,15 @@ REGISTER_OP("RingletAllreduce")
     .Attr("postscale_factor: float")
     .Attr("process_set_id: int")
     .Attr("tensor_names: list(string)")
+    .Attr("as_group: bool = true")
     .Input("tensors: N * T")
     .Output("reduced: N * T")
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
       return absl::OkStatus();
     })
-    .Doc("The reduction of each tensor over the ranks of a process set, as one fused group.");
+    .Doc("The reduction of each tensor over the ranks of a process set; as_group: as one "
+         "group, fused together.");
 
 REGISTER_OP("RingletAllgather")
     .Attr("T: type")

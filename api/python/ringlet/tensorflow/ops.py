@@ -41,9 +41,12 @@ def _run(op, *args, **kwargs):
 
 
 def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
+    # The core numbers groups in the order they are submitted, which only eager calls
+    # keep the same on every rank; in a graph the members go alone, fused as they meet.
     return _run(library.ringlet_allreduce, tensors, reduce_op=core_op,
                 prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
-                process_set_id=process_set_id, tensor_names=names)
+                process_set_id=process_set_id, tensor_names=names,
+                as_group=tf.executing_eagerly())
 
 
 def allgather(tensors, names, process_set_id):

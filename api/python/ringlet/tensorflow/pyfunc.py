@@ -1,23 +1,28 @@
 """The ``py_function`` path: ringlet.tensorflow's calls where there is no op
-library (or ``RINGLET_TENSORFLOW_OPS=0``). Each call goes to the core as numpy
-views: at once when eager, and in a graph as one ``tf.py_function`` op that
-submits its collectives and waits for them when the graph runs.
+library (or ``RINGLET_TENSORFLOW_OPS=0``). Each call submits its collectives to
+the core as numpy views and then waits for them: eagerly, at once; in a graph
+(a ``tf.function`` or a ``tf.compat.v1`` graph), as two ops: a ``py_function``
+that submits and returns at once, and a one-element ``tf.data`` pipeline whose
+``py_function`` waits for the result.
 
-Inside a ``tf.function`` TensorFlow runs these stateful ops in program order,
-so every rank submits the same sequence. In a ``tf.compat.v1`` graph a
-session may start independent ones in any order: each holds an inter-op
-thread while it waits, so a run should not have more of them in flight than
-the session has inter-op threads (the grouped calls make one op of many).
+TensorFlow runs that wait on tf.data's own unbounded thread pool, so waiting
+collectives never hold the inter-op threads: a session may start the
+independent ops of a run in any order, and every collective of the run still
+gets submitted, however many there are. Inside a ``tf.function`` the
+submitting ops, being stateful, run in program order.
 
-Every function here has the same signature and meaning as its namesake in
-ops.py: lists of tensors in, lists out, names given whole.
+Every collective function here has the same signature and meaning as its
+namesake in ops.py: lists of tensors in, lists out, names given whole.
 """
+
+import itertools
 
 import numpy as np
 import tensorflow as tf
 
 from ringlet import _ringlet
 from ringlet import numpy as _np_ops
+from ringlet.common import basics as _basics
 from ringlet.common import exceptions
 from ringlet.common import handles as _handles
 from ringlet.tensorflow import errors
@@ -32,23 +37,45 @@ def _failure(error):
     makes it; any other refusal of the arguments is an invalid argument."""
     if isinstance(error, errors.RINGLET_ERRORS):
         return errors.as_tf_error(error)
-    failure = exceptions.InvalidArgumentError(str(error))
-    return errors.as_tf_error(failure)
+    return errors.as_tf_error(exceptions.InvalidArgumentError(str(error)))
 
 
-def run(fn, inputs, out_dtypes, name=None):
-    """``fn`` on the inputs' numpy values, returning numpy values of ``out_dtypes``:
-    at once when eager, else as one ``py_function`` op (a list of outputs)."""
+# Submitted in a graph and not collected yet, by key.
+_started = {}
+_keys = itertools.count()
+_basics.call_at_init(_started.clear)
+
+
+def _begin(start):
+    def begin(*tensors):
+        key = next(_keys)
+        arrays = [t.numpy() for t in tensors]
+        # The inputs stay referenced until collected: the core reads their buffers.
+        _started[key] = (start(*arrays)[1], (tensors, arrays))
+        return np.int64(key)
+    return begin
+
+
+def _collect(key):
+    finish, _inputs = _started.pop(int(key))
+    return finish()
+
+
+def run(start, inputs, out_dtypes, name=None):
+    """Runs one call: ``start(*arrays)`` submits its collectives on the inputs' numpy
+    values and returns (their handles, a function returning the outputs once they
+    are done, as numpy values of ``out_dtypes``). Returns the list of outputs."""
     if tf.executing_eagerly():
         try:
-            outs = fn(*[_numpy(t) for t in inputs])
+            _, finish = start(*[_numpy(t) for t in inputs])
+            outs = finish()
         except (ValueError,) + errors.RINGLET_ERRORS as e:
             raise _failure(e) from None
         return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(outs, out_dtypes)]
-
-    def eager_fn(*tensors):
-        return fn(*[t.numpy() for t in tensors])
-    return tf.py_function(eager_fn, list(inputs), list(out_dtypes), name=name)
+    key = tf.py_function(_begin(start), list(inputs), tf.int64, name=name)
+    collected = tf.data.Dataset.from_tensors(key).map(
+        lambda k: tuple(tf.py_function(_collect, [k], list(out_dtypes))))
+    return list(collected.get_single_element())
 
 
 def _by_dtype(arrays):
@@ -74,23 +101,38 @@ def _with_rows_unknown(out, tensor):
     return out
 
 
+def _registered(handles):
+    """(handles, finish) for handles registered with ringlet.common.handles."""
+    return handles, lambda: [_handles.synchronize(h) for h in handles]
+
+
 def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
     prepared = [_as_reduced(t) for t in tensors]
+    # The core numbers groups in the order they are submitted, which only eager calls
+    # keep the same on every rank; in a graph the members go alone, fused as they meet.
+    as_group = tf.executing_eagerly()
 
-    def reduce(*arrays):
+    def start(*arrays):
         arrays = [np.asarray(a, order="C") for a in arrays]
         outs = [np.empty_like(a) for a in arrays]
+        scales = (float(prescale_factor), float(postscale_factor), process_set_id)
         handles = []
         for members in _by_dtype(arrays):
-            handles += _ringlet.grouped_allreduce_async(
-                [names[i] for i in members], [arrays[i] for i in members],
-                [outs[i] for i in members], core_op, float(prescale_factor),
-                float(postscale_factor), process_set_id)
-        for h in handles:
-            _ringlet.synchronize(h)
-        return outs
+            if as_group and len(members) > 1:
+                handles += _ringlet.grouped_allreduce_async(
+                    [names[i] for i in members], [arrays[i] for i in members],
+                    [outs[i] for i in members], core_op, *scales)
+            else:
+                handles += [_ringlet.allreduce_async(names[i], arrays[i], outs[i], core_op,
+                                                     *scales) for i in members]
 
-    outs = run(reduce, [src for src, _ in prepared], [src.dtype for src, _ in prepared])
+        def finish():
+            for h in handles:
+                _ringlet.synchronize(h)
+            return outs
+        return handles, finish
+
+    outs = run(start, [src for src, _ in prepared], [src.dtype for src, _ in prepared])
     results = []
     for out, t, (_, cast_back) in zip(outs, tensors, prepared):
         if hasattr(out, "set_shape"):
@@ -100,23 +142,22 @@ def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, proces
 
 
 def allgather(tensors, names, process_set_id):
-    def gather(*arrays):
-        handles = [_np_ops._allgather_named(np.asarray(a, order="C"), n, process_set_id)
-                   for a, n in zip(arrays, names)]
-        return [_handles.synchronize(h) for h in handles]
+    def start(*arrays):
+        return _registered([_np_ops._allgather_named(np.asarray(a, order="C"), n,
+                                                     process_set_id)
+                            for a, n in zip(arrays, names)])
 
-    outs = run(gather, tensors, [t.dtype for t in tensors])
+    outs = run(start, tensors, [t.dtype for t in tensors])
     return [_with_rows_unknown(out, t) for out, t in zip(outs, tensors)]
 
 
 def broadcast(tensors, root_rank, names, process_set_id):
-    def bcast(*arrays):
+    def start(*arrays):
         copies = [np.array(a, copy=True, order="C") for a in arrays]
-        handles = [_np_ops._broadcast_named(c, root_rank, n, process_set_id)
-                   for c, n in zip(copies, names)]
-        return [_handles.synchronize(h) for h in handles]
+        return _registered([_np_ops._broadcast_named(c, root_rank, n, process_set_id)
+                            for c, n in zip(copies, names)])
 
-    outs = run(bcast, tensors, [t.dtype for t in tensors])
+    outs = run(start, tensors, [t.dtype for t in tensors])
     for out, t in zip(outs, tensors):
         if hasattr(out, "set_shape"):
             out.set_shape(t.shape)
@@ -126,18 +167,21 @@ def broadcast(tensors, root_rank, names, process_set_id):
 def reducescatter(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
     prepared = [_as_reduced(t) for t in tensors]
 
-    def scatter(*arrays):
+    def start(*arrays):
         arrays = [np.asarray(a, order="C") for a in arrays]
         handles = [_ringlet.reducescatter_async(n, a, core_op, float(prescale_factor),
                                                 float(postscale_factor), process_set_id)
                    for a, n in zip(arrays, names)]
-        outs = []
-        for a, h in zip(arrays, handles):
-            data, shape, _ = _ringlet.synchronize(h)
-            outs.append(data.view(a.dtype).reshape(shape))
-        return outs
 
-    outs = run(scatter, [src for src, _ in prepared], [src.dtype for src, _ in prepared])
+        def finish():
+            outs = []
+            for a, h in zip(arrays, handles):
+                data, shape, _ = _ringlet.synchronize(h)
+                outs.append(data.view(a.dtype).reshape(shape))
+            return outs
+        return handles, finish
+
+    outs = run(start, [src for src, _ in prepared], [src.dtype for src, _ in prepared])
     results = []
     for out, t, (_, cast_back) in zip(outs, tensors, prepared):
         out = _with_rows_unknown(out, t)
@@ -148,31 +192,41 @@ def reducescatter(tensors, names, core_op, prescale_factor, postscale_factor, pr
 def alltoall(tensor, splits, name, process_set_id):
     """(the gathered rows, the rows received from each member); ``splits`` is an
     int32 vector, empty for an even split."""
-    def exchange(x, s):
+    def start(x, s):
         rows = [int(v) for v in s]
+        where = f"ringlet: alltoall of '{name}' on rank {_ringlet.rank()}"
         if any(v < 0 for v in rows):
-            raise exceptions.InvalidArgumentError(
-                f"ringlet: alltoall of '{name}' on rank {_ringlet.rank()}: splits hold a "
-                f"negative value ({rows})")
+            raise exceptions.InvalidArgumentError(f"{where}: splits hold a negative value "
+                                                  f"({rows})")
         if rows and sum(rows) > x.shape[0]:
             raise exceptions.InvalidArgumentError(
-                f"ringlet: alltoall of '{name}' on rank {_ringlet.rank()}: splits add up to "
-                f"{sum(rows)}, more than the first dimension {x.shape[0]}")
+                f"{where}: splits add up to {sum(rows)}, more than the first dimension "
+                f"{x.shape[0]}")
         if rows:  # as in Horovod, rows past the splits are not sent
             x = x[:sum(rows)]
-        out, received = _handles.synchronize(
-            _np_ops._alltoall_named(np.asarray(x, order="C"), rows or None, name,
-                                    process_set_id))
-        return [out, received.astype(np.int32)]
+        handle = _np_ops._alltoall_named(np.asarray(x, order="C"), rows or None, name,
+                                         process_set_id)
 
-    out, received = run(exchange, [tensor, splits], [tensor.dtype, tf.int32])
+        def finish():
+            out, received = _handles.synchronize(handle)
+            return [out, received.astype(np.int32)]
+        return [handle], finish
+
+    out, received = run(start, [tensor, splits], [tensor.dtype, tf.int32])
     if hasattr(received, "set_shape"):
         received.set_shape([None])
     return _with_rows_unknown(out, tensor), received
 
 
+def _at_once(value):
+    """A call without collectives: ``value()``, computed where the others wait."""
+    return lambda: ([], lambda: [value()])
+
+
 def join():
-    (last,) = run(lambda: [np.int32(_ringlet.join())], [], [tf.int32])
+    (last,) = run(_at_once(lambda: np.int32(_ringlet.join())), [], [tf.int32])
+    if hasattr(last, "set_shape"):
+        last.set_shape([])
     return last
 
 
@@ -203,7 +257,8 @@ _QUERIES = {
 
 def query(what, process_set_id=0, name=None):
     """An int32 scalar: ``what`` (a key of _QUERIES) read when the op runs."""
-    (value,) = run(lambda: [np.int32(_QUERIES[what](process_set_id))], [], [tf.int32], name)
+    (value,) = run(_at_once(lambda: np.int32(_QUERIES[what](process_set_id))), [], [tf.int32],
+                   name)
     if hasattr(value, "set_shape"):
         value.set_shape([])
     return value
