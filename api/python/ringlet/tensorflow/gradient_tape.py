@@ -70,13 +70,14 @@ class GradientReduction:
             return [present] if present else []
         if not isinstance(self.groups, list):
             return [c for c in _even_chunks(present, self.groups) if c]
-        where = {variables[i].name: i for i in present}
+        # Variables by identity: two may share a name.
+        where = {variables[i].ref(): i for i in present}
         chunks = []
         for group in self.groups:
-            chunk = [where.pop(v.name) for v in group if v.name in where]
+            chunk = [where.pop(v.ref()) for v in group if v.ref() in where]
             if chunk:
                 chunks.append(chunk)
-        return chunks + [[i] for i in present if variables[i].name in where]
+        return chunks + [[i] for i in where.values()]
 
     def __call__(self, grads, name, variables=None, use_generic_names=False):
         """The gradients reduced over the set (None stays None), in the same order.
