@@ -16,6 +16,7 @@ per process set as they are created.
 import tensorflow as tf
 
 from ringlet import _ringlet
+from ringlet.common.api import *  # noqa: F401,F403  (horovod.tensorflow.mpi_ops has them too)
 from ringlet.common import basics as _basics
 from ringlet.common import handles as _handles
 from ringlet.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
