@@ -643,53 +643,67 @@ REGISTER_OP("RingletRank")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("This process's rank.");
-REGISTER_KERNEL_BUILDER(Name("RingletRank").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_rank>);
+REGISTER_KERNEL_BUILDER(
+    Name("RingletRank").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_rank>);
+
 REGISTER_OP("RingletLocalRank")
     .Attr("process_set_id: int = 0")
     .Output("value: int32")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("This process's rank on its host.");
-REGISTER_KERNEL_BUILDER(Name("RingletLocalRank").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_rank>);
+REGISTER_KERNEL_BUILDER(
+    Name("RingletLocalRank").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_rank>);
+
 REGISTER_OP("RingletLocalSize")
     .Attr("process_set_id: int = 0")
     .Output("value: int32")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("The ranks on this host.");
-REGISTER_KERNEL_BUILDER(Name("RingletLocalSize").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_size>);
+REGISTER_KERNEL_BUILDER(
+    Name("RingletLocalSize").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_size>);
+
 REGISTER_OP("RingletCrossRank")
     .Attr("process_set_id: int = 0")
     .Output("value: int32")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("This host's index among the hosts.");
-REGISTER_KERNEL_BUILDER(Name("RingletCrossRank").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_rank>);
+REGISTER_KERNEL_BUILDER(
+    Name("RingletCrossRank").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_rank>);
+
 REGISTER_OP("RingletCrossSize")
     .Attr("process_set_id: int = 0")
     .Output("value: int32")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("The hosts.");
-REGISTER_KERNEL_BUILDER(Name("RingletCrossSize").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_size>);
+REGISTER_KERNEL_BUILDER(
+    Name("RingletCrossSize").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_size>);
+
 REGISTER_OP("RingletSize")
     .Attr("process_set_id: int = 0")
     .Output("value: int32")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("The members of process set process_set_id (-3: an unknown set).");
-REGISTER_KERNEL_BUILDER(Name("RingletSize").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_size>);
+REGISTER_KERNEL_BUILDER(
+    Name("RingletSize").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_size>);
+
 REGISTER_OP("RingletProcessSetIncluded")
     .Attr("process_set_id: int = 0")
     .Output("value: int32")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("1 when this rank is a member of process set process_set_id, else 0 (-3: an unknown set).");
-REGISTER_KERNEL_BUILDER(Name("RingletProcessSetIncluded").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_included>);
+    .Doc("1 when this rank is a member of process set process_set_id, else 0 (-3: an "
+         "unknown set).");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletProcessSetIncluded").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_included>);
