@@ -1,7 +1,7 @@
 // Ring allreduce of several tensors (allreduce_segments across hosts, or with
 // RINGLET_ALGORITHM=ring): the ring moves one contiguous buffer, so the
-// tensors are packed into the fusion buffer (prescale on the way), reduced,
-// and unpacked (postscale on the way), in pieces of fusion_piece_bytes so
+// tensors are packed into the fusion buffer (prescale on the way), reduced
+// (and scaled), and unpacked, in pieces of fusion_piece_bytes so
 // that a piece stays in the cache from pack to unpack (packing the whole
 // message first sent every byte through memory three more times: 16 MiB of
 // 64 KiB tensors at np=2 took 2.3x as long). The result's one scale (the
