@@ -285,6 +285,20 @@ def test_set_backward_passes_per_step_and_load_state_dict_reset_the_count(rt):
     assert torch.allclose(start - model.weight.detach(), sum(passes) / rt.size(), rtol=1e-10)
 
 
+def test_optimizer_wrapped_without_grad_mode_reduces(rt):
+    # Its hooks do not depend on grad mode at construction (before PyTorch
+    # 2.1 they sit on the gradient accumulators, reached through a view).
+    model, x, y = linear_model(rt.rank())
+    start = model.weight.detach().clone()
+    with torch.no_grad():
+        opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                      named_parameters=model.named_parameters())
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+    want = sum(ranks_gradients(rt, start)) / rt.size()
+    assert torch.allclose(start - model.weight.detach(), want, rtol=1e-10)
+
+
 def test_groups_arguments_are_checked_as_in_horovod(rt):
     model, _, _ = model_and_data(rt.rank())
     params = list(model.parameters())

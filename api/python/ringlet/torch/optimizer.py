@@ -31,8 +31,10 @@ def _after_accumulation(p, hook):
     if hasattr(p, "register_post_accumulate_grad_hook"):  # PyTorch 2.1 and later
         return p.register_post_accumulate_grad_hook(lambda _: hook())
     # Before 2.1: a hook on the node that accumulates p's gradient, reached
-    # through a view of p (p itself, a leaf, has no grad_fn).
-    accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+    # through a view of p (p itself, a leaf, has no grad_fn; the view has one
+    # only where grad mode is on).
+    with torch.enable_grad():
+        accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
     accumulator.register_hook(lambda *_: hook())
     return accumulator
 
