@@ -159,6 +159,15 @@ def test_alltoall_gradient(rt):
     assert torch.equal(x.grad, torch.cat(parts))
 
 
+def test_alltoall_gradient_of_rows_not_sent_is_zero(rt):
+    n, me = rt.size(), rt.rank()
+    x = leaf((n + 2, 2), me)  # one row to each rank; the last two stay
+    y, _ = rt.alltoall(x, splits=[1] * n)
+    backward_with_upstream(rt, y)
+    sent = torch.cat([upstream(dst, (n, 2))[me:me + 1] for dst in range(n)])
+    assert torch.equal(x.grad, torch.cat([sent, torch.zeros(2, 2, dtype=torch.float64)]))
+
+
 def test_alltoall_gradient_even_split(rt):
     n, me = rt.size(), rt.rank()
     x = leaf((2 * n,), me)

@@ -227,6 +227,10 @@ def test_alltoall(rt, dtype):
     splits_tensor = torch.tensor(splits, dtype=torch.int32)
     out2, _ = rt.synchronize(rt.alltoall_async(x, splits=splits_tensor))
     assert torch.equal(out2, out)
+    # As in Horovod, rows past the splits' sum stay here.
+    extra = torch.cat([x, torch.ones(2, 2).to(dtype)])
+    out3, received3 = rt.alltoall(extra, splits=splits, name="a2a_extra")
+    assert torch.equal(out3, want.to(dtype)) and received3.tolist() == received.tolist()
 
 
 @pytest.mark.parametrize("op", ["Sum", "Average", "Max"])

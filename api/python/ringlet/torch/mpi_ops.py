@@ -463,13 +463,16 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts scattering rows of ``tensor`` to the ranks; returns a handle.
 
     ``splits[i]`` rows of dimension 0 go to the i-th member of the set (an
-    even split when None). The result is (tensor, received splits).
+    even split when None); rows past their sum are not sent. The result is
+    (tensor, received splits).
     """
     full_name = _op_name("alltoall", name, process_set)
     src = _dense(tensor, "alltoall")
     if src.dim() == 0:
         raise ValueError(f"alltoall '{full_name}': a scalar has no rows to scatter")
     split_list = _split_list(splits, full_name)
+    if split_list and 0 <= sum(split_list) < src.shape[0]:
+        src = src.narrow(0, 0, sum(split_list))  # Horovod sends the first rows only
     dtype, trailing = src.dtype, tuple(src.shape[1:])
     as_bytes = dtype not in _REDUCIBLE
     if as_bytes:
@@ -495,6 +498,7 @@ class _Alltoall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
         ctx.process_set = process_set
+        ctx.rows = tensor.shape[0]
         output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
         ctx.received = received
         ctx.mark_non_differentiable(received)
@@ -504,6 +508,8 @@ class _Alltoall(torch.autograd.Function):
     def backward(ctx, grad_output, grad_received):
         grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received,
                            process_set=ctx.process_set)
+        if grad.shape[0] < ctx.rows:  # the rows not sent have no gradient
+            grad = torch.cat([grad, grad.new_zeros((ctx.rows - grad.shape[0],) + grad.shape[1:])])
         return grad, None, None, None
 
 
