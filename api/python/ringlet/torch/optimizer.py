@@ -330,8 +330,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("gradient_predivide_factor is only served with op=Average")
     if num_groups != 0:
         warnings.warn("DistributedOptimizer: num_groups is replaced by groups (groups=N makes "
-                      "N groups) and will be removed in v0.23.0", DeprecationWarning,
-                      stacklevel=2)
+                      "N groups) and will be removed in v0.23.0", DeprecationWarning)
         if groups is None:
             groups = num_groups
     if backward_passes_per_step <= 0:
