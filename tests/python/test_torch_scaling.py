@@ -19,10 +19,12 @@ import numpy as np
 import pytest
 import torch
 
-INTEGERS = [torch.int8, torch.uint8, torch.int16, torch.uint16, torch.int32, torch.int64]
+# torch.uint16 exists from PyTorch 2.3; the suite also runs on older ones.
+_UINT16 = [torch.uint16] if hasattr(torch, "uint16") else []
+INTEGERS = [torch.int8, torch.uint8, torch.int16] + _UINT16 + [torch.int32, torch.int64]
 FLOATS = [torch.float16, torch.float32, torch.float64, torch.bfloat16]
 DTYPES = INTEGERS + FLOATS
-UNSIGNED = (torch.uint8, torch.uint16)
+UNSIGNED = tuple([torch.uint8] + _UINT16)
 
 # (prescale, postscale): factors whose truncation and rounding part ways, and
 # whose products keep an int8 result in range (|x| <= 10 on 3 ranks).
@@ -35,8 +37,8 @@ PRODUCT_PAIRS = [(1.0, 1.0), (1.5, 1.0), (1.0, 0.7), (0.7, 1 / 3), (1.5, 0.5)]
 EXACT_PRESCALES = (1.0, 0.5, 1.5, 2.5)
 
 RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255), torch.int16: (-32768, 32767),
-          torch.uint16: (0, 65535), torch.int32: (-2 ** 31, 2 ** 31 - 1),
-          torch.int64: (-2 ** 63, 2 ** 63 - 1)}
+          torch.int32: (-2 ** 31, 2 ** 31 - 1), torch.int64: (-2 ** 63, 2 ** 63 - 1)}
+RANGES.update({t: (0, 65535) for t in _UINT16})
 
 
 # ---------------------------------------------------------------- rounding
