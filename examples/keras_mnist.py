@@ -57,9 +57,11 @@ def main():
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         # The epoch's metrics are averaged over the ranks.
         hvd.callbacks.MetricAverageCallback(),
-        # A gradual warmup to the scaled learning rate, then a step down.
+        # A gradual warmup to the scaled learning rate, then a step down (a function:
+        # a number multiplier would decay exponentially from start_epoch on).
         hvd.callbacks.LearningRateWarmupCallback(initial_lr=scaled_lr, warmup_epochs=1),
-        hvd.callbacks.LearningRateScheduleCallback(initial_lr=scaled_lr, multiplier=0.5,
+        hvd.callbacks.LearningRateScheduleCallback(initial_lr=scaled_lr,
+                                                   multiplier=lambda epoch: 0.5,
                                                    start_epoch=args.epochs - 1),
     ]
     if hvd.rank() == 0 and args.checkpoint:
@@ -71,7 +73,7 @@ def main():
     if args.check:
         losses = history.history["loss"]
         weights = np.concatenate([w.ravel() for w in model.get_weights()])
-        everyone = hvd.allgather(weights.reshape(1, -1), name="check.weights")
+        everyone = hvd.allgather(weights.reshape(1, -1), name="check.weights").numpy()
         identical = bool((everyone == everyone[0]).all())
         print(f"rank {hvd.rank()}: loss {losses[0]:.4f} -> {losses[-1]:.4f}; weights identical "
               f"on every rank: {'yes' if identical else 'no'}", flush=True)

@@ -16,17 +16,23 @@
 
 namespace ringlet::core::collectives {
 
+// The reductions' results are scaled once, by their owner, by
+// kernels::ops::result_scale(op, postscale, size): the postscale, with an
+// average's 1/size joined to it (no scaling where that is 1.0).
+//
 // Ring, over pairs (any carrier).
 // Reduces every rank's `send` (sum of counts elements) and leaves block r of the
-// result, counts[r] elements, in `own_out` on rank r (finished for kAvg).
+// result, counts[r] elements, scaled, in `own_out` on rank r.
 void ring_reducescatter(Communicator& comm, const void* send, void* own_out,
-                        std::span<const size_t> counts, DataType dtype, ReduceOp op);
+                        std::span<const size_t> counts, DataType dtype, ReduceOp op,
+                        double postscale);
 // Block r (counts[r] elements) comes from rank r's `send`; `send` may be recv's own block.
 void ring_allgather(Communicator& comm, const void* send, void* recv,
                     std::span<const size_t> counts, DataType dtype);
 // Its phases concern tensors [first, end) of the caller (see PhaseObserver).
 void ring_allreduce(Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
-                    ReduceOp op, size_t first = 0, size_t end = PhaseObserver::kAllTensors);
+                    ReduceOp op, double postscale, size_t first = 0,
+                    size_t end = PhaseObserver::kAllTensors);
 // Several tensors through the fusion buffer, piece by piece (one tensor: in
 // its own memory). Results: postscale * op(prescale * inputs).
 void ring_allreduce_segments(Communicator& comm, const Segments& s, ReduceOp op, double prescale,
@@ -47,7 +53,8 @@ void onestep_allreduce(Communicator& comm, const Segments& s, ReduceOp op, doubl
 void direct_allgather(Communicator& comm, const void* send, void* recv,
                       std::span<const size_t> counts, DataType dtype);
 void direct_reducescatter(Communicator& comm, const void* send, void* recv,
-                          std::span<const size_t> counts, DataType dtype, ReduceOp op);
+                          std::span<const size_t> counts, DataType dtype, ReduceOp op,
+                          double postscale);
 void direct_broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root);
 void direct_alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts,
                      void* recv, std::span<const size_t> recv_counts, DataType dtype);
@@ -68,7 +75,8 @@ using AllgatherFn = void (*)(Communicator&, const void* send, void* recv,
                              std::span<const size_t> counts, DataType);
 using BroadcastFn = void (*)(Communicator&, void* buffer, size_t count, DataType, int root);
 using ReducescatterFn = void (*)(Communicator&, const void* send, void* recv,
-                                 std::span<const size_t> counts, DataType, ReduceOp);
+                                 std::span<const size_t> counts, DataType, ReduceOp,
+                                 double postscale);
 using AlltoallFn = void (*)(Communicator&, const void* send, std::span<const size_t> send_counts,
                             void* recv, std::span<const size_t> recv_counts, DataType);
 using BarrierFn = void (*)(Communicator&);

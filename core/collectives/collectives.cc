@@ -15,6 +15,7 @@
 #include "core/collectives/algorithms.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/kernels/cpu.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core {
 
@@ -172,8 +173,11 @@ void allreduce_segments(Communicator& comm, std::span<const kernels::cpu::ConstS
   if (total == 0) return;
   const collectives::Segments s{inputs, outputs, start.data(), total, dtype, dtype_size(dtype)};
   if (comm.size() == 1) {
-    // Nothing to reduce: the result is the scaled input (kAvg of one rank is itself).
+    // Nothing to reduce: the result is the input, prescaled and then scaled
+    // by the result's factor (the postscale: an average over one rank divides
+    // by 1).
     collectives::PhaseScope phase(comm.workspace(), "LOCAL_COPY");
+    const double factor = kernels::ops::result_scale(op, postscale, 1);
     s.for_each(0, total, [&](size_t i, size_t at, size_t, size_t n) {
       const size_t es = s.es;
       const auto* src = static_cast<const std::byte*>(inputs[i].data) + at * es;
@@ -184,7 +188,7 @@ void allreduce_segments(Communicator& comm, std::span<const kernels::cpu::ConstS
         const kernels::cpu::ConstSegment seg{src, n};
         kernels::cpu::pack(dtype, dst, {&seg, 1}, prescale);
       }
-      if (postscale != 1.0) kernels::cpu::scale(dtype, dst, n, postscale);
+      kernels::cpu::scale(dtype, dst, n, factor);
     });
     return;
   }
@@ -218,7 +222,8 @@ void broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, i
 }
 
 void reducescatter(Communicator& comm, const void* send, void* recv,
-                   std::span<const size_t> recv_counts, DataType dtype, ReduceOp op) {
+                   std::span<const size_t> recv_counts, DataType dtype, ReduceOp op,
+                   double postscale) {
   check_types(dtype);
   check_op(op);
   check_counts(comm, recv_counts, "recv_counts");
@@ -227,10 +232,11 @@ void reducescatter(Communicator& comm, const void* send, void* recv,
   if (total == 0) return;
   if (comm.size() == 1) {
     copy_if_apart(recv, send, total * es);
+    kernels::cpu::scale(dtype, recv, total, kernels::ops::result_scale(op, postscale, 1));
     return;
   }
   dispatch(collectives::kReducescatterImpls, comm, Collective::kReducescatter, total * es, send,
-           recv, recv_counts, dtype, op);
+           recv, recv_counts, dtype, op, postscale);
 }
 
 void alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts, void* recv,

@@ -19,8 +19,10 @@ void allreduce(Communicator& comm, const void* send, void* recv, size_t count, D
                ReduceOp op);
 
 // Several tensors reduced as one message (a fused allreduce): on return
-// outputs[i] = postscale * op over ranks of (prescale * inputs[i]) (kAvg:
-// the sum divided by the size, before the postscale). outputs[i].count must
+// outputs[i] = scale(f, op over ranks of scale(prescale, inputs[i])) with
+// f = kernels::ops::result_scale(op, postscale, size) (kAvg: a sum, and f is
+// postscale / size), each scale applied once, where its factor is not 1.0,
+// with the kernels' rounding (integers toward zero). outputs[i].count must
 // equal inputs[i].count; tensors may be empty; outputs[i] may be inputs[i]
 // (in place) but must not otherwise overlap any tensor. Every rank passes the
 // same counts in the same order. On one host the window algorithms read the
@@ -37,9 +39,12 @@ void allgather(Communicator& comm, const void* send, void* recv,
 void broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root);
 
 // The reduction of all ranks' `send` (sum of recv_counts elements) is
-// scattered: rank r receives recv_counts[r] elements, in rank order.
+// scattered: rank r receives recv_counts[r] elements, in rank order, scaled
+// once by kernels::ops::result_scale(op, postscale, size) (kAvg: postscale /
+// size), as allreduce_segments scales its results.
 void reducescatter(Communicator& comm, const void* send, void* recv,
-                   std::span<const size_t> recv_counts, DataType dtype, ReduceOp op);
+                   std::span<const size_t> recv_counts, DataType dtype, ReduceOp op,
+                   double postscale = 1.0);
 
 // send_counts[r] elements go to rank r, recv_counts[r] come from rank r, both
 // laid out in rank order.

@@ -9,7 +9,8 @@
 //       staged slice k, then reduce_many's all ranks' staging copies of it, in
 //       local rank order, into its own staging copy (in place: only rank i ever
 //       reads part i of a peer's staging, and the reduction reads each element
-//       of every input before writing it), divides for kAvg, and publishes
+//       of every input before writing it), scales it by the result's one
+//       factor (the postscale, with an average's 1/n), and publishes
 //       reduced = (g, k+1).
 //   (c) gather: every rank copies every part's slice k from its owner's staging
 //       into its output as the owner's reduced flag shows it, starting with the
@@ -19,9 +20,10 @@
 // reduces t-1, gathers t-2), so each slice is still in the cache when it is
 // reduced and read back. The half is staged again at round g+2, after
 //       every peer consumed round g: nearly always already true.
-// Every result element comes from one reduction in one fixed order, so all
-// ranks hold bit-identical results. Per rank and byte: one staging write, a
-// 1/n share of the reduction, one read of the result: no ring forwarding.
+// Every result element comes from one reduction in one fixed order and one
+// scaling, by its owner, so all ranks hold bit-identical results. Per rank
+// and byte: one staging write, a 1/n share of the reduction, one read of the
+// result: no ring forwarding.
 //
 // Slices of 256 KiB: a flag and a doorbell per slice cost well under a
 // microsecond, against ~20 us of copying per slice; smaller slices let (b)
@@ -35,7 +37,7 @@
 //
 // Several tensors (allreduce_segments) run as one message: the stage step
 // reads each range straight from the tensors and applies the prescale on the
-// way, the gather step writes straight into them with the postscale, so a
+// way, the gather step copies the finished parts straight into them, so a
 // fused allreduce costs what one tensor of the same size does, with no fusion
 // buffer in between.
 //
@@ -55,6 +57,7 @@
 
 #include "core/collectives/algorithms.h"
 #include "core/collectives/window_layout.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::collectives {
 
@@ -75,6 +78,7 @@ void direct_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double
   // The output is the whole message: past the LLC, stream it.
   const cpu::Store store = cpu::Store::kNormal;
   const cpu::Store out_store = v.store_for(count * es);
+  const double factor = kernels::ops::result_scale(op, postscale, comm.size());
   ws.inputs.resize(n);
 
   for (size_t off = 0; off < count; off += re) {
@@ -116,7 +120,7 @@ void direct_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double
             ws.inputs[j] = v.staging(j, g) + lo * es;
           }
           cpu::reduce_many(dtype, op, mine + lo * es, ws.inputs, len, store);
-          if (op == ReduceOp::kAvg) cpu::finish_average(dtype, mine + lo * es, len, comm.size());
+          cpu::scale(dtype, mine + lo * es, len, factor);
         }
         v.publish(v.control(me).reduced, flag_value(g, k + 1));
       }
@@ -127,7 +131,7 @@ void direct_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double
           size_t lo;
           if (size_t len = range(p, k, lo)) {
             if (p != me) v.wait_at_least(p, &SegmentControl::reduced, flag_value(g, k + 1));
-            s.write(v.staging(p, g) + lo * es, off + lo, len, postscale, out_store);
+            s.write(v.staging(p, g) + lo * es, off + lo, len, 1.0, out_store);
           }
         }
       }

@@ -4,8 +4,10 @@
 // publishing staged = (g, k+1); then rank i, for each slice that meets its own
 // block, waits for that slice from every peer and reduce_many's all staging
 // copies (local rank order, so the result does not depend on who computes it)
-// straight into its output, dividing for kAvg. Each input byte is staged once
-// and read once by its owner; the output is written once. Slices of
+// straight into its output, and scales it there by the result's one factor
+// (the postscale, with an average's 1/n) while the slice is in the cache; the
+// output is streamed only when nothing follows the reduction. Each input byte
+// is staged once and read once by its owner. Slices of
 // direct_slice_bytes so that owners start reducing while others still stage.
 // In place (recv inside send) is safe: a round writes only output positions at
 // or below input positions it has already staged.
@@ -14,11 +16,13 @@
 
 #include "core/collectives/algorithms.h"
 #include "core/collectives/window_layout.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::collectives {
 
 void direct_reducescatter(Communicator& comm, const void* send, void* recv,
-                          std::span<const size_t> counts, DataType dtype, ReduceOp op) {
+                          std::span<const size_t> counts, DataType dtype, ReduceOp op,
+                          double postscale) {
   namespace cpu = kernels::cpu;
   WindowView v(comm);
   Workspace& ws = comm.workspace();
@@ -33,7 +37,8 @@ void direct_reducescatter(Communicator& comm, const void* send, void* recv,
     total += counts[r];
   }
   const size_t mine_hi = mine_lo + counts[me];
-  const cpu::Store store = v.store_for(total * es);
+  const double factor = kernels::ops::result_scale(op, postscale, comm.size());
+  const cpu::Store store = factor == 1.0 ? v.store_for(total * es) : cpu::Store::kNormal;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   ws.inputs.resize(n);
@@ -58,7 +63,7 @@ void direct_reducescatter(Communicator& comm, const void* send, void* recv,
       }
       std::byte* dst = out + (x0 - mine_lo) * es;
       cpu::reduce_many(dtype, op, dst, ws.inputs, x1 - x0, store);
-      if (op == ReduceOp::kAvg) cpu::finish_average(dtype, dst, x1 - x0, comm.size());
+      cpu::scale(dtype, dst, x1 - x0, factor);
     }
     v.finish_round(g);
   }

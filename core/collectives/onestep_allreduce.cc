@@ -10,12 +10,14 @@
 // publishes consumed, which frees its peers' halves for round g+2. Messages
 // above a round (only when forced) go in several. Several tensors
 // (allreduce_segments) are staged straight from the tensors (with the
-// prescale) and reduced straight into each output, then averaged and
-// postscaled there. Reported as one phase, ONESTEP_ALLREDUCE.
+// prescale) and reduced straight into each output, then scaled there by the
+// result's one factor (the postscale, with an average's 1/n). Reported as one
+// phase, ONESTEP_ALLREDUCE.
 #include <algorithm>
 
 #include "core/collectives/algorithms.h"
 #include "core/collectives/window_layout.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::collectives {
 
@@ -31,6 +33,7 @@ void onestep_allreduce(Communicator& comm, const Segments& s, ReduceOp op, doubl
   const size_t es = s.es;
   const size_t count = s.total;
   const size_t re = v.round_elems(es);
+  const double factor = kernels::ops::result_scale(op, postscale, comm.size());
   ws.inputs.resize(n);
 
   for (size_t off = 0; off < count; off += re) {
@@ -46,8 +49,7 @@ void onestep_allreduce(Communicator& comm, const Segments& s, ReduceOp op, doubl
       for (int j = 0; j < n; ++j) ws.inputs[j] = v.staging(j, g) + (x - off) * es;
       std::byte* out = static_cast<std::byte*>(s.out[i].data) + at * es;
       cpu::reduce_many(dtype, op, out, ws.inputs, len);
-      if (op == ReduceOp::kAvg) cpu::finish_average(dtype, out, len, comm.size());
-      if (postscale != 1.0) cpu::scale(dtype, out, len, postscale);
+      cpu::scale(dtype, out, len, factor);
     });
     v.finish_round(g);
   }

@@ -1,17 +1,18 @@
 // Ring allreduce of several tensors (allreduce_segments across hosts, or with
 // RINGLET_ALGORITHM=ring): the ring moves one contiguous buffer, so the
-// tensors are packed into the fusion buffer (prescale on the way), reduced,
-// and unpacked (postscale on the way), in pieces of fusion_piece_bytes so
+// tensors are packed into the fusion buffer (prescale on the way), reduced
+// (and scaled), and unpacked, in pieces of fusion_piece_bytes so
 // that a piece stays in the cache from pack to unpack (packing the whole
 // message first sent every byte through memory three more times: 16 MiB of
-// 64 KiB tensors at np=2 took 2.3x as long). Floats average as a sum whose
-// 1/size joins the postscale in the unpack; integers keep the ring's exact
-// integer division. One tensor needs no buffer: it is scaled into its output
-// and reduced there in one call.
+// 64 KiB tensors at np=2 took 2.3x as long). The result's one scale (the
+// postscale, with an average's 1/size) is the ring's: each block's owner
+// applies it at the reduce-scatter's last step, so the unpack is a plain
+// copy. One tensor needs no buffer: it is prescaled into its output and
+// reduced there in one call.
 //
 // Phases: MEMCPY_IN_FUSION_BUFFER, RING_REDUCESCATTER, RING_ALLGATHER,
-// MEMCPY_OUT_FUSION_BUFFER per piece, on the piece's tensors; PRESCALE and
-// POSTSCALE around a lone scaled tensor.
+// MEMCPY_OUT_FUSION_BUFFER per piece, on the piece's tensors; PRESCALE before
+// a lone prescaled tensor.
 #include <algorithm>
 
 #include "core/collectives/algorithms.h"
@@ -35,17 +36,10 @@ void ring_allreduce_segments(Communicator& comm, const Segments& s, ReduceOp op,
       cpu::pack(dtype, out, {&s.in[lone], 1}, prescale);
       src = out;
     }
-    ring_allreduce(comm, src, out, s.total, dtype, op, lone, lone + 1);
-    if (postscale != 1.0) {
-      PhaseScope phase(ws, "POSTSCALE", lone, lone + 1);
-      cpu::scale(dtype, out, s.total, postscale);
-    }
+    ring_allreduce(comm, src, out, s.total, dtype, op, postscale, lone, lone + 1);
     return;
   }
 
-  const bool avg_in_unpack = op == ReduceOp::kAvg && is_floating(dtype);
-  const ReduceOp ring_op = avg_in_unpack ? ReduceOp::kSum : op;
-  const double post = postscale * (avg_in_unpack ? 1.0 / comm.size() : 1.0);
   const size_t piece = std::max<size_t>(1, ws.tuning.fusion_piece_bytes / es);
   const size_t buffer_bytes = std::min(s.total, piece) * es;
   if (ws.fusion_buffer.size() < buffer_bytes) ws.fusion_buffer.resize(buffer_bytes);  // once
@@ -58,9 +52,9 @@ void ring_allreduce_segments(Communicator& comm, const Segments& s, ReduceOp op,
       PhaseScope phase(ws, "MEMCPY_IN_FUSION_BUFFER", first, end);
       s.read(fused, lo, n, prescale, cpu::Store::kNormal);
     }
-    ring_allreduce(comm, fused, fused, n, dtype, ring_op, first, end);
+    ring_allreduce(comm, fused, fused, n, dtype, op, postscale, first, end);
     PhaseScope phase(ws, "MEMCPY_OUT_FUSION_BUFFER", first, end);
-    s.write(fused, lo, n, post, cpu::Store::kNormal);
+    s.write(fused, lo, n, 1.0, cpu::Store::kNormal);
   }
 }
 

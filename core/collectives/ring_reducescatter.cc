@@ -4,8 +4,9 @@
 // slot; it reduces its own contribution into that slot and forwards the slot
 // at step s+1. At the last step (s = n-2) the received partial of block p is
 // reduced with the own contribution straight into the output, so the result is
-// written once and no full-size temporary exists. Step 0 sends straight from
-// the caller's buffer.
+// written once and no full-size temporary exists; the result's one scale (the
+// postscale, with an average's 1/n) follows there, sub-chunk by sub-chunk
+// while it is in the cache. Step 0 sends straight from the caller's buffer.
 //
 // Sub-chunks of ring_slice_bytes (256 KiB) with 4 posts in flight per
 // direction: large enough that a post's fixed cost (a syscall on TCP, a flag
@@ -17,6 +18,7 @@
 #include "core/collectives/algorithms.h"
 #include "core/collectives/ring_engine.h"
 #include "ringlet/kernels/cpu.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::collectives {
 
@@ -29,6 +31,7 @@ struct ReduceScatterPolicy {
   std::byte* own_out;
   DataType dtype;
   ReduceOp op;
+  double factor;  // the result's scale, applied once by the block's owner
 
   std::byte* recv_target(int, size_t, size_t, std::byte* slot) { return slot; }
   const std::byte* first_send(int block, size_t first) {
@@ -36,8 +39,10 @@ struct ReduceScatterPolicy {
   }
   const std::byte* on_received(int s, int block, size_t first, size_t count, std::byte* slot) {
     const std::byte* mine = send + (plan.offsets[block] + first) * plan.es;
-    std::byte* out = s == plan.n - 2 ? own_out + first * plan.es : slot;
+    const bool last = s == plan.n - 2;
+    std::byte* out = last ? own_out + first * plan.es : slot;
     kernels::cpu::reduce(dtype, op, out, slot, mine, count);
+    if (last) kernels::cpu::scale(dtype, out, count, factor);
     return slot;
   }
 };
@@ -45,7 +50,8 @@ struct ReduceScatterPolicy {
 }  // namespace
 
 void ring_reducescatter(Communicator& comm, const void* send, void* own_out,
-                        std::span<const size_t> counts, DataType dtype, ReduceOp op) {
+                        std::span<const size_t> counts, DataType dtype, ReduceOp op,
+                        double postscale) {
   RingPlan plan(comm, counts, dtype_size(dtype));
   const int me = comm.rank();
   auto* out = static_cast<std::byte*>(own_out);
@@ -60,9 +66,9 @@ void ring_reducescatter(Communicator& comm, const void* send, void* own_out,
     temp.resize(own_bytes);
     out = temp.data();
   }
-  ReduceScatterPolicy pol{plan, in, out, dtype, op};
+  const double factor = kernels::ops::result_scale(op, postscale, comm.size());
+  ReduceScatterPolicy pol{plan, in, out, dtype, op, factor};
   run_ring(comm, plan, 0, pol);
-  if (op == ReduceOp::kAvg) kernels::cpu::finish_average(dtype, out, counts[me], plan.n);
   if (!temp.empty()) std::memcpy(own_out, temp.data(), own_bytes);
 }
 

@@ -41,8 +41,8 @@ inline constexpr int kMaxInFlight = 16;
 // Names are string literals:
 //   ring      RING_REDUCESCATTER, RING_ALLGATHER (per call; for several
 //             tensors also MEMCPY_IN_FUSION_BUFFER / MEMCPY_OUT_FUSION_BUFFER
-//             around them, per fusion piece; for one scaled tensor PRESCALE /
-//             POSTSCALE)
+//             around them, per fusion piece; for one prescaled tensor
+//             PRESCALE before them)
 //   direct    DIRECT_REDUCESCATTER (staging into the window and reducing this
 //             rank's part), DIRECT_ALLGATHER (reading the reduced parts out),
 //             per round; see direct_allreduce.cc

@@ -70,7 +70,8 @@ class DeviceCollectives {
   // Allreduces `tensors` (one, or a fused response) of `device` over `comm`
   // (the communicator of `process_set`): each waits for its ready event, they
   // are packed into the device fusion buffer with `prescale`, reduced, and
-  // unpacked with `postscale` (kAvg: divided by the ranks).
+  // scaled once by kernels::ops::result_scale(op, postscale, ranks) (kAvg: a
+  // sum scaled by postscale / ranks), with the host's rounding.
   virtual void allreduce(Communicator& comm, int32_t process_set, int device,
                          std::span<const DeviceSegment> tensors,
                          std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
@@ -93,8 +94,8 @@ class DeviceCollectives {
                          std::span<const size_t> counts, void* output, DataType dtype,
                          const std::shared_ptr<Event>& ready, Report report) = 0;
   // Reduces every rank's `input` (the sum of `counts` elements) and leaves
-  // block r, counts[r] elements, in `output` on rank r: postscale * op(
-  // prescale * inputs), kAvg divided by the ranks.
+  // block r, counts[r] elements, in `output` on rank r: op(prescale *
+  // inputs) scaled once as allreduce scales it.
   virtual void reducescatter(Communicator& comm, int32_t process_set, int device, const void* input,
                              std::span<const size_t> counts, void* output, DataType dtype,
                              ReduceOp op, double prescale, double postscale,

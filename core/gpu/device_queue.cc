@@ -5,6 +5,7 @@
 #include "core/gpu/backoff.h"
 #include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::gpu {
 
@@ -95,11 +96,9 @@ void DeviceQueue::copy(void* dst, const void* src, size_t bytes, const char* wha
 
 void DeviceQueue::finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks,
                          double postscale) {
-  if (op == ReduceOp::kAvg) {
-    check(kernels::cuda::finish_average(dtype, buf, count, ranks, stream.get()),
-          "the average kernel");
-  }
-  check(kernels::cuda::scale(dtype, buf, count, postscale, stream.get()), "the postscale kernel");
+  check(kernels::cuda::scale(dtype, buf, count, kernels::ops::result_scale(op, postscale, ranks),
+                             stream.get()),
+        "the postscale kernel");
 }
 
 std::shared_ptr<Event> DeviceQueue::record() {

@@ -75,8 +75,8 @@ struct DeviceQueue {
   // (IPC) and page-locked host memory (none for no bytes); `what` names the
   // copy in the error ("cudaMemcpyAsync <what> failed: ...").
   void copy(void* dst, const void* src, size_t bytes, const char* what);
-  // The average's division (floats x 1/n, integers toward zero, as on the
-  // host) and then the postscale, in place.
+  // The result's one scale, in place: the postscale, with an average's 1/n
+  // joined to it (kernels::ops::result_scale, as on the host).
   void finish(DataType dtype, ReduceOp op, void* buf, size_t count, int ranks, double postscale);
 
   // A point on the stream after the work queued so far (an event from the

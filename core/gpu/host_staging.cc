@@ -8,6 +8,7 @@
 #include "core/collectives/collectives.h"
 #include "core/gpu/round_plan.h"
 #include "ringlet/kernels/cuda.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::gpu {
 
@@ -41,7 +42,10 @@ void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
           "the pack kernel (staged allreduce)");
 
   // Every chunk's copy to the host is queued at once; the host reduces each
-  // as soon as it is there and queues its copy back.
+  // as soon as it is there (an average as a sum) and queues its copy back;
+  // the result's one scale (the postscale, with an average's 1/n) rides on
+  // the unpack, the same kernel on every rank.
+  const ReduceOp host_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const size_t per_chunk = std::max<size_t>(1, kChunkBytes / es);
   std::vector<std::shared_ptr<Event>> arrived;
   for (size_t off = 0; off < extent; off += per_chunk) {
@@ -53,11 +57,13 @@ void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
     const size_t len = chunk(extent, off, per_chunk);
     q.wait_on_host(*arrived[k], "the copy of the allreduce to the host");
     std::byte* part = host.get() + off * es;
-    core::allreduce(comm, part, part, len, dtype, op);
+    core::allreduce(comm, part, part, len, dtype, host_op);
     q.copy(fused + off * es, part, len * es, "to the device (staged allreduce)");
   }
-  q.check(kernels::cuda::unpack(dtype, fused, q.segment(n), n, extent, postscale, q.stream.get()),
-          "the unpack kernel (staged allreduce)");
+  q.check(
+      kernels::cuda::unpack(dtype, fused, q.segment(n), n, extent,
+                            kernels::ops::result_scale(op, postscale, comm.size()), q.stream.get()),
+      "the unpack kernel (staged allreduce)");
 }
 
 void staged_broadcast(Communicator& comm, DeviceQueue& q, PinnedMemory& host, void* buffer,

@@ -24,7 +24,8 @@ namespace ringlet::core::gpu {
 
 // postscale * op(prescale * tensors) over comm's ranks, through the device
 // fusion buffer: packed with the prescale, copied to `host` and reduced there
-// chunk by chunk, copied back, unpacked with the postscale.
+// chunk by chunk, copied back, unpacked with the postscale (an average's 1/n
+// joined to it: kernels::ops::result_scale).
 void staged_allreduce(Communicator& comm, DeviceQueue& q, PinnedMemory& host,
                       std::span<const DeviceSegment> tensors, DataType dtype, ReduceOp op,
                       double prescale, double postscale);

@@ -11,15 +11,17 @@
 //   (b) reduce: rank i reads part i of every rank's half (reduce_many, ranks
 //       in local order, so every element comes from one reduction in one
 //       order and all ranks hold bit-identical results), writes it in place
-//       in its own half, divides for kAvg, and publishes reduced;
+//       in its own half, scales it by the result's one factor (the
+//       postscale, with an average's 1/n), and publishes reduced;
 //   (c) unpack: every rank copies each part from its owner's half into the
-//       tensors, with the postscale, and publishes consumed.
+//       tensors, and publishes consumed.
 // A tensor of at least RINGLET_CUDA_IPC_DIRECT_BYTES goes without the window
 // when every rank can share it (core/gpu/cuda_ipc_tensors.h): in one round every rank publishes
 // where its input and output lie, then rank i reduces part i of every rank's input straight into
-// every rank's output (reduce_many_to_all, with the scales). Each input is read once and each
-// output written once, the least device memory traffic an allreduce can
-// have, against the window's pack, reduce and unpack.
+// every rank's output (reduce_many_to_all, with the prescale and the
+// result's scale). Each input is read once and each output written once, the
+// least device memory traffic an allreduce can have, against the window's
+// pack, reduce and unpack.
 //
 // RINGLET_ALGORITHM=ring runs the allreduce as Ringlet's ring over the same
 // halves instead (round_plan.h: ring_steps): after the pack, each step
@@ -326,8 +328,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       staged(q, q.staging, input, at.back() * es, output, counts[me] * es,
              [&](std::byte* in, std::byte* out) {
                kernels::cpu::scale(dtype, in, at.back(), prescale);
-               core::reducescatter(comm, in, out, counts, dtype, op);
-               kernels::cpu::scale(dtype, out, counts[me], postscale);
+               core::reducescatter(comm, in, out, counts, dtype, op, postscale);
              });
       watch(q, comm.deadline(), "the reducescatter staged through the host", std::move(report));
       return;
@@ -532,15 +533,12 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       q.check(kernels::cuda::reduce_many(dtype, op, mine + my_lo * es, q.pointer(0), n, my_len,
                                          q.stream.get()),
               "the reduce kernel (CUDA IPC allreduce)");
-      if (op == ReduceOp::kAvg) {
-        q.check(kernels::cuda::finish_average(dtype, mine + my_lo * es, my_len, n, q.stream.get()),
-                "the average kernel");
-      }
+      q.finish(dtype, op, mine + my_lo * es, my_len, n, postscale);
       rounds.publish(&SegmentControl::reduced, g);
       rounds.wait_all(&SegmentControl::reduced, g);
       for (int p = 0; p < n; ++p) {
         q.check(kernels::cuda::unpack(dtype, rounds.half(p, g), q.segment(first[p]),
-                                      first[p + 1] - first[p], r.count, postscale, q.stream.get()),
+                                      first[p + 1] - first[p], r.count, 1.0, q.stream.get()),
                 "the unpack kernel (CUDA IPC allreduce)");
       }
       rounds.end(g);
@@ -586,18 +584,16 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         if (s.reduce) {
           q.check(kernels::cuda::reduce(dtype, op, part, from, part, len, q.stream.get()),
                   "the reduce kernel (CUDA IPC ring allreduce)");
-          // The last reduction completes this rank's part: the average's
-          // division happens once, before the allgather hands it on.
-          if (t + 2 == static_cast<size_t>(n) && op == ReduceOp::kAvg) {
-            q.check(kernels::cuda::finish_average(dtype, part, len, n, q.stream.get()),
-                    "the average kernel");
-          }
+          // The last reduction completes this rank's part: the result's
+          // one scale (the postscale, with an average's 1/n) happens once,
+          // before the allgather hands the part on.
+          if (t + 2 == static_cast<size_t>(n)) q.finish(dtype, op, part, len, n, postscale);
         } else {
           q.copy(part, from, len * es, "from the predecessor's half");
         }
         rounds.publish(&SegmentControl::reduced, g, t + 1);
       }
-      q.check(kernels::cuda::unpack(dtype, mine, q.segment(packed), packed, r.count, postscale,
+      q.check(kernels::cuda::unpack(dtype, mine, q.segment(packed), packed, r.count, 1.0,
                                     q.stream.get()),
               "the unpack kernel (CUDA IPC ring allreduce)");
       rounds.end(g);

@@ -1,7 +1,8 @@
 // The device collectives of a build with CUDA and NCCL: every collective of
 // device tensors through NCCL (HOROVOD_GPU_OPERATIONS=NCCL). The
 // allreduce's fusion buffer is device memory and its element work (pack with
-// the prescale, average, unpack with the postscale) is the CUDA kernels', all
+// the prescale, unpack with the postscale and an average's 1/n joined into
+// one factor) is the CUDA kernels', all
 // on one stream per device that waits for each tensor's producer on the
 // device; the finalizer reports each collective's end.
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
 #include "ringlet/kernels/cuda.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::gpu {
 
@@ -65,7 +67,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
       return ncclMax;
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      break;  // the division is finish_average's, as on the host
+      break;  // an average is a sum: its 1/n joins the postscale, as on the host
   }
   return ncclSum;
 }
@@ -166,10 +168,12 @@ class NcclDeviceCollectives final : public DeviceCollectives {
                              q.stream.get());
       });
       q.mark("MEMCPY_OUT_FUSION_BUFFER");
-      q.finish(dtype, op, q.fusion.get(), extent, ranks, 1.0);
-      q.check(kernels::cuda::unpack(dtype, q.fusion.get(), q.segment(n), n, extent, postscale,
-                                    q.stream.get()),
-              "the unpack kernel (MEMCPY_OUT_FUSION_BUFFER)");
+      // The result's one scale (the postscale, with an average's 1/n) rides
+      // on the unpack.
+      q.check(
+          kernels::cuda::unpack(dtype, q.fusion.get(), q.segment(n), n, extent,
+                                kernels::ops::result_scale(op, postscale, ranks), q.stream.get()),
+          "the unpack kernel (MEMCPY_OUT_FUSION_BUFFER)");
     }
     watch(c, comm.deadline(), "the allreduce", std::move(report));
   }

@@ -507,14 +507,12 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
         src = prescale_buffer_.data();
       }
       {
+        // The postscale (with an average's 1/size) is applied once, by the
+        // algorithm, to each block as it is finished.
         Phase p(tl, resp.names,
                 algorithm_name(comm, collectives::Collective::kReducescatter, total * es),
                 total * es, dt);
-        core::reducescatter(comm, src, result.data.data(), l.send, dt, m.op);
-      }
-      if (m.postscale != 1.0) {
-        Phase p(tl, resp.names, "POSTSCALE", l.elements * es, dt);
-        kernels::cpu::scale(dt, result.data.data(), l.elements, m.postscale);
+        core::reducescatter(comm, src, result.data.data(), l.send, dt, m.op, m.postscale);
       }
       break;
     }

@@ -58,7 +58,7 @@ struct OpTag {
   using Fn = Op<T>;
 };
 
-// kAvg reduces as kSum; the division is finish_average's.
+// kAvg reduces as kSum; its 1/n is part of the result's scale.
 template <class Fn>
 decltype(auto) visit_op(ReduceOp op, Fn&& fn) {
   switch (op) {

@@ -2,8 +2,6 @@
 // once and the output written once, 16 bytes per access where the pointers
 // share their alignment, each element widened to its compute type, combined by
 // the shared ops.h functor and narrowed back.
-#include <type_traits>
-
 #include "device_types.cuh"
 #include "ringlet/kernels/cuda.h"
 
@@ -114,9 +112,9 @@ __global__ void reduce_many_kernel(ReduceMany<Op, S> f, size_t n) {
 }
 
 // Every rank's part of an allreduce in one pass, step for step as the
-// staged path rounds it: the fold (with the prescale), then the average as
-// finish_average and the postscale as scale do, each step rounded to S; the
-// result is stored to every output.
+// staged path rounds it: the fold (with the prescale) rounded to S, then the
+// result's one scale (the postscale, with an average's 1/n) as scale does;
+// the result is stored to every output.
 template <class Op, class S>
 struct ReduceToAll {
   static constexpr int L = kLanes16<S>;
@@ -125,23 +123,14 @@ struct ReduceToAll {
   Fold<Op, S> fold;
   void* const* outputs;
   int m;
-  int contributors;  // > 1: divide (kAvg)
-  Scale inverse;     // 1 / contributors, for floating types
-  bool postscaled;
-  Scale postscale;
+  bool scaled;
+  Scale factor;
 
   __device__ S* output(int j) const { return static_cast<S*>(outputs[j]); }
   __device__ S out(C acc) const {
-    S x = Element<S>::narrow(acc);
-    if (contributors > 1) {
-      if constexpr (std::is_integral_v<C>) {
-        x = Element<S>::narrow(ops::DivideBy<C>{contributors}(Element<S>::widen(x)));
-      } else {
-        x = Element<S>::narrow(ops::ScaleBy<C>{inverse}(Element<S>::widen(x)));
-      }
-    }
-    if (postscaled) x = Element<S>::narrow(ops::ScaleBy<C>{postscale}(Element<S>::widen(x)));
-    return x;
+    const S x = Element<S>::narrow(acc);
+    if (!scaled) return x;
+    return Element<S>::narrow(ops::ScaleBy<C>{factor}(Element<S>::widen(x)));
   }
   __device__ void scalar(size_t i) const {
     const S v = out(fold.at(i));
@@ -221,14 +210,9 @@ cudaError_t reduce_many_to_all(DataType dtype, ReduceOp op, void* const* outputs
       using F = ReduceToAll<Op, S>;
       using Scale = typename F::Scale;
       if (count == 0) return cudaSuccess;
-      const int divide = op == ReduceOp::kAvg ? contributors : 1;
+      const double factor = ops::result_scale(op, postscale, contributors);
       const F f{Fold<Op, S>{inputs, num_inputs, prescale != 1.0, static_cast<Scale>(prescale)},
-                outputs,
-                num_outputs,
-                divide,
-                static_cast<Scale>(1.0 / divide),
-                postscale != 1.0,
-                static_cast<Scale>(postscale)};
+                outputs, num_outputs, factor != 1.0, static_cast<Scale>(factor)};
       reduce_to_all_kernel<Op, S>
           <<<detail::blocks_for_elements<F::L>(count), detail::kThreads, 0, stream>>>(f, count);
       return cudaGetLastError();

@@ -1,8 +1,6 @@
-// scale and finish_average on device memory, with ops.h's ScaleBy and
-// DivideBy so that the rounding and saturation are the CPU's; 16 bytes per
-// access after a scalar head that reaches the buffer's alignment.
-#include <type_traits>
-
+// scale on device memory, with ops.h's ScaleBy so that the rounding,
+// truncation and saturation are the CPU's; 16 bytes per access after a
+// scalar head that reaches the buffer's alignment.
 #include "device_types.cuh"
 #include "ringlet/kernels/cuda.h"
 
@@ -56,23 +54,6 @@ cudaError_t scale(DataType dtype, void* buf, size_t count, double factor, cudaSt
     if (count == 0 || factor == 1.0) return cudaSuccess;
     return launch_map<S>(buf, count, ops::ScaleBy<C>{static_cast<ops::ScaleType<C>>(factor)},
                          stream);
-  });
-}
-
-cudaError_t finish_average(DataType dtype, void* buf, size_t count, int contributors,
-                           cudaStream_t stream) {
-  if (contributors < 1) return cudaErrorInvalidValue;
-  return detail::visit_dtype(dtype, [&](auto tag) {
-    using S = typename decltype(tag)::Type;
-    using C = typename Element<S>::Compute;
-    if (count == 0 || contributors == 1) return cudaSuccess;
-    if constexpr (std::is_integral_v<C>) {
-      return launch_map<S>(buf, count, ops::DivideBy<C>{contributors}, stream);
-    } else {
-      const double inverse = 1.0 / contributors;
-      return launch_map<S>(buf, count, ops::ScaleBy<C>{static_cast<ops::ScaleType<C>>(inverse)},
-                           stream);
-    }
   });
 }
 

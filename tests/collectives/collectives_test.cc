@@ -101,15 +101,27 @@ TEST(Allreduce, ManySmallInARow) {
   for (int i = 0; i < 300; ++i) check_allreduce(DataType::kFloat32, ReduceOp::kSum, 1 + i % 37, i % 2);
 }
 
+// Horovod's scaling of one value: none where the factor is 1.0, else one
+// product in double, integers truncated toward zero.
+double scale_value(DataType t, double v, double factor) {
+  if (factor == 1.0) return v;
+  const double p = v * factor;
+  return is_floating(t) ? p : std::trunc(p);
+}
+
+// The one factor of a result: the postscale, divided by the ranks for an
+// average (Horovod runs an average as a sum with postscale / size).
+double result_factor(ReduceOp op, double post, int n) {
+  return op == ReduceOp::kAvg ? post / n : post;
+}
+
 // allreduce_segments: tensor i of `counts` holds elements [start_i, start_i +
 // counts[i]) of the message, whose element x rank r fills with value(r, x);
-// the result is postscale * op(prescale * value), with the kernels' rounding
-// for integers (average toward zero, scaling to nearest even).
+// the result is op(prescale * value) scaled once by result_factor.
 double segments_expected(DataType t, ReduceOp op, int n, size_t x, double pre, double post) {
-  auto scaled = [&](double v) { return is_floating(t) ? v : std::nearbyint(v); };
   double acc = 0;
   for (int r = 0; r < n; ++r) {
-    const double v = scaled(pre * value(t, op, r, x));
+    const double v = scale_value(t, value(t, op, r, x), pre);
     if (r == 0) {
       acc = v;
       continue;
@@ -130,8 +142,7 @@ double segments_expected(DataType t, ReduceOp op, int n, size_t x, double pre, d
         break;
     }
   }
-  if (op == ReduceOp::kAvg) acc = is_floating(t) ? acc / n : std::trunc(acc / n);
-  return scaled(acc * post);
+  return scale_value(t, acc, result_factor(op, post, n));
 }
 
 // Every tensor in place when in_place is 1, none when 0, every other one when 2.
@@ -183,10 +194,12 @@ void check_segments(DataType t, ReduceOp op, const std::vector<size_t>& counts, 
   }
 }
 
-// Scale pairs that keep every result exact in every type: (2, 1/2) for sums,
-// averages and extremes; for products (-1, 2) on signed types (|product| <= 32).
+// Scale pairs that keep every float result exact (but an average's) and every
+// integer in range: (2, 1/2) and (1.5, 2.5), which truncate integers (-1.5
+// gives -1, where rounding gave -2), for sums, averages and extremes; for
+// products (-1, 2) on signed types (|product| <= 32).
 std::vector<std::pair<double, double>> scale_pairs(DataType t, ReduceOp op) {
-  if (op != ReduceOp::kProd) return {{1.0, 1.0}, {2.0, 0.5}};
+  if (op != ReduceOp::kProd) return {{1.0, 1.0}, {2.0, 0.5}, {1.5, 2.5}};
   return {{1.0, 1.0}, {is_unsigned(t) ? 1.0 : -1.0, 2.0}};
 }
 
@@ -229,6 +242,7 @@ TEST(Allreduce, SegmentsLarge) {
     check_segments(DataType::kFloat32, ReduceOp::kAvg, counts, 2, 2.0, 0.5);
     check_segments(DataType::kBFloat16, ReduceOp::kMax, counts, 1, 2.0, 0.5);
     check_segments(DataType::kInt32, ReduceOp::kAvg, counts, 0, 2.0, 0.5);
+    check_segments(DataType::kInt16, ReduceOp::kAvg, counts, 1, 1.5, 2.5);
     check_segments(DataType::kInt8, ReduceOp::kProd, counts, 2, -1.0, 2.0);
   }
   tune = saved;
@@ -351,22 +365,32 @@ TEST(Allgather, CountPatterns) {
   check_allgather(DataType::kFloat64, pattern(0, 700001), true);
 }
 
-void check_reducescatter(DataType t, ReduceOp op, const std::vector<size_t>& counts, bool in_place) {
+// The result: op over the ranks (an average as a sum), scaled once by
+// result_factor(op, post, n).
+void check_reducescatter(DataType t, ReduceOp op, const std::vector<size_t>& counts, bool in_place,
+                         double post = 1.0) {
   const int n = comm().size();
   const int me = comm().rank();
   std::vector<size_t> off(n + 1, 0);
   for (int r = 0; r < n; ++r) off[r + 1] = off[r] + counts[r];
   Buffer send(t, off[n]), recv(t, counts[me]);
-  const Periodic mine = values_of(t, op, me), want = expected_of(t, op, n);
+  const Periodic mine = values_of(t, op, me);
+  const Periodic reduced = expected_of(t, op == ReduceOp::kAvg ? ReduceOp::kSum : op, n);
+  Periodic want;
+  for (size_t i = 0; i < kPeriod; ++i) {
+    want.v[i] = scale_value(t, reduced.v[i], result_factor(op, post, n));
+  }
   for (size_t i = 0; i < off[n]; ++i) send.set(i, mine(i));
   void* out = in_place ? static_cast<void*>(send.at(off[me])) : recv.data();
-  core::reducescatter(comm(), send.data(), out, counts, t, op);
+  core::reducescatter(comm(), send.data(), out, counts, t, op, post);
   size_t wrong = 0, first = 0;
   for (size_t j = 0; j < counts[me]; ++j) {
     const double got = get(t, out, j);
     if (!close_enough(t, op, got, want(off[me] + j)) && wrong++ == 0) first = j;
   }
-  EXPECT_EQ(wrong, 0u) << label(t, op, off[n], in_place) << " first wrong at " << first;
+  EXPECT_EQ(wrong, 0u) << label(t, op, off[n], in_place) << " post " << post << " first wrong at "
+                       << first << ": got " << get(t, out, first) << ", want "
+                       << want(off[me] + first);
   EXPECT_TRUE(send.guard_intact() && recv.guard_intact());
 }
 
@@ -379,6 +403,18 @@ TEST(Reducescatter, CountPatternsAndOps) {
   for (DataType t : kAllTypes) check_reducescatter(t, ReduceOp::kSum, pattern(1, 1003), t == DataType::kInt32);
   check_reducescatter(DataType::kFloat32, ReduceOp::kSum, pattern(0, 1000003), false);
   check_reducescatter(DataType::kBFloat16, ReduceOp::kMax, pattern(2, 2000003), true);
+}
+
+// The postscale is applied once, with an average's 1/n joined to it: an
+// integer average with a postscale truncates sum * (post / n).
+TEST(Reducescatter, PostscaleJoinsTheAverage) {
+  for (DataType t : kAllTypes)
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax})
+      for (double post : {1.0, 2.5, 0.5})
+        for (int p : {0, 1}) check_reducescatter(t, op, pattern(p, 1001), p == 1, post);
+  // Past a ring slot and a window round, with every slice scaled by its owner.
+  check_reducescatter(DataType::kInt32, ReduceOp::kAvg, pattern(1, 700001), false, 2.5);
+  check_reducescatter(DataType::kFloat32, ReduceOp::kAvg, pattern(0, 700001), true, 1.5);
 }
 
 // Elements rank `src` sends to rank `dst`, under pattern `which`; symmetric

@@ -72,7 +72,8 @@ inline double expected(DataType t, ReduceOp op, int n, size_t i) {
       case ReduceOp::kMax: acc = std::max(acc, v); break;
     }
   }
-  if (op == ReduceOp::kAvg) acc = is_floating(t) ? acc / n : std::trunc(acc / n);
+  // An average is the sum times 1/n in double, integers toward zero.
+  if (op == ReduceOp::kAvg) acc = is_floating(t) ? acc / n : std::trunc(acc * (1.0 / n));
   return acc;
 }
 

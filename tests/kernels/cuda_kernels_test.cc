@@ -8,6 +8,7 @@
 
 #include "reference.h"
 #include "ringlet/kernels/cuda.h"
+#include "ringlet/kernels/ops.h"
 
 namespace ringlet::kernels::test {
 namespace {
@@ -94,17 +95,17 @@ TEST_F(CudaKernelsTest, ReduceMatchesReference) {
   }
 }
 
-// Out of place, with every pointer at a different alignment: nothing may be
 // An allreduce's part between ranks' own buffers: three inputs, written to
 // three outputs, the second in place on its input, the third shifted off
-// alignment in one case; kAvg divided by the contributors, and the scales
-// applied as pack, finish_average and scale apply them.
+// alignment in one case; the prescale applied as pack applies it, and the
+// result scaled once by the postscale (divided by the contributors for
+// kAvg), as scale applies it.
 TEST_F(CudaKernelsTest, ReduceManyToAllMatchesReference) {
   struct Case {
     size_t third_shift;
     double prescale, postscale;
   };
-  const Case cases[] = {{0, 1.0, 1.0}, {1, 1.0, 1.0}, {0, 0.5, 3.0}};
+  const Case cases[] = {{0, 1.0, 1.0}, {1, 1.0, 1.0}, {0, 0.5, 3.0}, {1, 2.5, 0.7}};
   for (DataType dtype : kAllDtypes) {
     for (ReduceOp op : kAllOps) {
       for (const Case& c : cases) {
@@ -138,18 +139,9 @@ TEST_F(CudaKernelsTest, ReduceManyToAllMatchesReference) {
           dev.emplace_back(bytes + 64);
           outputs.push_back(dev.back().at(j == 2 ? c.third_shift * elem : 0));
         }
-        std::vector<unsigned char> sum(bytes), averaged(bytes), expected(bytes), gpu_out(bytes);
+        std::vector<unsigned char> sum(bytes), expected(bytes), gpu_out(bytes);
         ref_reduce_many(dtype, op, sum.data(), scaled_ptrs, n);
-        if (op == ReduceOp::kAvg) {
-          ref_finish_average(dtype, averaged.data(), sum.data(), n, ranks);
-        } else {
-          averaged = sum;
-        }
-        if (c.postscale != 1.0) {
-          ref_scale_buffer(dtype, expected.data(), averaged.data(), n, c.postscale);
-        } else {
-          expected = averaged;
-        }
+        ref_finish(dtype, op, expected.data(), sum.data(), n, ranks, c.postscale);
         DeviceBuffer in_table(k * sizeof(void*)), out_table(k * sizeof(void*));
         RINGLET_ASSERT_CUDA(in_table.upload(inputs.data()));
         RINGLET_ASSERT_CUDA(out_table.upload(outputs.data()));
@@ -180,7 +172,7 @@ TEST_F(CudaKernelsTest, ScaleAndAverageMatchReference) {
       void* p = dev.at(shift * elem);
       auto upload = [&] { return cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice); };
       auto download = [&] { return cudaMemcpy(gpu_out.data(), p, bytes, cudaMemcpyDeviceToHost); };
-      for (double factor : {0.5, -3.0, 1.0 / 3.0}) {
+      for (double factor : {0.5, -3.0, 1.0 / 3.0, 1.5, 2.5, 0.7}) {
         ref_scale_buffer(dtype, expected.data(), host.data(), n, factor);
         RINGLET_ASSERT_CUDA(upload());
         RINGLET_ASSERT_CUDA(cuda::scale(dtype, p, n, factor, stream_));
@@ -189,13 +181,17 @@ TEST_F(CudaKernelsTest, ScaleAndAverageMatchReference) {
         EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
             << to_string(dtype) << " x" << factor << " shift " << shift;
       }
-      ref_finish_average(dtype, expected.data(), host.data(), n, 3);
-      RINGLET_ASSERT_CUDA(upload());
-      RINGLET_ASSERT_CUDA(cuda::finish_average(dtype, p, n, 3, stream_));
-      RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
-      RINGLET_ASSERT_CUDA(download());
-      EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
-          << to_string(dtype) << " shift " << shift;
+      // An average over 3 ranks with a postscale: the sum scaled once.
+      for (double post : {1.0, 1.5}) {
+        ref_finish(dtype, ReduceOp::kAvg, expected.data(), host.data(), n, 3, post);
+        RINGLET_ASSERT_CUDA(upload());
+        RINGLET_ASSERT_CUDA(
+            cuda::scale(dtype, p, n, ops::result_scale(ReduceOp::kAvg, post, 3), stream_));
+        RINGLET_ASSERT_CUDA(cudaStreamSynchronize(stream_));
+        RINGLET_ASSERT_CUDA(download());
+        EXPECT_TRUE(same_values(dtype, expected.data(), gpu_out.data(), n))
+            << to_string(dtype) << " average, post " << post << " shift " << shift;
+      }
     }
   }
 }
@@ -352,8 +348,6 @@ TEST_F(CudaKernelsTest, ConversionsMatchReference) {
 TEST_F(CudaKernelsTest, InvalidArgumentsAreReported) {
   EXPECT_EQ(cuda::reduce(static_cast<DataType>(99), ReduceOp::kSum, nullptr, nullptr, nullptr, 1,
                          stream_),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(cuda::finish_average(DataType::kFloat32, nullptr, 1, 0, stream_),
             cudaErrorInvalidValue);
   EXPECT_EQ(cuda::reduce_many_to_all(DataType::kFloat32, ReduceOp::kSum, nullptr, 1, nullptr, 0, 1,
                                      1, 1.0, 1.0, stream_),

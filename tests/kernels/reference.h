@@ -243,13 +243,14 @@ inline void ref_reduce(DataType dtype, ReduceOp op, void* out, const void* a, co
   });
 }
 
-// The reference scaling of one element: floats multiply by the factor rounded
-// to float (double for float64); integers multiply in double, round to
-// nearest-even and clamp.
+// The reference scaling of one element (Horovod's ScaleBufferCPUImpl, with
+// the range defined): floats multiply by the factor rounded to float (double
+// for float64); integers multiply in double, drop the fraction (toward zero)
+// and clamp, NaN giving 0.
 template <class T>
 T ref_scale(T x, double factor) {
   if constexpr (std::is_integral_v<T>) {
-    const double v = std::nearbyint(static_cast<double>(x) * factor);
+    const double v = std::trunc(static_cast<double>(x) * factor);
     if (std::isnan(v)) return 0;
     if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
     if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
@@ -313,25 +314,17 @@ inline void ref_reduce_many(DataType dtype, ReduceOp op, void* out,
   }
 }
 
-// finish_average's reference: floats are scaled by 1/ranks; integers divide
-// toward zero, as C++ integer division does.
-inline void ref_finish_average(DataType dtype, void* out, const void* in, size_t count, int ranks) {
-  if (dtype == DataType::kFloat32 || dtype == DataType::kFloat64 || dtype == DataType::kFloat16 ||
-      dtype == DataType::kBFloat16) {
-    ref_scale_buffer(dtype, out, in, count, 1.0 / ranks);
-    return;
+// The reference of a reduction's last step: Horovod runs an average as a sum
+// whose postscale it divides by the ranks (in double), then scales the result
+// once, where that factor is not 1.0.
+inline void ref_finish(DataType dtype, ReduceOp op, void* out, const void* in, size_t count,
+                       int ranks, double postscale) {
+  const double factor = op == ReduceOp::kAvg ? postscale / ranks : postscale;
+  if (factor == 1.0) {
+    std::memcpy(out, in, count * dtype_size(dtype));
+  } else {
+    ref_scale_buffer(dtype, out, in, count, factor);
   }
-  for_dtype(dtype, [&](auto t) {
-    using T = decltype(t);
-    if constexpr (std::is_integral_v<T>) {
-      for (size_t i = 0; i < count; ++i) {
-        T x;
-        std::memcpy(&x, static_cast<const char*>(in) + i * sizeof(T), sizeof(T));
-        const T r = static_cast<T>(x / static_cast<T>(ranks));
-        std::memcpy(static_cast<char*>(out) + i * sizeof(T), &r, sizeof(T));
-      }
-    }
-  });
 }
 
 // Compares two buffers of dtype: bit-exact, except that any NaN matches any

@@ -2,13 +2,17 @@
 not, synchronous and asynchronous, against results computed here from every
 rank's known input."""
 
+import inspect
+
 import pytest
 import torch
 
 from conftest import input_of
 
-REDUCIBLE = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
-             torch.uint8, torch.int16, torch.uint16, torch.int32, torch.int64]
+# uint16 exists from PyTorch 2.3 on; older versions simply lack it.
+REDUCIBLE = [getattr(torch, name) for name in (
+    "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32",
+    "int64") if hasattr(torch, name)]
 MOVABLE = REDUCIBLE + [torch.bool, torch.complex64]
 
 
@@ -118,11 +122,44 @@ def test_grouped_allreduce(rt):
     for i, (s, out) in enumerate(zip(shapes, outs)):
         want = sum(input_of(r, s, torch.float32, salt=i).double() for r in range(rt.size()))
         assert torch.allclose(out.double(), want)
+    assert isinstance(outs, list)
     ys = [x.clone() for x in xs]
-    assert all(a is b for a, b in zip(rt.grouped_allreduce_(ys, op=rt.Max), ys))
-    handles = rt.grouped_allreduce_async(xs)
-    assert len(handles) == 3 and all(isinstance(rt.synchronize(h), torch.Tensor)
-                                     for h in handles)
+    in_place = rt.grouped_allreduce_(ys, op=rt.Max)
+    assert isinstance(in_place, tuple) and all(a is b for a, b in zip(in_place, ys))
+
+
+def test_grouped_async_forms_return_one_handle(rt):
+    # As in Horovod: one handle per group, whose synchronize() gives a tuple
+    # of every output; poll() says whether all of them are done.
+    n, me = rt.size(), rt.rank()
+    xs = [input_of(me, (3,), torch.float32), input_of(me, (2, 2), torch.float32, salt=1)]
+    handle = rt.grouped_allreduce_async(xs, op=rt.Sum)
+    assert isinstance(handle, int)
+    while not rt.poll(handle):
+        pass
+    reduced = rt.synchronize(handle)
+    assert isinstance(reduced, tuple) and len(reduced) == 2
+    for i, (x, out) in enumerate(zip(xs, reduced)):
+        want = sum(input_of(r, tuple(x.shape), torch.float32, salt=i).double() for r in range(n))
+        assert out is not x and torch.allclose(out.double(), want)
+    assert rt.synchronize(handle) is None  # synchronized already
+
+    ys = [x.clone() for x in xs]
+    in_place = rt.synchronize(rt.grouped_allreduce_async_(ys, op=rt.Sum))
+    assert isinstance(in_place, tuple) and all(a is b for a, b in zip(in_place, ys))
+
+    gathered = rt.synchronize(rt.grouped_allgather_async(
+        [torch.full((me + 1,), float(me)), torch.ones(2, 2) * me]))
+    assert isinstance(gathered, tuple) and len(gathered) == 2
+    assert gathered[0].tolist() == [float(r) for r in range(n) for _ in range(r + 1)]
+    assert torch.equal(gathered[1], torch.cat([torch.ones(2, 2) * r for r in range(n)]))
+
+    shares = rt.synchronize(rt.grouped_reducescatter_async(
+        [torch.ones(n, 2) * (me + 1), torch.ones(2 * n) * 2], op=rt.Sum))
+    total = n * (n + 1) / 2
+    assert isinstance(shares, tuple)
+    assert torch.equal(shares[0], torch.full((1, 2), total))
+    assert torch.equal(shares[1], torch.full((2,), 2.0 * n))
 
 
 @pytest.mark.parametrize("dtype", MOVABLE, ids=str)
@@ -144,6 +181,7 @@ def test_allgather(rt, dtype):
 def test_grouped_allgather(rt):
     xs = [torch.full((rt.rank() + 1,), float(rt.rank())), torch.ones(2, 2) * rt.rank()]
     outs = rt.grouped_allgather(xs, name="gg")
+    assert isinstance(outs, tuple)
     assert outs[0].tolist() == [float(r) for r in range(rt.size()) for _ in range(r + 1)]
     assert outs[1].shape == (2 * rt.size(), 2)
 
@@ -189,6 +227,10 @@ def test_alltoall(rt, dtype):
     splits_tensor = torch.tensor(splits, dtype=torch.int32)
     out2, _ = rt.synchronize(rt.alltoall_async(x, splits=splits_tensor))
     assert torch.equal(out2, out)
+    # As in Horovod, rows past the splits' sum stay here.
+    extra = torch.cat([x, torch.ones(2, 2).to(dtype)])
+    out3, received3 = rt.alltoall(extra, splits=splits, name="a2a_extra")
+    assert torch.equal(out3, want.to(dtype)) and received3.tolist() == received.tolist()
 
 
 @pytest.mark.parametrize("op", ["Sum", "Average", "Max"])
@@ -203,7 +245,124 @@ def test_reducescatter(rt, op):
     out = rt.reducescatter(x, op=op, name="rs")
     assert torch.allclose(out.double(), full[start:start + share[rt.rank()]])
     outs = rt.grouped_reducescatter([x, x * 2], op=op)
+    assert isinstance(outs, list)
     assert torch.allclose(outs[1].double(), 2 * full[start:start + share[rt.rank()]])
+
+
+@pytest.mark.parametrize("op", ["Sum", "Average"])
+def test_sparse_allreduce_async(rt, op):
+    # Every rank's entries, in rank order and not coalesced: rank r holds
+    # row r % 4 and row 4 of a (5, 2) tensor.
+    n, me = rt.size(), rt.rank()
+
+    def sparse_of(rank):
+        dense = torch.zeros(5, 2)
+        dense[rank % 4] = torch.tensor([rank + 1.0, 2.0])
+        dense[4] = torch.tensor([10.0 * (rank + 1), 0.5])
+        return dense.to_sparse(1)
+
+    wait = rt.sparse_allreduce_async(sparse_of(me), name=f"sparse.{op}", op=getattr(rt, op))
+    assert callable(wait)
+    out = wait()
+    divisor = n if op == "Average" else 1
+    assert out.is_sparse and not out.is_coalesced() and tuple(out.shape) == (5, 2)
+    assert torch.equal(out._indices(), torch.cat([sparse_of(r)._indices() for r in range(n)], 1))
+    assert torch.allclose(out._values(),
+                          torch.cat([sparse_of(r)._values() for r in range(n)]) / divisor)
+    assert torch.allclose(out.to_dense(), sum(sparse_of(r).to_dense() for r in range(n)) / divisor)
+
+
+# Horovod 0.28.1's public torch functions: their parameters in order with
+# the defaults (horovod/torch/mpi_ops.py, functions.py, optimizer.py).
+# Ringlet may add parameters after them, each with a default.
+HOROVOD_SIGNATURES = {
+    "allreduce": "tensor, average=None, name=None, compression=Compression.none, op=None, "
+                 "prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set",
+    "allreduce_async": "tensor, average=None, name=None, op=None, prescale_factor=1.0, "
+                       "postscale_factor=1.0, process_set=global_process_set",
+    "allreduce_": "tensor, average=None, name=None, op=None, prescale_factor=1.0, "
+                  "postscale_factor=1.0, process_set=global_process_set",
+    "allreduce_async_": "tensor, average=None, name=None, op=None, prescale_factor=1.0, "
+                        "postscale_factor=1.0, process_set=global_process_set",
+    "grouped_allreduce": "tensors, average=None, name=None, compression=Compression.none, "
+                         "op=None, prescale_factor=1.0, postscale_factor=1.0, "
+                         "process_set=global_process_set",
+    "grouped_allreduce_async": "tensors, average=None, name=None, op=None, "
+                               "prescale_factor=1.0, postscale_factor=1.0, "
+                               "process_set=global_process_set",
+    "grouped_allreduce_": "tensors, average=None, name=None, op=None, prescale_factor=1.0, "
+                          "postscale_factor=1.0, process_set=global_process_set",
+    "grouped_allreduce_async_": "tensors, average=None, name=None, op=None, "
+                                "prescale_factor=1.0, postscale_factor=1.0, "
+                                "process_set=global_process_set",
+    "sparse_allreduce_async": "tensor, name, op, process_set=global_process_set",
+    "allgather": "tensor, name=None, process_set=global_process_set",
+    "allgather_async": "tensor, name=None, process_set=global_process_set",
+    "grouped_allgather": "tensors, name=None, process_set=global_process_set",
+    "grouped_allgather_async": "tensors, name=None, process_set=global_process_set",
+    "broadcast": "tensor, root_rank, name=None, process_set=global_process_set",
+    "broadcast_async": "tensor, root_rank, name=None, process_set=global_process_set",
+    "broadcast_": "tensor, root_rank, name=None, process_set=global_process_set",
+    "broadcast_async_": "tensor, root_rank, name=None, process_set=global_process_set",
+    "alltoall": "tensor, splits=None, name=None, process_set=global_process_set",
+    "alltoall_async": "tensor, splits=None, name=None, process_set=global_process_set",
+    "reducescatter": "tensor, name=None, compression=Compression.none, op=Average, "
+                     "process_set=global_process_set, prescale_factor=1.0, "
+                     "postscale_factor=1.0",
+    "reducescatter_async": "tensor, name=None, op=Average, process_set=global_process_set, "
+                           "prescale_factor=1.0, postscale_factor=1.0",
+    "grouped_reducescatter": "tensors, name=None, compression=Compression.none, op=Average, "
+                             "process_set=global_process_set, prescale_factor=1.0, "
+                             "postscale_factor=1.0",
+    "grouped_reducescatter_async": "tensors, name=None, op=Average, "
+                                   "process_set=global_process_set, prescale_factor=1.0, "
+                                   "postscale_factor=1.0",
+    "join": "device=-1",
+    "barrier": "process_set=global_process_set",
+    "poll": "handle",
+    "synchronize": "handle",
+    "broadcast_parameters": "params, root_rank",
+    "broadcast_optimizer_state": "optimizer, root_rank, model=None",
+    "broadcast_object": "obj, root_rank=0, name=None, process_set=global_process_set",
+    "allgather_object": "obj, name=None",
+    "DistributedOptimizer": "optimizer, named_parameters=None, compression=Compression.none, "
+                            "backward_passes_per_step=1, op=Average, "
+                            "gradient_predivide_factor=1.0, num_groups=0, groups=None, "
+                            "sparse_as_dense=False, process_set=global_process_set",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOROVOD_SIGNATURES))
+def test_signature_is_horovods(name):
+    import ringlet.torch as hvd
+    defaults = {"Compression": hvd.Compression, "global_process_set": hvd.global_process_set,
+                "Average": hvd.Average}
+    ours = list(inspect.signature(getattr(hvd, name)).parameters.values())
+    theirs = [p.strip() for p in HOROVOD_SIGNATURES[name].split(",")]
+    assert [p.name for p in ours[:len(theirs)]] == [p.split("=")[0] for p in theirs]
+    for param, spec in zip(ours, theirs):
+        if "=" in spec:
+            want = eval(spec.split("=", 1)[1], defaults)  # noqa: S307 (the table above)
+            assert param.default is want or param.default == want, param.name
+        else:
+            assert param.default is inspect.Parameter.empty, param.name
+    assert all(p.default is not inspect.Parameter.empty for p in ours[len(theirs):])
+
+
+def test_horovods_public_names_are_here():
+    import ringlet.torch as hvd
+    names = set(HOROVOD_SIGNATURES) | {
+        "Compression", "HorovodInternalError", "ProcessSet", "SyncBatchNorm", "Average",
+        "Sum", "Adasum", "Min", "Max", "Product", "init", "shutdown", "is_initialized",
+        "start_timeline", "stop_timeline", "size", "local_size", "cross_size", "rank",
+        "local_rank", "cross_rank", "mpi_threads_supported", "mpi_enabled", "mpi_built",
+        "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built",
+        "rocm_built", "global_process_set", "add_process_set", "remove_process_set"}
+    assert sorted(n for n in names if not hasattr(hvd, n)) == []
+    assert [p for p in inspect.signature(hvd.SyncBatchNorm).parameters][:5] == [
+        "num_features", "eps", "momentum", "affine", "track_running_stats"]
+    from ringlet.torch import mpi_ops
+    assert mpi_ops.size is hvd.size and mpi_ops.Sum == hvd.Sum  # as horovod.torch.mpi_ops
 
 
 def test_poll_and_synchronize(rt):

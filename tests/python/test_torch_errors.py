@@ -55,6 +55,27 @@ def test_duplicate_name_in_flight_is_a_value_error(rt):
     still_works(rt)
 
 
+def test_a_failed_member_fails_its_group_after_all_are_done(rt):
+    # One handle for the group: its error comes once every member ended, on
+    # every rank, and the job goes on.
+    good = torch.ones(2, 2)
+    bad = torch.ones(1, 2 + rt.rank())  # trailing dimensions differ between ranks
+    handle = rt.grouped_allgather_async([good, bad], name="group_with_bad")
+    with pytest.raises(rt.HorovodInternalError, match="group_with_bad"):
+        rt.synchronize(handle)
+    assert rt.synchronize(handle) is None
+    still_works(rt)
+
+
+def test_alltoall_splits_must_be_int32_as_in_horovod(rt):
+    for splits in (torch.ones(rt.size(), dtype=torch.float32),
+                   torch.ones(rt.size(), dtype=torch.int64),
+                   torch.ones(1, rt.size(), dtype=torch.int32)):
+        with pytest.raises(ValueError, match="splits must be a 1-D int32 tensor"):
+            rt.alltoall(torch.ones(rt.size()), splits)
+    still_works(rt)
+
+
 def test_unsupported_dtype_says_so(rt):
     with pytest.raises(ValueError, match="bool.*not supported"):
         rt.allreduce(torch.ones(3, dtype=torch.bool), name="bools")

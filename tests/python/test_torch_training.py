@@ -2,6 +2,10 @@
 whole batch on every rank, the broadcast helpers make every rank start from
 the root's state, and SyncBatchNorm normalizes over every rank's batch."""
 
+import os
+import tempfile
+import warnings
+
 import pytest
 import torch
 
@@ -48,8 +52,10 @@ def test_distributed_optimizer_applies_the_average_gradient(rt, variant):
         kwargs["compression"] = rt.Compression.fp16
     elif variant == "predivide":
         kwargs["gradient_predivide_factor"] = 2.0
-    opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                  named_parameters=model.named_parameters(), **kwargs)
+    # num_groups is Horovod's deprecated name for groups=N
+    with pytest.warns(DeprecationWarning) if variant == "num_groups" else warnings.catch_warnings():
+        opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                      named_parameters=model.named_parameters(), **kwargs)
     assert isinstance(opt, torch.optim.SGD)
     opt.zero_grad()
     torch.nn.functional.mse_loss(model(x), y).backward()
@@ -124,18 +130,6 @@ def test_sparse_gradients(rt):
         assert torch.allclose(delta[r], torch.full((3,), 1.0 / rt.size()))
 
 
-def test_broadcast_optimizer_state(rt):
-    model, x, y = model_and_data(rt.rank())
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3 * (rt.rank() + 1))
-    if rt.rank() == 0:  # only the root has stepped: others have no state yet
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    rt.broadcast_optimizer_state(opt, root_rank=0)
-    assert opt.param_groups[0]["lr"] == pytest.approx(1e-3)
-    for i, p in enumerate(model.parameters()):
-        assert same_on_every_rank(rt, opt.state[p]["exp_avg"], name=f"adam.{i}")
-
-
 def test_broadcast_and_allgather_objects(rt):
     obj = {"rank": rt.rank(), "tensor": torch.arange(3) * rt.rank(), "text": "x" * rt.rank()}
     got = rt.broadcast_object(obj, root_rank=rt.size() - 1)
@@ -167,3 +161,330 @@ def test_sync_batch_norm_matches_batch_norm_over_the_whole_batch(rt):
     assert torch.allclose(total, ref.weight.grad, atol=1e-4)
     sync.eval()
     assert torch.allclose(sync(mine), ref.eval()(full[rows]), atol=1e-5)
+
+
+def test_sync_batch_norm_without_running_stats_normalizes_over_every_rank_in_eval(rt):
+    # Horovod: evaluation without running statistics uses the whole batch.
+    torch.manual_seed(4)
+    full = torch.randn(3 * rt.size(), 2, 4)
+    rows = slice(3 * rt.rank(), 3 * (rt.rank() + 1))
+    sync = rt.SyncBatchNorm(2, track_running_stats=False).eval()
+    ref = torch.nn.BatchNorm1d(2, track_running_stats=False).eval()
+    assert torch.allclose(sync(full[rows]), ref(full)[rows], atol=1e-5)
+
+
+# ------------------------------------------------ DistributedOptimizer as Horovod's
+
+def linear_model(rank=0):
+    torch.manual_seed(7)
+    model = torch.nn.Linear(3, 2, bias=False).double()
+    g = torch.Generator().manual_seed(20 + rank)
+    return model, torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(
+        4, 2, generator=g, dtype=torch.float64)
+
+
+def gradient_at(weight, x, y):
+    """The gradient of the MSE loss of a bias-free linear model at `weight`, by plain torch."""
+    w = weight.detach().clone().requires_grad_(True)
+    torch.nn.functional.mse_loss(x @ w.t(), y).backward()
+    return w.grad
+
+
+def ranks_gradients(rt, weight, part=slice(None)):
+    return [gradient_at(weight, linear_model(r)[1][part], linear_model(r)[2][part])
+            for r in range(rt.size())]
+
+
+def test_unnamed_parameters_are_named_as_in_horovod(rt):
+    # allreduce.noname.<group>.<index>, which the allreduce prefixes once more
+    # on the wire (and in the timeline): allreduce.allreduce.noname.0.1.
+    a, b = torch.nn.Linear(2, 1), torch.nn.Linear(1, 1)
+    opt = rt.DistributedOptimizer(torch.optim.SGD(
+        [{"params": a.parameters()}, {"params": b.parameters(), "lr": 0.5}], lr=0.1))
+    with tempfile.TemporaryDirectory() as folder:  # each rank its own; rank 0 writes
+        path = os.path.join(folder, "timeline.json")
+        rt.start_timeline(path)
+        b(a(torch.ones(3, 2))).sum().backward()
+        opt.step()
+        rt.stop_timeline()
+        if rt.rank() == 0:
+            with open(path) as f:
+                text = f.read()
+            for name in ("0.0", "0.1", "1.0", "1.1"):
+                assert f'"allreduce.allreduce.noname.{name}"' in text, name
+
+
+def test_named_parameters_are_checked_as_in_horovod(rt):
+    model, _, _ = model_and_data(rt.rank())
+    named = list(model.named_parameters())
+
+    def wrap(named_parameters):
+        return rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=named_parameters)
+
+    with pytest.raises(ValueError, match="not named") as err:
+        wrap(named[:1])
+    assert all(str(id(p)) in str(err.value) for _, p in named[1:])
+    with pytest.raises(ValueError, match="tuples"):
+        wrap([p for _, p in named])
+    with pytest.raises(ValueError, match="duplicates: same"):
+        wrap([("same", p) for _, p in named])
+
+
+def test_step_after_synchronize_warns_and_reduces_again(rt):
+    # Horovod's step() synchronizes again after a synchronize() outside
+    # skip_synchronize(), and warns: with op=Sum the gradients come out
+    # multiplied by the size once more.
+    model, x, y = linear_model(rt.rank())
+    start = model.weight.detach().clone()
+    opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                  named_parameters=model.named_parameters(), op=rt.Sum)
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.synchronize()
+    total = sum(ranks_gradients(rt, start))
+    assert torch.allclose(model.weight.grad, total, rtol=1e-10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.step()
+    assert len(caught) == 1
+    assert "optimizer.step() called without optimizer.skip_synchronize()" in str(
+        caught[0].message)
+    assert torch.allclose(start - model.weight.detach(), rt.size() * total, rtol=1e-10)
+
+
+def test_zero_grad_between_accumulated_passes_raises(rt):
+    model, x, y = linear_model(rt.rank())
+    start = model.weight.detach().clone()
+    opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                  named_parameters=model.named_parameters(),
+                                  backward_passes_per_step=2)
+    torch.nn.functional.mse_loss(model(x[:2]), y[:2]).backward()
+    with pytest.raises(AssertionError, match="zero_grad"):
+        opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x[2:]), y[2:]).backward()
+    opt.step()
+    passes = [a + b for a, b in zip(ranks_gradients(rt, start, slice(0, 2)),
+                                    ranks_gradients(rt, start, slice(2, 4)))]
+    assert torch.allclose(start - model.weight.detach(), sum(passes) / rt.size(), rtol=1e-10)
+
+
+def test_set_backward_passes_per_step_and_load_state_dict_reset_the_count(rt):
+    model, x, y = linear_model(rt.rank())
+    opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                  named_parameters=model.named_parameters())
+    opt.set_backward_passes_per_step(2)
+    assert opt.backward_passes_per_step == 2
+    torch.nn.functional.mse_loss(model(x[:2]), y[:2]).backward()
+    # Loading a state forgets the pass counted: two passes again before a
+    # reduction, and zero_grad() is allowed.
+    opt.load_state_dict(opt.state_dict())
+    opt.zero_grad()
+    start = model.weight.detach().clone()
+    for part in (slice(0, 2), slice(2, 4)):
+        torch.nn.functional.mse_loss(model(x[part]), y[part]).backward()
+    opt.step()
+    passes = [a + b for a, b in zip(ranks_gradients(rt, start, slice(0, 2)),
+                                    ranks_gradients(rt, start, slice(2, 4)))]
+    assert torch.allclose(start - model.weight.detach(), sum(passes) / rt.size(), rtol=1e-10)
+
+
+def test_optimizer_wrapped_without_grad_mode_reduces(rt):
+    # Its hooks do not depend on grad mode at construction (before PyTorch
+    # 2.1 they sit on the gradient accumulators, reached through a view).
+    model, x, y = linear_model(rt.rank())
+    start = model.weight.detach().clone()
+    with torch.no_grad():
+        opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                      named_parameters=model.named_parameters())
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+    want = sum(ranks_gradients(rt, start)) / rt.size()
+    assert torch.allclose(start - model.weight.detach(), want, rtol=1e-10)
+
+
+def test_groups_arguments_are_checked_as_in_horovod(rt):
+    model, _, _ = model_and_data(rt.rank())
+    params = list(model.parameters())
+
+    def wrap(**kwargs):
+        return rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters(), **kwargs)
+
+    with pytest.warns(DeprecationWarning, match="num_groups"):
+        wrap(num_groups=2)
+    for bad in (0, -1, [[params[0], "x"]], [[params[0]], [params[0]]]):
+        with pytest.raises(ValueError, match="groups"):
+            wrap(groups=bad)
+
+
+def test_groups_follow_the_first_ranks_order(rt):
+    # Every rank lists the parameters in its own order; the groups are made
+    # in rank 0's, so that the same parameters meet in each grouped allreduce.
+    torch.manual_seed(9)
+    layers = [torch.nn.Linear(2, 2, bias=False).double() for _ in range(4)]
+    rt.broadcast_parameters({f"l{i}": l.weight for i, l in enumerate(layers)}, root_rank=0)
+    start = [l.weight.detach().clone() for l in layers]
+    order = list(range(4)) if rt.rank() % 2 == 0 else [3, 1, 2, 0]
+    opt = rt.DistributedOptimizer(
+        torch.optim.SGD([layers[i].weight for i in order], lr=1.0),
+        named_parameters=[(f"l{i}", layers[i].weight) for i in order], groups=2)
+    x = torch.full((1, 2), float(rt.rank() + 1), dtype=torch.float64)
+    sum((layers[i](x) * (i + 1)).sum() for i in range(4)).backward()
+    opt.step()
+    mean_x = sum(r + 1 for r in range(rt.size())) / rt.size()
+    for i, layer in enumerate(layers):
+        want = start[i] - (i + 1) * mean_x
+        assert torch.allclose(layer.weight.detach(), want, rtol=1e-12), i
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_adam_gets_sparse_gradients(rt, sparse_as_dense):
+    def rows_of(rank, step):
+        return torch.tensor([rank % 6, (rank + 2 + step) % 6, 5])
+
+    def loss_of(emb, rank, step):
+        return (emb(rows_of(rank, step)) * torch.tensor([1.0, 2.0, 3.0]) * (rank + 1)).sum()
+
+    torch.manual_seed(5)
+    emb = torch.nn.Embedding(6, 3, sparse=True)
+    rt.broadcast_parameters(emb.state_dict(), root_rank=0)
+    ref = torch.nn.Embedding(6, 3, sparse=True)
+    ref.load_state_dict(emb.state_dict())
+    opt = rt.DistributedOptimizer(torch.optim.SparseAdam(list(emb.parameters()), lr=0.1),
+                                  named_parameters=emb.named_parameters(),
+                                  sparse_as_dense=sparse_as_dense)
+    ref_opt = torch.optim.SparseAdam(list(ref.parameters()), lr=0.1)
+    for step in range(2):
+        opt.zero_grad()
+        loss_of(emb, rt.rank(), step).backward()
+        opt.step()
+        assert emb.weight.grad.is_sparse
+        # The reference: the average of every rank's gradient, by plain torch.
+        grads = []
+        for r in range(rt.size()):
+            ref.zero_grad()
+            loss_of(ref, r, step).backward()
+            grads.append(ref.weight.grad.to_dense())
+        ref.weight.grad = (sum(grads) / rt.size()).to_sparse(1)
+        ref_opt.step()
+        assert torch.allclose(emb.weight, ref.weight, atol=1e-6), step
+
+
+# ------------------------------------------------ broadcast_optimizer_state as Horovod's
+
+def test_broadcast_optimizer_state_starts_an_empty_state_with_zero_gradients(rt):
+    # Horovod's own case: a parameter that requires no gradient, and an
+    # optimizer that has not stepped. Every rank takes one step with zero
+    # gradients (weight decay moves the parameters), which sets .grad.
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.tensor([1, 3], dtype=torch.int32),
+                                        requires_grad=False)
+            self.b = torch.nn.Parameter(torch.rand(4, dtype=torch.float64))
+
+    model = Model()
+    rt.broadcast_parameters(model.state_dict(), root_rank=0)
+    b0 = model.b.detach().clone()
+    opt = rt.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.001, weight_decay=1e-6, momentum=0.9,
+                        nesterov=True), named_parameters=model.named_parameters())
+    rt.broadcast_optimizer_state(opt, root_rank=0)
+    assert model.a.grad is None
+    assert torch.equal(model.b.grad, torch.zeros(4, dtype=torch.float64))
+    decayed = 1e-6 * b0  # the zero gradient plus the weight decay
+    assert torch.allclose(opt.state[model.b]["momentum_buffer"], decayed, rtol=1e-12)
+    assert torch.allclose(model.b.detach(), b0 - 0.001 * (decayed + 0.9 * decayed), rtol=1e-12)
+    assert set(opt.state_dict()["state"]) == {1}
+
+
+def adam_after_root_steps(steps, lr):
+    """The root's model and Adam optimizer after `steps` steps on its own data."""
+    model, x, y = model_and_data(0)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.8, 0.99))
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return model, opt
+
+
+@pytest.mark.parametrize("stepped", ["root", "others"])
+def test_broadcast_optimizer_state_gives_the_roots_state(rt, stepped):
+    model, x, y = model_and_data(rt.rank())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3 * (rt.rank() + 1),
+                           betas=(0.8, 0.99) if rt.rank() == 0 else (0.5, 0.5))
+    if (rt.rank() == 0) == (stepped == "root"):
+        for _ in range(2):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    rt.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0]["lr"] == 1e-3 and opt.param_groups[0]["betas"] == (0.8, 0.99)
+    if stepped == "root":
+        _, want = adam_after_root_steps(2, 1e-3)
+        expected = [want.state[p] for p in want.param_groups[0]["params"]]
+    else:  # the root had no state: its one step with zero gradients
+        expected = [{"step": 1.0, "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+                    for p in model.parameters()]
+    for p, want in zip(model.parameters(), expected):
+        state = opt.state[p]
+        assert float(state["step"]) == float(want["step"])
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.allclose(state[key], want[key], rtol=1e-6, atol=1e-12), key
+
+
+def test_broadcast_optimizer_state_keeps_no_state_where_the_root_has_none(rt):
+    # The root stepped with a gradient for `used` only; the others, fresh,
+    # first step every parameter. After it they hold the root's state: none
+    # for `unused`.
+    torch.manual_seed(2)
+    used, unused = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+    params = list(used.parameters()) + list(unused.parameters())
+    opt = torch.optim.SGD(params, lr=0.1, momentum=0.5)
+    if rt.rank() == 0:
+        used(torch.ones(1, 2)).sum().backward()
+        opt.step()
+    rt.broadcast_optimizer_state(opt, root_rank=0)
+    assert sorted(opt.state_dict()["state"]) == [0, 1]
+    assert torch.equal(opt.state[used.weight]["momentum_buffer"], torch.ones(1, 2))
+    assert torch.equal(opt.state[used.bias]["momentum_buffer"], torch.ones(1))
+
+
+def test_broadcast_optimizer_state_of_sparse_adam(rt):
+    emb = torch.nn.Embedding(5, 2, sparse=True)
+    opt = torch.optim.SparseAdam(list(emb.parameters()), lr=0.1)
+    if rt.rank() == 0:
+        emb(torch.tensor([1, 3])).sum().backward()
+        opt.step()
+    rt.broadcast_optimizer_state(opt, root_rank=0, model=emb)
+    state = opt.state[emb.weight]
+    assert float(state["step"]) == 1
+    # The root's first moment: (1 - beta1) times the gradient, on rows 1 and 3.
+    want = torch.zeros(5, 2)
+    want[[1, 3]] = 0.1
+    assert torch.allclose(state["exp_avg"], want, atol=1e-7)
+    emb(torch.tensor([0])).sum().backward()
+    opt.step()  # and it trains on
+
+
+def test_broadcast_optimizer_state_gives_the_roots_hyperparameters(rt):
+    # Even where the optimizer keeps no state at all.
+    model, _, _ = model_and_data(rt.rank())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1 * (rt.rank() + 1))
+    rt.broadcast_optimizer_state(opt, root_rank=rt.size() - 1)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * rt.size())
+
+
+def test_broadcast_parameters_takes_a_list_of_tensors(rt):
+    tensors = [torch.full((2,), float(rt.rank())), torch.full((3,), rt.rank() + 0.5)]
+    rt.broadcast_parameters(tensors, root_rank=rt.size() - 1)
+    assert torch.equal(tensors[0], torch.full((2,), float(rt.size() - 1)))
+    assert torch.equal(tensors[1], torch.full((3,), rt.size() - 0.5))
+
+
+def test_broadcast_object_takes_what_cloudpickle_takes(rt):
+    pytest.importorskip("cloudpickle")
+    offset = 100 * rt.rank() + 7  # the root's closure carries its own: 7
+    fn = rt.broadcast_object(lambda v: v + offset, root_rank=0)
+    assert fn(1) == 8

@@ -12,15 +12,16 @@ Range range_of(const Collective& c) {
   return value_range(c.dtype, reduces(c.kind) ? c.op : ReduceOp::kSum);
 }
 
-// An integer scaled as the library documents it: rounded to nearest (the
-// factors are 1 and 2, so only the product needs no rounding).
+// An integer scaled as the library (and Horovod) scales it: in double, then
+// toward zero.
 double scale_integer(double v, double factor) {
-  return factor == 1.0 ? v : std::nearbyint(v * factor);
+  return factor == 1.0 ? v : std::trunc(v * factor);
 }
 
-// out[i] = postscale * op over members of (prescale * x_member[i]), for
-// elements [first, first + n). Integers in int64 (exact; averages toward
-// zero), floating types in double (exact but for an average's division).
+// out[i] = op over members of (prescale * x_member[i]), scaled once by the
+// postscale (divided by the members for an average), for elements [first,
+// first + n). Integers in int64 (exact), floating types in double (exact but
+// for an average's 1/n).
 void reduce(const Collective& c, int tensor, uint64_t first, size_t n, double* out) {
   const bool floating = ringlet::is_floating(c.dtype);
   const int m = static_cast<int>(c.members.size());
@@ -60,14 +61,12 @@ void reduce(const Collective& c, int tensor, uint64_t first, size_t n, double* o
       }
     }
   }
+  const double factor = c.op == ReduceOp::kAvg ? c.postscale / m : c.postscale;
   for (size_t e = 0; e < n; ++e) {
     if (floating) {
-      if (c.op == ReduceOp::kAvg) out[e] /= m;
-      out[e] *= c.postscale;
+      out[e] *= factor;
     } else {
-      int64_t a = acc[e];
-      if (c.op == ReduceOp::kAvg) a /= m;  // C++ division truncates toward zero
-      out[e] = scale_integer(static_cast<double>(a), c.postscale);
+      out[e] = scale_integer(static_cast<double>(acc[e]), factor);
     }
   }
 }

@@ -66,7 +66,7 @@ std::vector<double> output_of(const Expected& x) {
   return v;
 }
 
-TEST(SoakReference, IntegerAverageTruncatesAfterThePrescale) {
+TEST(SoakReference, IntegerAverageIsTheSumScaledOnce) {
   Collective c = world(Kind::kAllreduce, DataType::kInt32, 3);
   c.op = ReduceOp::kAvg;
   c.prescale = 2.0;
@@ -77,7 +77,8 @@ TEST(SoakReference, IntegerAverageTruncatesAfterThePrescale) {
   for (size_t e = 0; e < 5; ++e) {
     int64_t sum = 0;
     for (int r = 0; r < 3; ++r) sum += 2 * static_cast<int64_t>(inputs_of(c, r, 5)[e]);
-    EXPECT_EQ(out[e], static_cast<double>(sum / 3 * 2)) << e;
+    // Horovod's rule: the sum times postscale / size in double, toward zero.
+    EXPECT_EQ(out[e], std::trunc(static_cast<double>(sum) * (2.0 / 3))) << e;
   }
 }
 

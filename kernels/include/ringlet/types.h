@@ -24,8 +24,9 @@ enum class DataType : int32_t {
 };
 inline constexpr int kNumDataTypes = 10;
 
-// kAvg is a sum followed by a division by the number of contributors:
-// x 1/n for floating types, integer division (toward zero) for integers.
+// kAvg is a sum whose result is multiplied by postscale / n (n contributors),
+// once: floats in their compute type, integers in double and then toward zero
+// (ringlet/kernels/ops.h, result_scale), as Horovod averages.
 enum class ReduceOp : int32_t {
   kSum = 0,
   kProd = 1,

@@ -39,13 +39,29 @@ def group_base(name, process_set):
 def register(handle, finish, *buffers):
     """Remembers how to complete ``handle``, and keeps ``buffers`` alive until then."""
     with _lock:
-        _in_flight[handle] = (finish, buffers)
+        _in_flight[handle] = ((handle,), lambda results: finish(*results[0]), buffers)
     return handle
+
+
+def register_group(handles, finish, *buffers):
+    """One handle for collectives started together (Horovod's grouped ops).
+
+    It is the first member's number; ``poll`` is true once every member is
+    done, and ``synchronize`` waits for all of them and returns
+    ``finish(results)`` with each member's (bytes, shape, received splits).
+    """
+    members = tuple(handles)
+    with _lock:
+        _in_flight[members[0]] = (members, finish, buffers)
+    return members[0]
 
 
 def poll(handle):
     """True when ``synchronize(handle)`` would return without waiting."""
-    return _ringlet.poll(handle)
+    with _lock:
+        entry = _in_flight.get(handle)
+    members = entry[0] if entry is not None else (handle,)
+    return all(_ringlet.poll(h) for h in members)
 
 
 def synchronize(handle):
@@ -59,6 +75,15 @@ def synchronize(handle):
         entry = _in_flight.pop(handle, None)
     if entry is None:
         return None
-    finish, _buffers = entry
-    data, shape, received = _ringlet.synchronize(handle)
-    return finish(data, shape, received)
+    members, finish, _buffers = entry
+    # Every member is waited for before any error is raised: the buffers
+    # stay alive (in _buffers) until the core is done with all of them.
+    results, error = [], None
+    for h in members:
+        try:
+            results.append(_ringlet.synchronize(h))
+        except Exception as e:  # noqa: BLE001 (re-raised below)
+            error = error or e
+    if error is not None:
+        raise error
+    return finish(results)

@@ -1,11 +1,14 @@
-"""``import ringlet.keras as hvd``: horovod.keras's API for the Keras 2 API
-(tf-keras, what ``tf.keras`` is with ``TF_USE_LEGACY_KERAS=1``) on Ringlet.
+"""``import ringlet.keras as hvd`` (and ``import ringlet.tensorflow.keras as
+hvd``, the same module's names): the API of horovod.keras and
+horovod.tensorflow.keras together, for the Keras 2 API (tf-keras, what
+``tf.keras`` is with ``TF_USE_LEGACY_KERAS=1``) on Ringlet.
 
-Keras 3 is not served yet: importing this module selects tf-keras for
+Keras 3 is not served: importing this module selects tf-keras for
 ``tf.keras`` unless ``TF_USE_LEGACY_KERAS`` says otherwise.
 """
 
 import os
+import warnings
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -21,117 +24,134 @@ from ringlet.common.api import *  # noqa: F401,F403  (Horovod's shared names)
 from ringlet.common.basics import Average
 from ringlet.common.process_sets import global_process_set
 from ringlet.keras import callbacks  # noqa: F401
+from ringlet.keras import optimizer as _optimizer
 from ringlet.tensorflow import mpi_ops as _ops
-from ringlet.tensorflow.compression import Compression  # noqa: F401
+from ringlet.tensorflow.compression import Compression
 from ringlet.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_variables)
-from ringlet.tensorflow.gradient_tape import GradientReduction as _GradientReduction
 from ringlet.tensorflow.mpi_ops import barrier, join  # noqa: F401
+from ringlet.common.api import __all__ as _shared_names
+
+__all__ = _shared_names + [
+    "Compression", "DistributedOptimizer", "PartialDistributedOptimizer", "allgather",
+    "allgather_object", "allreduce", "barrier", "broadcast", "broadcast_global_variables",
+    "broadcast_object", "broadcast_variables", "callbacks", "join", "load_model",
+    "reducescatter"]
 
 
-class _DistributedOptimizer:
-    """Mixed in before the wrapped optimizer's class: apply_gradients() applies
-    the gradients reduced over the ranks.
-
-    With backward_passes_per_step N > 1, as in Horovod, each call adds its
-    gradients to local sums and only every N-th call reduces the sums (divided
-    by N with average_aggregated_gradients) over the ranks and applies them;
-    the calls between only count the optimizer's iterations, so that learning
-    rate schedules keep their pace. Every rank calls in step, so all take the
-    same branch, eager or in a ``tf.function``.
-    """
-
-    def apply_gradients(self, grads_and_vars, *args, **kwargs):
-        pairs = list(grads_and_vars)
-        grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
-        if self._ringlet_passes == 1:
-            reduced = self._ringlet_reduction(grads, "DistributedOptimizer")
-            return super().apply_gradients(list(zip(reduced, variables)), *args, **kwargs)
-        return self._ringlet_aggregate(grads, variables, *args, **kwargs)
-
-    def _ringlet_aggregate(self, grads, variables, *args, **kwargs):
-        if self._ringlet_sums is None:
-            with tf.init_scope():  # created once, outside any tf.function being traced
-                self._ringlet_sums = [
-                    None if g is None else tf.Variable(tf.zeros(v.shape, g.dtype),
-                                                       trainable=False)
-                    for g, v in zip(grads, variables)]
-                self._ringlet_count = tf.Variable(0, dtype=tf.int64, trainable=False)
-        for s, g in zip(self._ringlet_sums, grads):
-            if s is not None:
-                s.assign_add(tf.convert_to_tensor(g))
-        count = self._ringlet_count.assign_add(1)
-
-        def reduce_and_apply():
-            passes = float(self._ringlet_passes) if self._ringlet_average_passes else 1.0
-            local = [None if s is None else s / passes for s in self._ringlet_sums]
-            reduced = self._ringlet_reduction(local, "DistributedOptimizer")
-            # In a tf.function, stateful ops run in program order.
-            super(_DistributedOptimizer, self).apply_gradients(
-                [(r, v) for r, v in zip(reduced, variables) if r is not None], *args, **kwargs)
-            for s in self._ringlet_sums:
-                if s is not None:
-                    s.assign(tf.zeros_like(s))
-            self._ringlet_count.assign(0)
-            return tf.constant(True)
-
-        def count_only():
-            self.iterations.assign_add(1)
-            return tf.constant(False)
-
-        return tf.cond(count >= self._ringlet_passes, reduce_and_apply, count_only)
+def _groups_of(num_groups, groups):
+    if num_groups != 0:
+        warnings.warn("DistributedOptimizer: num_groups is deprecated, use groups",
+                      DeprecationWarning, stacklevel=3)
+        if groups is None:
+            groups = num_groups
+    return groups
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
                          compression=Compression.none, sparse_as_dense=False,
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=global_process_set):
-    """A Keras optimizer of the same class and configuration whose apply_gradients()
-    (and so minimize() and model.fit()) uses gradients reduced over the ranks."""
-    reduction = _GradientReduction(compression, sparse_as_dense, op, gradient_predivide_factor,
-                                   process_set)
-    if int(backward_passes_per_step) < 1:
-        raise ValueError(f"backward_passes_per_step must be at least 1, not "
-                         f"{backward_passes_per_step}")
-    base = optimizer.__class__
-    cls = type(base.__name__, (_DistributedOptimizer, base), {})
-    config = optimizer.get_config()
-    if name is not None:
-        config["name"] = name
-    distributed = cls.from_config(config)
-    distributed._ringlet_reduction = reduction
-    distributed._ringlet_passes = int(backward_passes_per_step)
-    distributed._ringlet_average_passes = bool(average_aggregated_gradients)
-    distributed._ringlet_sums = None
-    return distributed
+                         process_set=global_process_set, scale_local_gradients=True):
+    """A Keras optimizer of ``optimizer``'s class and configuration whose
+    ``compute_gradients`` (and so ``minimize`` and ``model.fit``) returns the
+    gradients averaged (``op=Sum``: summed) over the ranks of ``process_set``.
+
+    With ``backward_passes_per_step`` N > 1, each pass adds its gradients to
+    local sums; every N-th pass reduces the sums (divided by N with
+    ``average_aggregated_gradients``) and applies them, the others only count
+    the optimizer's iterations. ``register_local_var(var)`` keeps a variable's
+    gradient local (divided by the ranks' number with
+    ``scale_local_gradients``). Every dense gradient goes in one grouped
+    collective whatever ``groups``; the device arguments are accepted and
+    unused.
+    """
+    groups = _groups_of(num_groups, groups)
+    _optimizer.check(op, groups, backward_passes_per_step)
+    return _optimizer.wrap(optimizer, _optimizer.Settings(
+        name=name, compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=int(backward_passes_per_step),
+        average_aggregated_gradients=average_aggregated_gradients, groups=groups,
+        process_set=process_set, scale_local_gradients=scale_local_gradients))
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average, groups=None,
+                                process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """DistributedOptimizer whose ``local_layers`` (a Layer or a list of them, built)
+    keep their trainable weights' gradients on this rank."""
+    _optimizer.check(op, groups)
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, _keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, _keras.layers.Layer) for layer in local_layers):
+        raise ValueError("PartialDistributedOptimizer: local_layers must be Keras layers "
+                         "(tf.keras.layers.Layer)")
+    opt = _optimizer.wrap(optimizer, _optimizer.Settings(
+        name=name, compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op, groups=groups,
+        process_set=process_set, scale_local_gradients=scale_local_gradients))
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            opt.register_local_var(var)
+    return opt
+
+
+def broadcast_global_variables(root_rank):
+    """TensorFlow 1's global variables from ``root_rank``: refused when eager, as in
+    Horovod (broadcast the model's and optimizer's variables instead)."""
+    if tf.executing_eagerly():
+        raise RuntimeError("broadcast_global_variables() does not work eagerly: call "
+                           "hvd.broadcast_variables(model.variables, root_rank) and "
+                           "hvd.broadcast_variables(optimizer.variables(), root_rank) instead")
+    raise NotImplementedError("broadcast_global_variables(): TensorFlow 1 graphs and sessions "
+                              "are not served by Ringlet")
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
               op=None, compression=Compression.none, process_set=global_process_set):
-    """The reduction of a value (a tensor, array or number) over the ranks, as a numpy value."""
+    """The reduction (Average by default) of a tensor-compatible value over the ranks,
+    as a tensor."""
     return _ops.allreduce(tf.constant(value), average=average, name=name, op=op,
                           prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                          compression=compression, process_set=process_set).numpy()
+                          compression=compression, process_set=process_set)
 
 
 def allgather(value, name=None, process_set=global_process_set):
-    return _ops.allgather(tf.constant(value), name=name, process_set=process_set).numpy()
+    """Every rank's value (a tensor-compatible value) concatenated on dimension 0."""
+    return _ops.allgather(tf.constant(value), name=name, process_set=process_set)
 
 
 def broadcast(value, root_rank, name=None, process_set=global_process_set):
-    return _ops.broadcast(tf.constant(value), root_rank, name=name,
-                          process_set=process_set).numpy()
+    """``root_rank``'s value (a tensor-compatible value) on every rank."""
+    return _ops.broadcast(tf.constant(value), root_rank, name=name, process_set=process_set)
 
 
 def reducescatter(value, name=None, op=Average, process_set=global_process_set):
-    return _ops.reducescatter(tf.constant(value), name=name, op=op,
-                              process_set=process_set).numpy()
+    """This rank's share of dimension 0 of the reduction of a tensor-compatible value."""
+    return _ops.reducescatter(tf.constant(value), name=name, op=op, process_set=process_set)
 
 
-def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none):
-    """Loads a Keras model saved with a wrapped optimizer, wrapping its optimizer again."""
-    model = _keras.models.load_model(filepath, custom_objects=custom_objects)
-    if model.optimizer is not None:
-        model.optimizer = DistributedOptimizer(model.optimizer, compression=compression)
+def load_model(filepath, custom_optimizers=None, custom_objects=None,
+               compression=Compression.none, legacy_opts=False):
+    """Loads a Keras model (any format Keras loads) whose optimizer comes back as a
+    DistributedOptimizer with ``compression``, its saved state (slots, iterations)
+    kept.
+
+    Every optimizer of ``tf.keras.optimizers`` and ``tf.keras.optimizers.legacy``
+    loads without naming it; ``custom_optimizers`` names classes of one's own
+    (``custom_objects`` goes to Keras as well). ``legacy_opts`` is accepted for
+    Horovod's signature: the optimizer keeps the family it was saved with.
+    """
+    objects = {cls.__name__: cls for cls in custom_optimizers or []}
+    objects.update(custom_objects or {})
+    model = _keras.models.load_model(filepath, custom_objects=objects)
+    if isinstance(model.optimizer, (_keras.optimizers.Optimizer,
+                                    _keras.optimizers.legacy.Optimizer)):
+        _optimizer.distribute_in_place(model.optimizer,
+                                       _optimizer.Settings(compression=compression))
     return model

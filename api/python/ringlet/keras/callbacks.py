@@ -1,76 +1,103 @@
-"""horovod.keras's callbacks for model.fit()."""
+"""Horovod's Keras callbacks for ``model.fit()``."""
 
-import numpy as np
+import tensorflow as tf
 import tf_keras as keras
 
 from ringlet.common import basics as _basics
 from ringlet.common.process_sets import global_process_set
-from ringlet.tensorflow.functions import broadcast_variables
 from ringlet.tensorflow import mpi_ops as _ops
+from ringlet.tensorflow.functions import broadcast_variables
+
+_K = keras.backend
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """After the first batch (once the optimizer has made its slots), every rank takes
-    ``root_rank``'s model and optimizer variables."""
+    ``root_rank``'s model variables, but ``local_variables`` (a tf.Variable or a list of
+    them), and all of its optimizer's variables."""
 
-    def __init__(self, root_rank, device="", process_set=global_process_set):
+    def __init__(self, root_rank, device="", local_variables=None, *,
+                 process_set=global_process_set):
         super().__init__()
         self.root_rank = root_rank
+        self.device = device
         self.process_set = process_set
         self.broadcast_done = False
+        self._local_vars = set()
+        if local_variables is None:
+            local_variables = []
+        elif isinstance(local_variables, tf.Variable):
+            local_variables = [local_variables]
+        elif not all(isinstance(var, tf.Variable) for var in local_variables):
+            raise ValueError("BroadcastGlobalVariablesCallback: local_variables must be "
+                             "tf.Variable objects")
+        for var in local_variables:
+            self.register_local_var(var)
+
+    def register_local_var(self, var):
+        """Leaves ``var`` out of the broadcast: each rank keeps its own value."""
+        self._local_vars.add(var.ref())
 
     def on_batch_end(self, batch, logs=None):
         if self.broadcast_done:
             return
-        broadcast_variables(self.model.variables, self.root_rank, self.process_set)
-        optimizer = self.model.optimizer
-        variables = optimizer.variables() if callable(optimizer.variables) else \
-            optimizer.variables
-        broadcast_variables(variables, self.root_rank, self.process_set)
+        with tf.device(self.device):
+            shared = [v for v in self.model.variables if v.ref() not in self._local_vars]
+            broadcast_variables(shared, self.root_rank, self.process_set)
+            optimizer = self.model.optimizer
+            variables = optimizer.variables() if callable(optimizer.variables) else \
+                optimizer.variables
+            broadcast_variables(variables, self.root_rank, self.process_set)
         self.broadcast_done = True
 
 
 class MetricAverageCallback(keras.callbacks.Callback):
-    """At the end of each epoch, the logged metrics become their average over the ranks
-    (place it before callbacks that read them, such as checkpoints or early stopping)."""
+    """At the end of each epoch, every entry of the logs becomes its average over the
+    ranks, computed in Keras's float type (float32) as Horovod does (place it before
+    callbacks that read them, such as checkpoints or early stopping)."""
 
-    def __init__(self, device="", process_set=global_process_set):
+    def __init__(self, device="", *, process_set=global_process_set):
         super().__init__()
+        self.device = device
         self.process_set = process_set
 
     def on_epoch_end(self, epoch, logs=None):
         if not logs:
             return
-        for key in sorted(logs):
-            value = logs[key]
-            if isinstance(value, (int, float, np.floating, np.integer)) or np.ndim(value) == 0:
-                reduced = _ops.allreduce(np.asarray(value, dtype=np.float64),
-                                         name=f"metric.{key}", process_set=self.process_set)
-                logs[key] = float(reduced.numpy())
+        # Every rank reduces the same keys in the same (sorted) order.
+        with tf.device(self.device):
+            for key in sorted(logs):
+                reduced = _ops.allreduce(_K.constant(logs[key]), name=f"metric.{key}",
+                                         process_set=self.process_set)
+                logs[key] = reduced.numpy()
 
 
-def _set_learning_rate(optimizer, value):
-    lr = optimizer.learning_rate if hasattr(optimizer, "learning_rate") else optimizer.lr
-    if hasattr(lr, "assign"):
-        lr.assign(value)
-    else:
-        optimizer.learning_rate = value
+def _get(optimizer, attribute):
+    return _K.get_value(getattr(optimizer, attribute))
 
 
-def _get_learning_rate(optimizer):
-    lr = optimizer.learning_rate if hasattr(optimizer, "learning_rate") else optimizer.lr
-    return float(keras.backend.get_value(lr))
+def _set(optimizer, attribute, value):
+    current = getattr(optimizer, attribute)
+    if hasattr(current, "assign"):
+        _K.set_value(current, value)
+    else:  # the new optimizers keep momentum as a number
+        setattr(optimizer, attribute, value)
 
 
 class LearningRateScheduleCallback(keras.callbacks.Callback):
-    """Sets the learning rate to ``initial_lr * multiplier`` between ``start_epoch`` and
-    ``end_epoch``: ``multiplier`` is a number or a function of the (fractional) epoch; with
-    ``staircase`` it changes at epoch starts, else at every batch (needs steps_per_epoch or
-    model.fit's steps)."""
+    """Sets the learning rate to ``initial_lr * multiplier(epoch)`` for the epochs from
+    ``start_epoch`` up to ``end_epoch`` (exclusive). A number ``multiplier`` m decays
+    exponentially: ``m ** (epoch - start_epoch)``. With ``staircase`` the rate changes
+    at each epoch's first batch, with the whole epoch; without, at every batch, with
+    the epoch counted fractionally (``epoch + batch / steps_per_epoch``;
+    steps_per_epoch defaults to model.fit's steps). ``momentum_correction`` scales
+    the momentum by the rate's change for the batch where it changes."""
 
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
                  momentum_correction=True, steps_per_epoch=None):
         super().__init__()
+        if initial_lr is None:
+            raise ValueError("LearningRateScheduleCallback: initial_lr is required")
         self.initial_lr = initial_lr
         self.start_epoch = start_epoch
         self.end_epoch = end_epoch
@@ -79,66 +106,68 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
         self.steps_per_epoch = steps_per_epoch
         self.current_epoch = None
         self.restore_momentum = None
-        self.multiplier = multiplier if callable(multiplier) else (lambda epoch: multiplier)
-
-    def _active(self, epoch):
-        return epoch >= self.start_epoch and (self.end_epoch is None or epoch < self.end_epoch)
-
-    def _adjust(self, epoch):
-        optimizer = self.model.optimizer
-        old = _get_learning_rate(optimizer)
-        new = self.initial_lr * self.multiplier(epoch)
-        _set_learning_rate(optimizer, new)
-        # Momentum SGD: scale the momentum with the learning rate for this step, so that
-        # the accumulated velocity does not overshoot when the rate grows.
-        if self.momentum_correction and hasattr(optimizer, "momentum") and old > 0:
-            momentum = optimizer.momentum
-            value = float(keras.backend.get_value(momentum)) if not isinstance(
-                momentum, float) else momentum
-            self.restore_momentum = value
-            self._set_momentum(optimizer, value * new / old)
-
-    @staticmethod
-    def _set_momentum(optimizer, value):
-        if hasattr(optimizer.momentum, "assign"):
-            optimizer.momentum.assign(value)
+        if callable(multiplier):
+            self.multiplier = multiplier
         else:
-            optimizer.momentum = value
+            self.multiplier = lambda epoch: multiplier ** (epoch - start_epoch)
+
+    def _autodetect_steps_per_epoch(self):
+        params = self.params or {}
+        if params.get("steps"):
+            return params["steps"]
+        if params.get("samples") and params.get("batch_size"):
+            return params["samples"] // params["batch_size"]
+        raise ValueError(f"{type(self).__name__}: cannot tell the number of steps per epoch: "
+                         f"pass steps_per_epoch")
+
+    def _adjust_learning_rate(self, epoch):
+        optimizer = self.model.optimizer
+        old_lr = _get(optimizer, "lr")
+        new_lr = self.initial_lr * self.multiplier(epoch)
+        _set(optimizer, "lr", new_lr)
+        # Momentum SGD: the velocity carries the old rate's steps, so this step's
+        # momentum is scaled by the rate's change (Goyal et al.); on_batch_end restores it.
+        if self.momentum_correction and hasattr(optimizer, "momentum") and old_lr > 0:
+            self.restore_momentum = _get(optimizer, "momentum")
+            _set(optimizer, "momentum", self.restore_momentum * new_lr / old_lr)
 
     def on_train_begin(self, logs=None):
-        if self.steps_per_epoch is None and not self.staircase:
-            self.steps_per_epoch = (self.params or {}).get("steps")
-            if self.steps_per_epoch is None:
-                raise ValueError("steps_per_epoch is needed when staircase=False and "
-                                 "model.fit() does not know the steps")
+        if not self.staircase and not self.steps_per_epoch:
+            self.steps_per_epoch = self._autodetect_steps_per_epoch()
 
     def on_epoch_begin(self, epoch, logs=None):
         self.current_epoch = epoch
-        if self.staircase and self._active(epoch):
-            self._adjust(epoch)
 
     def on_batch_begin(self, batch, logs=None):
-        if not self.staircase and self._active(self.current_epoch):
-            self._adjust(self.current_epoch + float(batch) / self.steps_per_epoch)
+        if self.current_epoch < self.start_epoch or (
+                self.end_epoch is not None and self.current_epoch >= self.end_epoch):
+            return
+        if self.staircase:
+            if batch == 0:
+                self._adjust_learning_rate(self.current_epoch)
+        else:
+            self._adjust_learning_rate(self.current_epoch + float(batch) / self.steps_per_epoch)
 
     def on_batch_end(self, batch, logs=None):
         if self.restore_momentum is not None:
-            self._set_momentum(self.model.optimizer, self.restore_momentum)
+            _set(self.model.optimizer, "momentum", self.restore_momentum)
             self.restore_momentum = None
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            logs["lr"] = _get_learning_rate(self.model.optimizer)
+            logs["lr"] = _get(self.model.optimizer, "lr")
 
 
 class LearningRateWarmupCallback(LearningRateScheduleCallback):
-    """Raises the learning rate from ``initial_lr / size()`` to ``initial_lr`` over
-    ``warmup_epochs``, batch by batch (Goyal et al., "Accurate, Large Minibatch SGD")."""
+    """Raises the learning rate from ``initial_lr / size()`` to ``initial_lr`` over the
+    first ``warmup_epochs``, batch by batch, reaching ``initial_lr`` with the last batch
+    of the warmup (Goyal et al., "Accurate, Large Minibatch SGD")."""
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
                  steps_per_epoch=None, verbose=0):
         def multiplier(epoch):
-            # at epoch 0 the rate is initial_lr / size, at warmup_epochs initial_lr
+            # Counted at the batch's end, so that each epoch ends on a round number.
+            epoch += 1.0 / self.steps_per_epoch
             size = _basics.size()
             return 1.0 / size * (epoch * (size - 1) / warmup_epochs + 1)
 
@@ -151,4 +180,14 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         super().on_epoch_end(epoch, logs)
         if epoch == self.end_epoch - 1 and self.verbose > 0 and _basics.rank() == 0:
             print(f"\nEpoch {epoch + 1}: finished gradual learning rate warmup to "
-                  f"{_get_learning_rate(self.model.optimizer):g}.")
+                  f"{_get(self.model.optimizer, 'lr'):g}.")
+
+
+class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """A ModelCheckpoint that keeps only the best model by ``monitor``; its
+    ``filepath`` is set later by whoever runs the training."""
+
+    def __init__(self, monitor="val_loss", verbose=0, save_weights_only=False, mode="auto",
+                 save_freq="epoch"):
+        super().__init__(filepath=None, monitor=monitor, verbose=verbose, save_best_only=True,
+                         save_weights_only=save_weights_only, mode=mode, save_freq=save_freq)

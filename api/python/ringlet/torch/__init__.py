@@ -16,6 +16,6 @@ from ringlet.torch.mpi_ops import (  # noqa: F401
     broadcast_async_, grouped_allgather, grouped_allgather_async, grouped_allreduce,
     grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
     grouped_reducescatter, grouped_reducescatter_async, join, poll, reducescatter,
-    reducescatter_async, synchronize)
+    reducescatter_async, sparse_allreduce_async, synchronize)
 from ringlet.torch.optimizer import DistributedOptimizer  # noqa: F401
 from ringlet.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

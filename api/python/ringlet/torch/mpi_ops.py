@@ -1,27 +1,37 @@
 """horovod.torch's collectives on torch tensors, over Ringlet's runtime.
 
 Every collective is named; the same name on every rank is the same
-collective. The ``*_async`` forms return an integer handle at once, and
-``synchronize(handle)`` waits and returns the result; ``poll(handle)`` says
-whether it would wait. The forms without a trailing underscore leave their
-input alone and (when not async) are differentiable with Horovod's gradient
-rules; the forms with one work in place.
+collective. The ``*_async`` forms return an integer handle at once (one for
+a whole group, as in Horovod), and ``synchronize(handle)`` waits and returns
+the result (a tuple for a group); ``poll(handle)`` says whether it would
+wait. ``sparse_allreduce_async`` returns a function to call instead. The
+forms without a trailing underscore leave their input alone and (when not
+async) are differentiable with Horovod 0.28.1's gradient rules; the forms
+with one work in place.
 """
 
 import torch
 
 from ringlet import _ringlet
 from ringlet.common import basics as _basics
+from ringlet.common.api import *  # noqa: F401,F403  (horovod.torch.mpi_ops has these too)
 from ringlet.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from ringlet.common import handles as _handles
+from ringlet.common.exceptions import InvalidArgumentError
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.torch.compression import Compression
 
 
+def _dtypes(*names):
+    """The dtypes of these names that this PyTorch has (uint16 came in 2.3)."""
+    return {getattr(torch, n) for n in names if isinstance(getattr(torch, n, None), torch.dtype)}
+
+
 # The dtypes the core reduces; the others (bool, complex, ...) are carried as
 # bytes by the collectives that only move data.
-_REDUCIBLE = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
-              torch.uint8, torch.int16, torch.uint16, torch.int32, torch.int64}
+_REDUCIBLE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16",
+                    "uint16", "int32", "int64")
+_REDUCIBLE = _dtypes(*_REDUCIBLE_NAMES)
 
 _op_name = _handles.op_name
 _register = _handles.register
@@ -43,6 +53,25 @@ def _dense(tensor, call):
     return tensor.detach()
 
 
+def _check_reducible(tensor, call, full_name):
+    """Refuses a reduction of a dtype the core does not reduce, in the core's words:
+    PyTorch before 2.0 cannot even hand some of them (bool) through DLPack."""
+    if tensor.dtype not in _REDUCIBLE:
+        dtype = str(tensor.dtype).replace("torch.", "")
+        served = [n for n in _REDUCIBLE_NAMES if hasattr(torch, n)]
+        raise InvalidArgumentError(
+            f"ringlet: {call} on rank {_ringlet.rank()}: tensor '{full_name}' has dtype "
+            f"{dtype}, which is not supported ({', '.join(served[:-1])} and {served[-1]} are)")
+
+
+def _set_rank(process_set):
+    return _ringlet.process_set_rank(_set_id(process_set))
+
+
+def _set_size(process_set):
+    return _ringlet.process_set_size(_set_id(process_set))
+
+
 def _as_rows_of_bytes(tensor):
     """A tensor of a dtype the core does not reduce, as uint8 rows (dim 0 kept)."""
     rows = tensor.reshape(tensor.shape[0] if tensor.dim() > 0 else 1, -1)
@@ -62,6 +91,17 @@ def _from_bytes(data, shape, dtype):
     return flat.reshape(shape)
 
 
+def _rows_before(counts, process_set):
+    """For each of this rank's row counts, the rows the members before it hold.
+
+    One allgather of every count: member i's row of the gathered table holds
+    its counts, so the rows before this rank are the sums of the rows above.
+    """
+    table = synchronize(allgather_async(torch.tensor([counts], dtype=torch.int64), None,
+                                        process_set))
+    return [int(v) for v in table[:_set_rank(process_set)].sum(0).tolist()]
+
+
 # ---------------------------------------------------------------- allreduce
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
@@ -69,6 +109,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     full_name = _op_name("allreduce", name, process_set)
     src = _dense(tensor, "allreduce")
     dst = _dense(output, "allreduce")
+    _check_reducible(src, "allreduce_async", full_name)
     handle = _ringlet.allreduce_async(full_name, src, dst, core_op, float(prescale_factor),
                                       float(postscale_factor), _set_id(process_set),
                                       _stream_of(src))
@@ -93,7 +134,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 
 class _Allreduce(torch.autograd.Function):
-    """Allreduce whose gradient is the same allreduce of the incoming gradient."""
+    """Allreduce whose gradient is the same allreduce (op and scales) of the incoming
+    gradients."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
@@ -105,8 +147,8 @@ class _Allreduce(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        reduced = synchronize(allreduce_async(grad_output.contiguous(), None, None, ctx.op,
-                                              ctx.scales[0], ctx.scales[1], ctx.process_set))
+        reduced = allreduce(grad_output.contiguous(), op=ctx.op, prescale_factor=ctx.scales[0],
+                            postscale_factor=ctx.scales[1], process_set=ctx.process_set)
         return reduced, None, None, None, None, None
 
 
@@ -115,8 +157,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """The reduction (Average by default) of ``tensor`` over the ranks, as a new tensor.
 
     ``compression`` compresses the tensor for the transfer (Compression.fp16
-    sends float16). Differentiable: the gradient is the same allreduce of the
-    incoming gradient.
+    sends float16). Differentiable: the gradient is the same allreduce (op,
+    prescale and postscale) of the incoming gradients.
     """
     op = _basics.resolve_op(op, average)
     compressed, context = compression.compress(tensor)
@@ -141,16 +183,19 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     names = [f"{base}.{i}" for i in range(len(tensors))]
     srcs = [_dense(t, "grouped_allreduce") for t in tensors]
     dsts = [_dense(o, "grouped_allreduce") for o in outputs]
+    for src, member in zip(srcs, names):
+        _check_reducible(src, "grouped_allreduce_async", member)
     handles = _ringlet.grouped_allreduce_async(names, srcs, dsts, core_op, float(prescale_factor),
                                                float(postscale_factor), _set_id(process_set),
                                                _stream_of(srcs[0]))
-    return [_register(h, lambda data, shape, splits, out=out: out, src, dst)
-            for h, out, src, dst in zip(handles, outputs, srcs, dsts)]
+    outputs = tuple(outputs)
+    return _handles.register_group(handles, lambda results: outputs, *srcs, *dsts)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
-    """Starts reducing a list of tensors as one fused collective; returns a list of handles."""
+    """Starts reducing a list of tensors as one fused collective; returns one handle,
+    whose ``synchronize()`` gives the tuple of reduced tensors."""
     op = _basics.resolve_op(op, average)
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
@@ -159,33 +204,41 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing a list of tensors in place as one fused collective; returns one
+    handle, whose ``synchronize()`` gives the tuple of the tensors."""
     op = _basics.resolve_op(op, average)
     return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
                                     postscale_factor, process_set)
 
 
 class _GroupedAllreduce(torch.autograd.Function):
+    """Grouped allreduce whose gradients are the same grouped allreduce of the incoming
+    gradients."""
+
     @staticmethod
     def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.op = op
         ctx.scales = (prescale_factor, postscale_factor)
         ctx.process_set = process_set
-        handles = grouped_allreduce_async(list(tensors), None, name, op, prescale_factor,
-                                          postscale_factor, process_set)
-        return tuple(synchronize(h) for h in handles)
+        return synchronize(grouped_allreduce_async(list(tensors), None, name, op,
+                                                   prescale_factor, postscale_factor,
+                                                   process_set))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        grads = [g.contiguous() for g in grad_outputs]
-        handles = grouped_allreduce_async(grads, None, None, ctx.op, ctx.scales[0],
-                                          ctx.scales[1], ctx.process_set)
-        return (None, None, None, None, None) + tuple(synchronize(h) for h in handles)
+        reduced = grouped_allreduce([g.contiguous() for g in grad_outputs], op=ctx.op,
+                                    prescale_factor=ctx.scales[0],
+                                    postscale_factor=ctx.scales[1], process_set=ctx.process_set)
+        return (None, None, None, None, None) + tuple(reduced)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
-    """Reduces a list of tensors together (one fused collective); returns a list."""
+    """Reduces a list of tensors together (one fused collective); returns a list.
+
+    Differentiable as ``allreduce`` is, tensor by tensor.
+    """
     op = _basics.resolve_op(op, average)
     pairs = [compression.compress(t) for t in tensors]
     reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
@@ -195,19 +248,51 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=global_process_set):
-    handles = grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                       postscale_factor, process_set)
-    return [synchronize(h) for h in handles]
+    """Reduces a list of tensors in place (one fused collective); returns them as a tuple."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts reducing a sparse COO tensor over the ranks; returns a function (not an
+    integer handle) that waits and gives the result.
+
+    Every member's indices and values are allgathered (as "<name>.indices" and
+    "<name>.values"), since the non-zeros differ between ranks; the result
+    holds all of them, in rank order and not coalesced (duplicate indices
+    add up), with the values divided by the set's size for Average.
+    """
+    if not tensor.is_sparse:
+        raise ValueError(f"sparse_allreduce_async '{name}': the tensor is {tensor.layout}, not "
+                         f"sparse; use allreduce_async")
+    if op == Adasum:
+        raise NotImplementedError("op=Adasum is not implemented by Ringlet yet; use Average "
+                                  "or Sum")
+    if op not in (Average, Sum):
+        raise ValueError(f"sparse_allreduce_async '{name}': op {_basics.op_name(op)} is not "
+                         f"served; a sparse reduction is Sum or Average")
+    indices = allgather_async(tensor._indices().t().contiguous(), name=f"{name}.indices",
+                              process_set=process_set)
+    values = allgather_async(tensor._values().contiguous(), name=f"{name}.values",
+                             process_set=process_set)
+    members = _set_size(process_set)
+
+    def wait():
+        gathered_values = synchronize(values)
+        gathered_indices = synchronize(indices)
+        if op == Average:
+            gathered_values = gathered_values / members
+        # The legacy constructor, as it takes the entries without checking them
+        # (sparse_coo_tensor warns that it does not, from PyTorch 2.0 on).
+        return tensor.new(gathered_indices.t(), gathered_values, tensor.size())
+    return wait
 
 
 # ---------------------------------------------------------------- allgather
 
-def allgather_async(tensor, name=None, process_set=global_process_set):
-    """Starts concatenating ``tensor`` from every rank on dimension 0; returns a handle.
-
-    Ranks may differ in dimension 0 only.
-    """
-    full_name = _op_name("allgather", name, process_set)
+def _start_allgather(tensor, full_name, process_set):
+    """Submits one allgather; returns the core's handle, what turns its result into a
+    tensor, and the buffer the core reads."""
     src = _dense(tensor, "allgather")
     dtype, trailing = src.dtype, tuple(src.shape[1:])
     if src.dim() == 0:
@@ -225,11 +310,22 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
                                torch.uint8).view(dtype).reshape((rows,) + trailing)
         return _from_bytes(data, shape, dtype)
 
+    return handle, finish, src
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating ``tensor`` from every rank on dimension 0; returns a handle.
+
+    Ranks may differ in dimension 0 only.
+    """
+    handle, finish, src = _start_allgather(tensor, _op_name("allgather", name, process_set),
+                                           process_set)
     return _register(handle, finish, src)
 
 
 class _Allgather(torch.autograd.Function):
-    """Allgather whose gradient is this rank's rows of the summed incoming gradient."""
+    """Allgather whose gradient is this rank's rows of the average of the incoming
+    gradients over the ranks."""
 
     @staticmethod
     def forward(ctx, tensor, name, process_set):
@@ -239,30 +335,55 @@ class _Allgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        reduced = synchronize(allreduce_async(grad_output.contiguous(), None, None, Sum,
-                                              process_set=ctx.process_set))
-        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64), None,
-                                           ctx.process_set))
-        ps = ctx.process_set
-        my_index = _ringlet.process_set_rank(_set_id(ps))
-        offset = int(rows[:my_index].sum())
-        return reduced.narrow(0, offset, ctx.rows), None, None
+        averaged = allreduce(grad_output.contiguous(), op=Average, process_set=ctx.process_set)
+        offset, = _rows_before([ctx.rows], ctx.process_set)
+        return averaged.narrow(0, offset, ctx.rows), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
-    """``tensor`` from every rank concatenated on dimension 0 (differentiable)."""
+    """``tensor`` from every rank concatenated on dimension 0 (differentiable: the
+    gradient is this rank's rows of the incoming gradients averaged over the ranks)."""
     return _Allgather.apply(tensor, name, process_set)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    """Starts allgathering each tensor of a list; returns the list of handles."""
+    """Starts allgathering each tensor of a list; returns one handle, whose
+    ``synchronize()`` gives the tuple of gathered tensors."""
+    if not tensors:
+        raise ValueError("grouped_allgather: the list of tensors is empty")
     base = _handles.group_base(name, process_set)
-    return [allgather_async(t, f"{base}.{i}", process_set) for i, t in enumerate(tensors)]
+    started = [_start_allgather(t, _op_name("allgather", f"{base}.{i}", process_set),
+                                process_set) for i, t in enumerate(tensors)]
+    finishes = [finish for _, finish, _ in started]
+    return _handles.register_group(
+        [h for h, _, _ in started],
+        lambda results: tuple(f(*r) for f, r in zip(finishes, results)),
+        *[src for _, _, src in started])
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    """Grouped allgather whose gradients are, tensor by tensor, this rank's rows of the
+    incoming gradients averaged over the ranks."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] for t in tensors]
+        ctx.process_set = process_set
+        return synchronize(grouped_allgather_async(list(tensors), name, process_set))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        averaged = grouped_allreduce([g.contiguous() for g in grad_outputs], op=Average,
+                                     process_set=ctx.process_set)
+        offsets = _rows_before(ctx.rows, ctx.process_set)
+        return (None, None) + tuple(g.narrow(0, offset, rows)
+                                    for g, offset, rows in zip(averaged, offsets, ctx.rows))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """Allgathers each tensor of a list; returns the list of results."""
-    return [synchronize(h) for h in grouped_allgather_async(tensors, name, process_set)]
+    """Allgathers each tensor of a list; returns the tuple of results (differentiable
+    as ``allgather`` is)."""
+    return _GroupedAllgather.apply(name, process_set, *tensors)
 
 
 # ---------------------------------------------------------------- broadcast
@@ -295,7 +416,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 
 
 class _Broadcast(torch.autograd.Function):
-    """Broadcast whose gradient is the summed incoming gradient at the root, zero elsewhere."""
+    """Broadcast whose gradient is, at the root, the average of the incoming gradients
+    over the ranks, and zero elsewhere."""
 
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
@@ -305,15 +427,16 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        reduced = synchronize(allreduce_async(grad_output.contiguous(), None, None, Sum,
-                                              process_set=ctx.process_set))
+        averaged = allreduce(grad_output.contiguous(), op=Average, process_set=ctx.process_set)
         if _ringlet.rank() != ctx.root_rank:
-            reduced.zero_()
-        return reduced, None, None, None
+            averaged = averaged * 0  # times zero, as in Horovod: an inf or NaN gives NaN
+        return averaged, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """``root_rank``'s ``tensor`` on every rank, as a new tensor (differentiable)."""
+    """``root_rank``'s ``tensor`` on every rank, as a new tensor (differentiable: the
+    gradient is the incoming gradients averaged over the ranks at the root, zero
+    elsewhere)."""
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
@@ -324,18 +447,32 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 # ---------------------------------------------------------------- alltoall
 
+def _split_list(splits, full_name):
+    """``splits`` as a list of ints: a list, or a 1-D int32 tensor as Horovod takes."""
+    if splits is None:
+        return []
+    if isinstance(splits, torch.Tensor):
+        if splits.dtype != torch.int32 or splits.dim() != 1:
+            raise ValueError(f"alltoall '{full_name}': splits must be a 1-D int32 tensor (or a "
+                             f"list of ints), not a {splits.dim()}-D {splits.dtype} tensor")
+        return [int(s) for s in splits.tolist()]
+    return [int(s) for s in splits]
+
+
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts scattering rows of ``tensor`` to the ranks; returns a handle.
 
     ``splits[i]`` rows of dimension 0 go to the i-th member of the set (an
-    even split when None). The result is (tensor, received splits).
+    even split when None); rows past their sum are not sent. The result is
+    (tensor, received splits).
     """
     full_name = _op_name("alltoall", name, process_set)
     src = _dense(tensor, "alltoall")
     if src.dim() == 0:
         raise ValueError(f"alltoall '{full_name}': a scalar has no rows to scatter")
-    split_list = [] if splits is None else [int(s) for s in (
-        splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
+    split_list = _split_list(splits, full_name)
+    if split_list and 0 <= sum(split_list) < src.shape[0]:
+        src = src.narrow(0, 0, sum(split_list))  # Horovod sends the first rows only
     dtype, trailing = src.dtype, tuple(src.shape[1:])
     as_bytes = dtype not in _REDUCIBLE
     if as_bytes:
@@ -361,6 +498,7 @@ class _Alltoall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
         ctx.process_set = process_set
+        ctx.rows = tensor.shape[0]
         output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
         ctx.received = received
         ctx.mark_non_differentiable(received)
@@ -368,8 +506,10 @@ class _Alltoall(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output, grad_received):
-        grad, _ = synchronize(alltoall_async(grad_output.contiguous(), ctx.received, None,
-                                             ctx.process_set))
+        grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received,
+                           process_set=ctx.process_set)
+        if grad.shape[0] < ctx.rows:  # the rows not sent have no gradient
+            grad = torch.cat([grad, grad.new_zeros((ctx.rows - grad.shape[0],) + grad.shape[1:])])
         return grad, None, None, None
 
 
@@ -385,6 +525,22 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # ---------------------------------------------------------------- reducescatter
 
+def _start_reducescatter(tensor, full_name, op, process_set, prescale_factor,
+                         postscale_factor):
+    """Submits one reducescatter; returns the core's handle, what turns its result into
+    a tensor, and the buffer the core reads."""
+    core_op = _basics.core_op(op)
+    src = _dense(tensor, "reducescatter")
+    if src.dim() == 0:
+        raise ValueError(f"reducescatter '{full_name}': a scalar has no rows to scatter")
+    _check_reducible(src, "reducescatter_async", full_name)
+    dtype = src.dtype
+    handle = _ringlet.reducescatter_async(full_name, src, core_op, float(prescale_factor),
+                                          float(postscale_factor), _set_id(process_set),
+                                          _stream_of(src))
+    return handle, lambda data, shape, splits: _from_bytes(data, shape, dtype), src
+
+
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """Starts reducing ``tensor`` and scattering the rows; returns a handle.
@@ -392,43 +548,47 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     The i-th member receives its share of dimension 0 (an even split, the
     first ones one row more when it does not divide).
     """
-    core_op = _basics.core_op(op)
-    full_name = _op_name("reducescatter", name, process_set)
-    src = _dense(tensor, "reducescatter")
-    if src.dim() == 0:
-        raise ValueError(f"reducescatter '{full_name}': a scalar has no rows to scatter")
-    dtype = src.dtype
-    handle = _ringlet.reducescatter_async(full_name, src, core_op, float(prescale_factor),
-                                          float(postscale_factor), _set_id(process_set),
-                                          _stream_of(src))
-    return _register(handle, lambda data, shape, splits: _from_bytes(data, shape, dtype),
-                     src)
+    handle, finish, src = _start_reducescatter(
+        tensor, _op_name("reducescatter", name, process_set), op, process_set,
+        prescale_factor, postscale_factor)
+    return _register(handle, finish, src)
+
+
+def _reducescatter_gradients(grads, op, process_set, prescale_factor, postscale_factor):
+    """Horovod's rule before the allgather: times the set's size for Sum (nothing for
+    Average), then times the prescale and the postscale."""
+    if op == Sum:
+        grads = [g * _set_size(process_set) for g in grads]
+    if prescale_factor != 1.0:
+        grads = [g * prescale_factor for g in grads]
+    if postscale_factor != 1.0:
+        grads = [g * postscale_factor for g in grads]
+    return [g.contiguous() for g in grads]
 
 
 class _Reducescatter(torch.autograd.Function):
-    """Reducescatter whose gradient is the allgather of the incoming gradients."""
+    """Reducescatter whose gradient is the allgather of the shares' gradients, scaled by
+    Horovod's rule (_reducescatter_gradients)."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
         ctx.op = op
         ctx.process_set = process_set
-        ctx.scale = prescale_factor * postscale_factor
+        ctx.scales = (prescale_factor, postscale_factor)
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                                postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = synchronize(allgather_async(grad_output.contiguous(), None, ctx.process_set))
-        if ctx.op == Average:
-            grad = grad / _ringlet.process_set_size(_set_id(ctx.process_set))
-        if ctx.scale != 1.0:
-            grad = grad * ctx.scale
-        return grad, None, None, None, None, None
+        grad, = _reducescatter_gradients([grad_output], ctx.op, ctx.process_set, *ctx.scales)
+        return allgather(grad, process_set=ctx.process_set), None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    """This rank's share of the reduction of ``tensor`` over the ranks (differentiable)."""
+    """This rank's share of the reduction of ``tensor`` over the ranks (differentiable:
+    the gradient is the allgather of the shares' gradients, times the set's size for
+    Sum, times the prescale and postscale)."""
     compressed, context = compression.compress(tensor)
     reduced = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor,
                                    postscale_factor)
@@ -437,19 +597,50 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducescattering each tensor of a list; returns one handle, whose
+    ``synchronize()`` gives the tuple of this rank's shares."""
+    if not tensors:
+        raise ValueError("grouped_reducescatter: the list of tensors is empty")
     base = _handles.group_base(name, process_set)
-    return [reducescatter_async(t, f"{base}.{i}", op, process_set, prescale_factor,
-                                postscale_factor) for i, t in enumerate(tensors)]
+    started = [_start_reducescatter(t, _op_name("reducescatter", f"{base}.{i}", process_set),
+                                    op, process_set, prescale_factor, postscale_factor)
+               for i, t in enumerate(tensors)]
+    finishes = [finish for _, finish, _ in started]
+    return _handles.register_group(
+        [h for h, _, _ in started],
+        lambda results: tuple(f(*r) for f, r in zip(finishes, results)),
+        *[src for _, _, src in started])
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    """Grouped reducescatter whose gradients follow ``reducescatter``'s rule, tensor by
+    tensor, through one grouped allgather."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.op = op
+        ctx.process_set = process_set
+        ctx.scales = (prescale_factor, postscale_factor)
+        return synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
+                                                       prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = _reducescatter_gradients(list(grad_outputs), ctx.op, ctx.process_set,
+                                         *ctx.scales)
+        return (None, None, None, None, None) + tuple(
+            grouped_allgather(grads, process_set=ctx.process_set))
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
-    """Reducescatters each tensor of a list; returns the list of this rank's shares."""
+    """Reducescatters each tensor of a list; returns the list of this rank's shares
+    (differentiable as ``reducescatter`` is)."""
     pairs = [compression.compress(t) for t in tensors]
-    handles = grouped_reducescatter_async([c for c, _ in pairs], name, op, process_set,
-                                          prescale_factor, postscale_factor)
-    return [compression.decompress(synchronize(h), ctx) for h, (_, ctx) in zip(handles, pairs)]
+    reduced = _GroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                          postscale_factor, *[c for c, _ in pairs])
+    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, pairs)]
 
 
 # ---------------------------------------------------------------- completion

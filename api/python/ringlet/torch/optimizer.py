@@ -1,7 +1,15 @@
 """Horovod's DistributedOptimizer: each gradient's allreduce starts from a
 hook as soon as backward has accumulated it, so that communication overlaps
 the rest of backward; ``step()`` waits for them and then runs the wrapped
-optimizer's own step."""
+optimizer's own step.
+
+The bookkeeping is Horovod's, so that scripts see the same gradients and the
+same errors: a parameter's hook counts down ``backward_passes_per_step``
+passes and starts its allreduce at zero (or, with ``groups``, the group's
+grouped allreduce once every member reached zero); ``synchronize()`` starts
+whatever no hook started, waits for everything and writes the results into
+``p.grad``.
+"""
 
 import contextlib
 import warnings
@@ -12,171 +20,251 @@ from ringlet import _ringlet
 from ringlet.common import basics as _basics
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.torch.compression import Compression
-from ringlet.torch.mpi_ops import (Average, allgather_async, allreduce_async_,
-                                   grouped_allreduce_async_, synchronize)
+from ringlet.torch.functions import broadcast_object
+from ringlet.torch.mpi_ops import (Average, allreduce_async_, grouped_allreduce_async_,
+                                   sparse_allreduce_async, synchronize)
+
+
+def _after_accumulation(p, hook):
+    """Calls ``hook()`` each time backward has accumulated a gradient into ``p.grad``;
+    returns what must stay alive for it to stay registered."""
+    if hasattr(p, "register_post_accumulate_grad_hook"):  # PyTorch 2.1 and later
+        return p.register_post_accumulate_grad_hook(lambda _: hook())
+    # Before 2.1: a hook on the node that accumulates p's gradient, reached
+    # through a view of p (p itself, a leaf, has no grad_fn; the view has one
+    # only where grad mode is on).
+    with torch.enable_grad():
+        accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+    accumulator.register_hook(lambda *_: hook())
+    return accumulator
+
+
+def _split_evenly(items, n):
+    """``items`` in ``n`` consecutive chunks whose sizes differ by one at most, the
+    longer ones first (some empty when there are fewer items than chunks)."""
+    size, extra = divmod(len(items), n)
+    bounds = [i * size + min(i, extra) for i in range(n + 1)]
+    return [items[bounds[i]:bounds[i + 1]] for i in range(n)]
 
 
 class _DistributedOptimizer:
     """Mixed in before the wrapped optimizer's class; see DistributedOptimizer()."""
 
     def _setup_distributed(self, named_parameters, compression, backward_passes_per_step, op,
-                           gradient_predivide_factor, num_groups, groups, sparse_as_dense,
-                           process_set):
+                           gradient_predivide_factor, groups, sparse_as_dense, process_set):
         self._compression = compression
-        self._op = op
-        self._gradient_predivide_factor = gradient_predivide_factor
-        self._sparse_as_dense = sparse_as_dense
-        self._process_set = process_set
+        named = self._checked_names(named_parameters)
+        self._parameter_names = {p: name for name, p in named}
         self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {p: backward_passes_per_step for _, p in named}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
 
-        params = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is not None:
-            named = list(named_parameters)
-            if any(not isinstance(item, tuple) for item in named):
-                raise ValueError("named_parameters should be a sequence of (name, parameter) "
-                                 "pairs, such as model.named_parameters()")
-            names = [name for name, _ in named]
-            duplicates = sorted({n for n in names if names.count(n) > 1})
-            if duplicates:
-                raise ValueError(f"parameter names in named_parameters must be unique; "
-                                 f"repeated: {', '.join(duplicates)}")
-            known = {id(p) for _, p in named}
-            unnamed = [p for p in params if id(p) not in known]
-            if unnamed:
-                raise ValueError(f"named_parameters was given, but {len(unnamed)} of the "
-                                 f"optimizer's parameters are not in it")
-        else:
-            named = [(f"noname.{i}.{j}", p) for i, group in enumerate(self.param_groups)
-                     for j, p in enumerate(group["params"])]
-        self._names = {id(p): name for name, p in named}
-
-        self._groups = self._make_groups(params, num_groups, groups)
-        self._group_of = {id(p): g for g, members in enumerate(self._groups) for p in members}
-        self._group_ready = [set() for _ in self._groups]
-
-        self._finishers = {}  # id(param) -> a function returning the reduced gradient
-        self._delay = {id(p): backward_passes_per_step for p in params}
-        self._params = params
+        # parameter -> (an integer handle, a function giving the reduced sparse
+        # gradient, or None while its backward passes are not all done; the
+        # compression context)
+        self._handles = {}
+        # index of a group -> (the grouped allreduce's handle, the contexts)
+        self._group_handles = {}
+        self._requires_update = []
+        self._hook_keepers = []
         self._synchronized = False
         self._should_synchronize = True
-        self._hooks = []
-        members = _ringlet.process_set_size(_set_id(process_set))
-        if members > 1:
-            for p in params:
-                if p.requires_grad:
-                    self._hooks.append(p.register_post_accumulate_grad_hook(self._make_hook()))
+
+        self._groups = self._checked_groups(groups)
+        self._parameter_groups = []  # the groups formed from _groups, as lists
+        self._group_of = {}  # parameter -> index in _parameter_groups
+        self._group_counts = []  # hooks of each group that reached zero
+        if self._included() and _ringlet.size() > 1:
+            self._register_hooks()
+
+    def _included(self):
+        return _ringlet.process_set_rank(_set_id(self.process_set)) >= 0
+
+    def _checked_names(self, named_parameters):
+        """(name, parameter) pairs covering every parameter of the optimizer."""
+        if named_parameters is not None:
+            named = list(named_parameters)
+        else:
+            named = [(f"allreduce.noname.{i}.{j}", p) for i, group in enumerate(self.param_groups)
+                     for j, p in enumerate(group["params"])]
+        if any(not isinstance(item, tuple) for item in named):
+            raise ValueError("named_parameters should be a sequence of (name, parameter) "
+                             "tuples, such as model.named_parameters()")
+        seen, duplicates = set(), set()
+        for name, _ in named:
+            (duplicates if name in seen else seen).add(name)
+        if duplicates:
+            raise ValueError(f"parameter names in named_parameters must be unique; found "
+                             f"duplicates: {', '.join(sorted(map(str, duplicates)))}")
+        named_ids = {id(p) for _, p in named}
+        unnamed = [id(p) for group in self.param_groups for p in group["params"]
+                   if id(p) not in named_ids]
+        if unnamed:
+            raise ValueError(f"named_parameters was specified, but one or more of the "
+                             f"optimizer's parameters were not named; their Python object "
+                             f"ids: {', '.join(str(i) for i in unnamed)}")
+        return named
 
     @staticmethod
-    def _make_groups(params, num_groups, groups):
-        if groups is not None:
-            if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
-                raise ValueError("groups must be a list of lists of parameters")
-            return [list(g) for g in groups if g]
-        if num_groups and num_groups > 0:
-            per = -(-len(params) // num_groups)
-            return [params[i:i + per] for i in range(0, len(params), per)]
-        return []
+    def _checked_groups(groups):
+        if groups is None:
+            return None
+        if not isinstance(groups, list):
+            if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+                raise ValueError(f"groups should be a positive number of groups or a list of "
+                                 f"lists of torch.Tensor, not {groups!r}")
+            return groups
+        grouped = set()
+        for group in groups:
+            for p in group:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError(f"groups must consist of torch.Tensor, not {type(p)}")
+                if id(p) in grouped:
+                    raise ValueError("a parameter can only appear once in groups")
+                grouped.add(id(p))
+        return groups
 
-    def _scales(self):
-        if self._op == Average:
-            return 1.0 / self._gradient_predivide_factor, self._gradient_predivide_factor
-        return 1.0, 1.0
+    def _register_hooks(self):
+        hooked = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        if self._groups is not None:
+            self._form_groups(hooked)
+        for p in hooked:
+            self._requires_update.append(p)
+            self._hook_keepers.append(_after_accumulation(p, self._make_hook(p)))
 
-    def _make_hook(self):
-        def hook(p):
-            key = id(p)
-            if key in self._finishers and self._delay[key] <= 0:
+    def _form_groups(self, hooked):
+        """Groups in the first member's order of the parameters, the same on every rank
+        whatever order each rank's optimizer holds them in."""
+        ranks = _ringlet.process_set_ranks(_set_id(self.process_set))
+        names = [self._parameter_names[p] for p in hooked]
+        order = broadcast_object(names, root_rank=ranks[0], process_set=self.process_set,
+                                 name="DistributedOptimizer.parameter_order")
+        position = {name: i for i, name in enumerate(order)}
+        missing = [name for name in names if name not in position]
+        if missing:
+            raise ValueError(f"DistributedOptimizer with groups: parameters "
+                             f"{', '.join(missing)} are not among rank {ranks[0]}'s")
+        hooked = sorted(hooked, key=lambda p: position[self._parameter_names[p]])
+        if isinstance(self._groups, list):
+            hooked_ids = {id(p) for p in hooked}
+            groups = [[p for p in group if id(p) in hooked_ids] for group in self._groups]
+            in_groups = {id(p) for group in groups for p in group}
+            groups += [[p] for p in hooked if id(p) not in in_groups]
+        else:
+            groups = _split_evenly(hooked, self._groups)
+        self._parameter_groups = groups
+        self._group_counts = [0] * len(groups)
+        self._group_of = {p: g for g, members in enumerate(groups) for p in members}
+
+    def set_backward_passes_per_step(self, passes):
+        """From now on, ``passes`` backward passes accumulate locally before a reduction."""
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def _make_hook(self, p):
+        def hook():
+            if self._handles.get(p, (None,))[0] is not None and self._allreduce_delay[p] <= 0:
                 raise AssertionError(
                     "gradients were computed more than backward_passes_per_step times before "
-                    "step(); raise backward_passes_per_step to accumulate them locally")
-            self._delay[key] -= 1
-            if self._delay[key] == 0:
-                self._start(p)
+                    "the call to step(); raise backward_passes_per_step to accumulate "
+                    "gradients locally")
+            if p.grad.requires_grad:
+                raise AssertionError("DistributedOptimizer does not serve gradients that "
+                                     "require grad (backward(create_graph=True))")
+            if self._allreduce_delay[p] <= 0:
+                raise AssertionError(
+                    f"a gradient of {self._parameter_names[p]} was computed again after its "
+                    f"group's allreduce started; call step() or synchronize() first")
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                if self._groups is not None:
+                    g = self._group_of[p]
+                    self._group_counts[g] += 1
+                    if self._group_counts[g] == len(self._parameter_groups[g]):
+                        self._group_handles[g] = self._grouped_allreduce_grad_async(g)
+                        for member in self._parameter_groups[g]:
+                            self._handles.pop(member, None)
+                        self._group_counts[g] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
         return hook
 
-    def _start(self, p):
-        """Starts reducing p's gradient (or p's group once all of it is ready)."""
-        if p.grad is None:  # unused on this rank: the others still expect it
-            p.grad = torch.zeros_like(p)
-        if p.grad.is_sparse and self._sparse_as_dense:
-            p.grad = p.grad.to_dense()
-        group = self._group_of.get(id(p))
-        if group is None or p.grad.is_sparse:
-            self._finishers[id(p)] = self._reduce_one(p)
-            return
-        ready = self._group_ready[group]
-        ready.add(id(p))
-        if len(ready) == len(self._groups[group]):
-            self._reduce_group(group)
-            ready.clear()
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            # Unused here, but another rank may have a gradient for it and
+            # waits for this rank's part.
+            p.grad = torch.zeros_like(p.data, memory_format=torch.contiguous_format)
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if not self.sparse_as_dense:
+                return sparse_allreduce_async(tensor, name=name, op=self.op,
+                                              process_set=self.process_set), None
+            tensor = tensor.to_dense()
+        compressed, ctx = self._compression.compress(tensor)
+        if self.op == Average:
+            # The average's 1/size joins the postscale in the core.
+            prescale = 1.0 / self.gradient_predivide_factor
+            postscale = self.gradient_predivide_factor
+        else:
+            prescale, postscale = 1.0, 1.0
+        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=prescale,
+                                  postscale_factor=postscale, process_set=self.process_set)
+        return handle, ctx
 
-    def _reduce_one(self, p):
-        name = self._names[id(p)]
-        if p.grad.is_sparse:
-            return self._reduce_sparse(p, name)
-        compressed, ctx = self._compression.compress(p.grad)
-        prescale, postscale = self._scales()
-        handle = allreduce_async_(compressed, name=name, op=self._op, prescale_factor=prescale,
-                                  postscale_factor=postscale, process_set=self._process_set)
-        return lambda: self._compression.decompress(synchronize(handle), ctx)
-
-    def _reduce_group(self, group):
-        members = [p for p in self._groups[group]]
-        for p in members:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
+    def _grouped_allreduce_grad_async(self, g):
+        # Named after the first member; like Horovod, without the
+        # gradient_predivide_factor split (the average is the same).
+        members = self._parameter_groups[g]
         pairs = [self._compression.compress(p.grad) for p in members]
-        prescale, postscale = self._scales()
-        handles = grouped_allreduce_async_([c for c, _ in pairs], name=f"group.{group}",
-                                           op=self._op, prescale_factor=prescale,
-                                           postscale_factor=postscale,
-                                           process_set=self._process_set)
-        for p, h, (_, ctx) in zip(members, handles, pairs):
-            self._finishers[id(p)] = (lambda h=h, ctx=ctx:
-                                      self._compression.decompress(synchronize(h), ctx))
-
-    def _reduce_sparse(self, p, name):
-        # A sparse gradient is gathered whole (indices and values of every rank)
-        # and summed locally: its non-zeros differ between ranks.
-        grad = p.grad.coalesce()
-        values = allgather_async(grad._values(), name=f"{name}.values",
-                                 process_set=self._process_set)
-        indices = allgather_async(grad._indices().t().contiguous(), name=f"{name}.indices",
-                                  process_set=self._process_set)
-        members = _ringlet.process_set_size(_set_id(self._process_set))
-
-        def finish():
-            v = synchronize(values)
-            i = synchronize(indices).t()
-            if self._op == Average:
-                v = v / members
-            return torch.sparse_coo_tensor(i, v, grad.size(), check_invariants=False).coalesce()
-        return finish
+        handle = grouped_allreduce_async_([c for c, _ in pairs],
+                                          name=self._parameter_names.get(members[0]),
+                                          op=self.op, process_set=self.process_set)
+        return handle, [ctx for _, ctx in pairs]
 
     def synchronize(self):
-        """Waits for every gradient's allreduce (starting the ones no hook started)."""
-        if not self._hooks:
+        """Waits for every gradient's allreduce, starting those no hook started (gradients
+        this rank did not compute are reduced as zeros), and writes them into ``p.grad``."""
+        if not self._included():
+            self._synchronized = True
             return
-        for p in self._params:
-            if p.requires_grad and id(p) not in self._finishers:
-                group = self._group_of.get(id(p))
-                if group is None or id(p) not in self._group_ready[group]:
-                    self._delay[id(p)] = 0
-                    self._start(p)
-        for g, ready in enumerate(self._group_ready):
-            if ready:  # a group some of whose members never got a gradient
-                self._reduce_group(g)
-                ready.clear()
-        for p in self._params:
-            finish = self._finishers.pop(id(p), None)
-            if finish is None:
-                continue
-            reduced = finish()
-            if reduced.is_sparse or p.grad.is_sparse:
-                p.grad = reduced
-            elif reduced is not p.grad:
-                p.grad.copy_(reduced)
-            self._delay[id(p)] = self.backward_passes_per_step
+        started = set(self._handles)
+        for g in self._group_handles:
+            started.update(self._parameter_groups[g])
+        for p in self._requires_update:
+            if p not in started:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, _) in list(self._handles.items()):
+            if handle is None:  # fewer backward passes than backward_passes_per_step
+                self._handles[p] = self._allreduce_grad_async(p)
+
+        for g, (handle, ctxs) in self._group_handles.items():
+            outputs = synchronize(handle)
+            for p, output, ctx in zip(self._parameter_groups[g], outputs, ctxs):
+                self._allreduce_delay[p] = self.backward_passes_per_step
+                p.grad.set_(self._compression.decompress(output, ctx))
+            self._group_counts[g] = 0
+        for p, (handle, ctx) in self._handles.items():
+            output = handle() if callable(handle) else synchronize(handle)
+            self._allreduce_delay[p] = self.backward_passes_per_step
+            if self._groups is not None:
+                self._group_counts[self._group_of[p]] = 0
+            reduced = self._compression.decompress(output, ctx)
+            if p.grad.is_sparse:
+                # sparse_as_dense reduced a dense copy: the update gets a sparse
+                # gradient again, as the optimizer expects.
+                p.grad.zero_().add_(reduced if reduced.is_sparse else reduced.to_sparse())
+            else:
+                p.grad.set_(reduced)
+        self._handles.clear()
+        self._group_handles.clear()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -191,21 +279,33 @@ class _DistributedOptimizer:
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.synchronize() was called before optimizer.step(); "
-                              "step() runs without synchronizing again: use "
-                              "`with optimizer.skip_synchronize():` to say so")
-            else:
-                self.synchronize()
+                warnings.warn(
+                    "optimizer.step() called without optimizer.skip_synchronize() context "
+                    "after optimizer.synchronize(): step() reduces the gradients a second "
+                    "time, which slows training (and multiplies them by the ranks with "
+                    "op=Sum); call step() inside `with optimizer.skip_synchronize():`")
+            self.synchronize()
         self._synchronized = False
         return super().step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._finishers:
+        if self._handles or self._group_handles:
             raise AssertionError(
                 "optimizer.zero_grad() was called after loss.backward() but before "
-                "optimizer.step() or optimizer.synchronize(); the allreduces in flight would "
+                "optimizer.step() or optimizer.synchronize(): the allreduces in flight would "
                 "race with it")
         return super().zero_grad(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        """The wrapped optimizer's, after forgetting the reductions in flight and the
+        backward passes counted so far."""
+        self._handles = {}
+        self._group_handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        return super().load_state_dict(*args, **kwargs)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -215,20 +315,29 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """Wraps a torch optimizer so that ``step()`` applies gradients reduced over the ranks.
 
     Arguments are Horovod's: ``named_parameters`` names the allreduces (pass
-    ``model.named_parameters()``), ``compression`` what gradients are sent as,
-    ``backward_passes_per_step`` how many backward passes accumulate locally
-    before a reduction, ``op`` Average or Sum, ``gradient_predivide_factor``
-    splits the averaging before and after the sum, ``num_groups`` or
-    ``groups`` fuse gradients into grouped allreduces, ``sparse_as_dense``
-    reduces sparse gradients as dense ones.
+    ``model.named_parameters()``; without it they are
+    ``allreduce.noname.<group>.<index>``), ``compression`` what gradients are
+    sent as, ``backward_passes_per_step`` how many backward passes accumulate
+    locally before a reduction, ``op`` Average or Sum,
+    ``gradient_predivide_factor`` splits the averaging before and after the
+    sum, ``groups`` (a number of groups, or lists of parameters) fuses
+    gradients into grouped allreduces (``num_groups`` is its deprecated
+    name), ``sparse_as_dense`` reduces sparse gradients as dense ones (the
+    update still gets them sparse). The result is an instance of the wrapped
+    optimizer's class, with its state and hyperparameters.
     """
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor is only served with op=Average")
+    if num_groups != 0:
+        warnings.warn("DistributedOptimizer: num_groups is replaced by groups (groups=N makes "
+                      "N groups) and will be removed in v0.23.0", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
     if op == _basics.Adasum:
         raise NotImplementedError("op=Adasum is not implemented by Ringlet yet; use Average "
                                   "or Sum")
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor is only meaningful with op=Average")
-    if backward_passes_per_step < 1:
-        raise ValueError("backward_passes_per_step must be at least 1")
     base = optimizer.__class__
     cls = type(base.__name__, (_DistributedOptimizer, base), {})
     # The same object state (param groups, hyperparameters, step state and
@@ -237,6 +346,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     distributed = cls.__new__(cls)
     distributed.__dict__.update(optimizer.__dict__)
     distributed._setup_distributed(named_parameters, compression, backward_passes_per_step, op,
-                                   gradient_predivide_factor, num_groups, groups,
-                                   sparse_as_dense, process_set)
+                                   gradient_predivide_factor, groups, sparse_as_dense,
+                                   process_set)
     return distributed

@@ -66,9 +66,11 @@ class _SyncBatchNorm(torch.autograd.Function):
 class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
     """BatchNorm over the batch of every rank of ``process_set`` (inputs (N, C, ...)).
 
-    In evaluation, or alone in its set, it is plain batch normalization. The
-    gradients of weight and bias are this rank's; DistributedOptimizer
-    reduces them with the others.
+    Evaluation with running statistics uses them, as BatchNorm does; without
+    them (``track_running_stats=False``) it normalizes over the whole batch
+    of every rank, as in training. Alone in its set it is plain batch
+    normalization. The gradients of weight and bias are this rank's;
+    DistributedOptimizer reduces them with the others.
     """
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
@@ -89,9 +91,13 @@ class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
             if self.momentum is None:
                 momentum = 1.0 / float(self.num_batches_tracked)
         members = _ringlet.process_set_size(_set_id(self.process_set))
-        if not self.training or members == 1:
-            use_batch_stats = self.training or not self.track_running_stats
+        if not self.training and self.track_running_stats:
             return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
-                                self.bias, use_batch_stats, momentum, self.eps)
+                                self.bias, False, momentum, self.eps)
+        if members == 1:
+            return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
+                                self.bias, True, momentum, self.eps)
+        # Training, or evaluating without running statistics: the statistics of
+        # the whole batch, as in Horovod.
         return _SyncBatchNorm.apply(input, self.weight, self.bias, self.running_mean,
                                     self.running_var, self.eps, momentum, self.process_set)

@@ -5,8 +5,9 @@
 //
 // The arithmetic of each op is defined once in ops.h (shared with the CUDA
 // kernels): integer sum/prod wrap; float min/max propagate NaN; fp16/bf16 are
-// computed in float and rounded back to nearest-even. An invalid dtype, op or
-// contributor count throws std::invalid_argument (a caller's bug, never data).
+// computed in float and rounded back to nearest-even; scale truncates integers
+// toward zero. An invalid dtype, op or input count throws
+// std::invalid_argument (a caller's bug, never data).
 #pragma once
 
 #include <cstddef>
@@ -35,7 +36,8 @@ Isa active_isa();
 void set_isa(Isa isa);
 std::string_view to_string(Isa isa);
 
-// out[i] = a[i] (op) b[i]. kAvg reduces as kSum (see finish_average).
+// out[i] = a[i] (op) b[i]. kAvg reduces as kSum: its 1/n is part of the
+// factor the result is scaled by (ops::result_scale).
 void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count,
             Store store = Store::kNormal);
 
@@ -47,13 +49,11 @@ void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b
 void reduce_many(DataType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
                  size_t count, Store store = Store::kNormal);
 
-// buf[i] *= factor (integers: rounded to nearest, ties to even, saturating to
-// the type's range; floats: in float, or double for float64, see ops.h).
+// buf[i] *= factor (integers: in double, then toward zero, saturating to the
+// type's range; floats: in float, or double for float64, see ops.h). A factor
+// of 1.0 leaves buf untouched. An average's result is the sum scaled by
+// ops::result_scale(kAvg, postscale, n).
 void scale(DataType dtype, void* buf, size_t count, double factor);
-
-// Turns a sum over `contributors` ranks into their average: floats x 1/n,
-// integers divided by n (toward zero).
-void finish_average(DataType dtype, void* buf, size_t count, int contributors);
 
 // One tensor inside a fusion buffer.
 struct Segment {

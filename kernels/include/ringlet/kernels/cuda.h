@@ -23,7 +23,8 @@
 
 namespace ringlet::kernels::cuda {
 
-// out[i] = a[i] (op) b[i]; kAvg reduces as kSum.
+// out[i] = a[i] (op) b[i]; kAvg reduces as kSum (its 1/n is the result's
+// scale, ops::result_scale).
 cudaError_t reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b,
                    size_t count, cudaStream_t stream);
 
@@ -35,23 +36,19 @@ cudaError_t reduce_many(DataType dtype, ReduceOp op, void* out, const void* cons
 
 // An allreduce's part between the ranks' own buffers, in one pass: every
 // input scaled by `prescale` (as pack scales), reduced in input order (as
-// reduce_many), for kAvg divided by `contributors` (as finish_average), then
-// scaled by `postscale` (as scale), each step rounded to the dtype as those
-// launchers round it, so that the result is theirs bit for bit; written to
-// each of `num_outputs` outputs. `inputs` and `outputs` are device arrays
-// of device pointers; an output may alias an input exactly.
+// reduce_many), then scaled once by ops::result_scale(op, postscale,
+// contributors) (as scale), each step rounded to the dtype as those launchers
+// round it, so that the result is theirs bit for bit; written to each of
+// `num_outputs` outputs. `inputs` and `outputs` are device arrays of device
+// pointers; an output may alias an input exactly.
 cudaError_t reduce_many_to_all(DataType dtype, ReduceOp op, void* const* outputs, int num_outputs,
                                const void* const* inputs, int num_inputs, size_t count,
                                int contributors, double prescale, double postscale,
                                cudaStream_t stream);
 
-// buf[i] *= factor (integers: nearest, ties to even, saturating).
+// buf[i] *= factor (integers: in double, then toward zero, saturating; see
+// ops.h). An average's result is the sum scaled by ops::result_scale.
 cudaError_t scale(DataType dtype, void* buf, size_t count, double factor, cudaStream_t stream);
-
-// A sum over `contributors` ranks -> their average (floats x 1/n, integers
-// divided toward zero). contributors >= 1.
-cudaError_t finish_average(DataType dtype, void* buf, size_t count, int contributors,
-                           cudaStream_t stream);
 
 // One tensor of a fusion buffer: `count` elements at element `offset` of the
 // fused buffer, copied from (pack) or to (unpack) `tensor`.

@@ -11,16 +11,24 @@
 //   NaN (the first operand's NaN when both are). IEEE minNum/maxNum would drop
 //   the NaN instead, hiding a diverged rank behind a healthy one. Among equal
 //   values (-0 and +0) the second operand is returned.
-// - scale: floats multiply in the compute type by the factor rounded to it
-//   (float for fp32/fp16/bf16, double for fp64); integers multiply in double,
-//   round to nearest (ties to even) and saturate to the type's range; a NaN
-//   product gives 0.
-// - divide: integers divide toward zero (C++ semantics); used for averages.
+// - scale (Horovod's ScaleBuffer, so that a Horovod script gets its numbers):
+//   floats multiply once, in the compute type, by the factor rounded to it
+//   (float for fp32/fp16/bf16, double for fp64); integers multiply in double
+//   and convert back toward zero, as C++ converts. Where C++ leaves the
+//   conversion undefined (a product past the type's range, or NaN) the result
+//   is defined here: it saturates to the range, and NaN gives 0.
+// - An allreduce or reducescatter computes
+//     result = scale(result_scale(op, post, n), op over ranks of scale(pre, x))
+//   each scale applied only when its factor is not 1.0: an average is a sum
+//   whose 1/n joins the postscale in double, so its result is rounded once
+//   (integers: sum * (post / n) toward zero, not a division then a scale).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#include "ringlet/types.h"
 
 #if defined(__CUDACC__)
 #define RINGLET_HD __host__ __device__ __forceinline__
@@ -106,38 +114,47 @@ template <class T>
 using ScaleType =
     std::conditional_t<std::is_same_v<T, double> || std::is_integral_v<T>, double, float>;
 
+// v converted to the integer type T toward zero, saturating past the range,
+// NaN to 0. Types narrower than int64 have bounds that doubles hold exactly:
+// the clamp happens in double and the conversion is the one C++ defines, a
+// form GCC vectorizes (min, max, cvttpd2dq). int64's upper bound rounds up to
+// 2^63, so ">=" is exactly "does not fit" there.
+template <class T>
+RINGLET_HD T truncate_to(double v) {
+  constexpr double lo = static_cast<double>(IntRange<T>::kMin);
+  constexpr double hi = static_cast<double>(IntRange<T>::kMax);
+  if constexpr (sizeof(T) < sizeof(int64_t)) {
+    v = v != v ? 0.0 : v;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    return static_cast<T>(static_cast<int32_t>(v));
+  } else {
+    if (v != v) return T(0);
+    if (v <= lo) return IntRange<T>::kMin;
+    if (v >= hi) return IntRange<T>::kMax;
+    return static_cast<T>(v);
+  }
+}
+
 template <class T>
 struct ScaleBy {
   ScaleType<T> factor;
 
   RINGLET_HD T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) {
-      const double v = rint(static_cast<double>(x) * factor);
-      // Compare against the range as doubles: kMax of int64 rounds up to 2^63,
-      // so ">=" is exactly "does not fit".
-      constexpr double lo = static_cast<double>(IntRange<T>::kMin);
-      constexpr double hi = static_cast<double>(IntRange<T>::kMax);
-      if (v != v) return T(0);
-      if (v <= lo) return IntRange<T>::kMin;
-      if (v >= hi) return IntRange<T>::kMax;
-      return static_cast<T>(v);
+      return truncate_to<T>(static_cast<double>(x) * factor);
     } else {
       return x * factor;
     }
   }
 };
 
-// Integer average: the sum divided by the number of contributors, toward zero.
-template <class T>
-struct DivideBy {
-  int divisor;  // > 0
-  RINGLET_HD T operator()(T x) const {
-    if constexpr (std::is_signed_v<T>) {
-      return static_cast<T>(static_cast<int64_t>(x) / divisor);
-    } else {
-      return static_cast<T>(static_cast<uint64_t>(x) / static_cast<uint64_t>(divisor));
-    }
-  }
-};
+// The one factor a reduction's result is scaled by: the postscale, divided
+// for an average by the number of contributors (in double, as Horovod divides
+// its postscale by the process set's size). Scale by it only when it is not
+// 1.0, as for every factor.
+constexpr double result_scale(ReduceOp op, double postscale, int contributors) {
+  return op == ReduceOp::kAvg ? postscale / contributors : postscale;
+}
 
 }  // namespace ringlet::kernels::ops
