@@ -97,6 +97,8 @@ def test_gradient_rules(rtf):
             "broadcast": rtf.broadcast(even, n - 1) * w[r],
             "alltoall": rtf.alltoall(uneven, splits=rows)[0] * w[r],
             "alltoall_even": rtf.alltoall(even) * w[r],
+            # the last two rows are past the splits: never sent, no gradient
+            "alltoall_short": rtf.alltoall(even, splits=[2] * (n - 1) + [0])[0] * w[r],
             "reducescatter_sum": rtf.reducescatter(even, op=rtf.Sum) * w[r],
             "reducescatter_average": rtf.reducescatter(even, op=rtf.Average, prescale_factor=0.5,
                                                        postscale_factor=0.25) * w[r],
@@ -124,6 +126,8 @@ def test_gradient_rules(rtf):
         # each row's gradient comes back from the rank it went to
         ("alltoall", "uneven"): blocks_uneven * np.ones((1, 2)),
         ("alltoall_even", "even"): blocks_even * np.ones((1, 2)),
+        ("alltoall_short", "even"): np.concatenate([blocks_even[:-2], np.zeros((2, 1))])
+        * np.ones((1, 2)),
         # the gradients gathered, times the set's size for Sum, times the scales
         ("reducescatter_sum", "even"): n * blocks_even * np.ones((1, 2)),
         ("reducescatter_average", "even"): 0.5 * 0.25 * blocks_even * np.ones((1, 2)),
@@ -266,6 +270,11 @@ def test_horovod_names_signatures_and_results(rtf):
     out, received = rtf.alltoall(tf.range(3 * n), splits=tf.constant([2] * n, tf.int64))
     assert out.numpy().tolist() == [2 * r, 2 * r + 1] * n
     assert received.dtype == tf.int32 and received.numpy().tolist() == [2] * n
+
+    # Empty tensors: a rank that sends nothing, and receives nothing.
+    nothing, received = rtf.alltoall(tf.zeros([0, 2]), splits=[0] * n)
+    assert nothing.shape == (0, 2) and received.numpy().tolist() == [0] * n
+    assert rtf.broadcast(tf.zeros([0, 3]), 0).shape == (0, 3)
 
     ints, floats = rtf.grouped_allgather([tf.fill([r + 1], r), tf.fill([1, 2], float(r))])
     assert ints.numpy().tolist() == [q for q in range(n) for _ in range(q + 1)]

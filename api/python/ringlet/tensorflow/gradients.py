@@ -63,9 +63,12 @@ def reducescatter_grads(grads, op, prescale_factor, postscale_factor, set_id):
     return mpi_ops.grouped_allgather(scaled, process_set=set_id)
 
 
-def alltoall_grad(grad, received_splits, set_id):
-    """alltoall's: the incoming gradient's rows sent back where they came from."""
-    return mpi_ops.alltoall(grad, splits=received_splits, process_set=set_id)[0]
+def alltoall_grad(tensor, grad, received_splits, set_id):
+    """alltoall's: the incoming gradient's rows sent back where they came from; rows
+    of ``tensor`` past its splits, never sent, get zeros."""
+    sent_back = mpi_ops.alltoall(grad, splits=received_splits, process_set=set_id)[0]
+    unsent = tf.concat([tf.shape(tensor)[:1] - tf.shape(sent_back)[:1], tf.shape(tensor)[1:]], 0)
+    return tf.concat([sent_back, tf.zeros(unsent, sent_back.dtype)], 0)
 
 
 if _library.library is not None:
@@ -99,5 +102,5 @@ if _library.library is not None:
 
     @tf.RegisterGradient("RingletAlltoall")
     def _alltoall_op_grad(op, grad, _received_splits_grad):
-        return [alltoall_grad(mpi_ops._matching([grad], op.outputs[:1])[0], op.outputs[1],
-                              op.get_attr("process_set_id")), None]
+        return [alltoall_grad(op.inputs[0], mpi_ops._matching([grad], op.outputs[:1])[0],
+                              op.outputs[1], op.get_attr("process_set_id")), None]

@@ -306,7 +306,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
         return list(_impl.alltoall(xs[0], split_tensor, full_name, set_id))
 
     def grad(xs, ys, dys):
-        return [_gradients.alltoall_grad(_matching(dys[:1], ys[:1])[0], ys[1], set_id)]
+        return [_gradients.alltoall_grad(xs[0], _matching(dys[:1], ys[:1])[0], ys[1], set_id)]
     out, received = _differentiable(forward, grad, [tensor])
     return (out, received) if splits is not None else out
 

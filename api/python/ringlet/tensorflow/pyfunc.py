@@ -32,6 +32,19 @@ def _numpy(tensor):
     return tensor.numpy() if hasattr(tensor, "numpy") else np.asarray(tensor)
 
 
+def _c_array(array):
+    """``array`` C-ordered with row-major strides. An empty array has zero strides
+    (numpy 2), which the binding's contiguity check takes for a strided view: it gets
+    row-major ones, harmless since it has no elements."""
+    array = np.asarray(array)
+    if array.size == 0:
+        strides = [array.itemsize] * array.ndim
+        for i in range(array.ndim - 2, -1, -1):
+            strides[i] = strides[i + 1] * max(array.shape[i + 1], 1)
+        return np.lib.stride_tricks.as_strided(array, strides=strides)
+    return np.ascontiguousarray(array) if not array.flags.c_contiguous else array
+
+
 def _failure(error):
     """An exception raised by a call when eager: Ringlet's, as errors.as_tf_error
     makes it; any other refusal of the arguments is an invalid argument."""
@@ -113,7 +126,7 @@ def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, proces
     as_group = tf.executing_eagerly()
 
     def start(*arrays):
-        arrays = [np.asarray(a, order="C") for a in arrays]
+        arrays = [_c_array(a) for a in arrays]
         outs = [np.empty_like(a) for a in arrays]
         scales = (float(prescale_factor), float(postscale_factor), process_set_id)
         handles = []
@@ -143,7 +156,7 @@ def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, proces
 
 def allgather(tensors, names, process_set_id):
     def start(*arrays):
-        return _registered([_np_ops._allgather_named(np.asarray(a, order="C"), n,
+        return _registered([_np_ops._allgather_named(_c_array(a), n,
                                                      process_set_id)
                             for a, n in zip(arrays, names)])
 
@@ -153,7 +166,7 @@ def allgather(tensors, names, process_set_id):
 
 def broadcast(tensors, root_rank, names, process_set_id):
     def start(*arrays):
-        copies = [np.array(a, copy=True, order="C") for a in arrays]
+        copies = [_c_array(np.array(a, copy=True, order="C")) for a in arrays]
         return _registered([_np_ops._broadcast_named(c, root_rank, n, process_set_id)
                             for c, n in zip(copies, names)])
 
@@ -168,7 +181,7 @@ def reducescatter(tensors, names, core_op, prescale_factor, postscale_factor, pr
     prepared = [_as_reduced(t) for t in tensors]
 
     def start(*arrays):
-        arrays = [np.asarray(a, order="C") for a in arrays]
+        arrays = [_c_array(a) for a in arrays]
         handles = [_ringlet.reducescatter_async(n, a, core_op, float(prescale_factor),
                                                 float(postscale_factor), process_set_id)
                    for a, n in zip(arrays, names)]
@@ -204,7 +217,7 @@ def alltoall(tensor, splits, name, process_set_id):
                 f"{x.shape[0]}")
         if rows:  # as in Horovod, rows past the splits are not sent
             x = x[:sum(rows)]
-        handle = _np_ops._alltoall_named(np.asarray(x, order="C"), rows or None, name,
+        handle = _np_ops._alltoall_named(_c_array(x), rows or None, name,
                                          process_set_id)
 
         def finish():
