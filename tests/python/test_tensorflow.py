@@ -75,17 +75,71 @@ def test_grouped_allreduce_and_scales(rtf):
     assert np.allclose(b.numpy(), 0.5 * rtf.size())
 
 
-def test_gradients(rtf):
+def test_gradient_rules(rtf):
+    """Horovod's gradient of every collective (horovod/tensorflow/mpi_ops.py). Each rank
+    weights the outputs it differentiates by w[r], so that the gradients coming back
+    tell whose they are."""
     n, r = rtf.size(), rtf.rank()
     w = [float(q + 1) for q in range(n)]
-    v = tf.Variable(tf.ones([3]))
+    mean_w = sum(w) / n
+    rows = [q + 1 for q in range(n)]  # rank q has q + 1 rows of `mine`
+    start = sum(rows[:r])
+    mine = tf.Variable(tf.ones([rows[r], 2]))
+    even = tf.Variable(tf.ones([2 * n, 2]))  # two rows for (and from) every rank
+    uneven = tf.Variable(tf.ones([sum(rows), 2]))  # rows[j] rows for rank j
+    by_row = tf.reshape(tf.range(1, sum(rows) + 1, dtype=tf.float32), [-1, 1]) * w[r]
     with tf.GradientTape(persistent=True) as tape:
-        total = tf.reduce_sum(rtf.allreduce(v, op=rtf.Sum) * w[r])
-        gathered = tf.reduce_sum(rtf.allgather(tf.reshape(v, [3, 1])) * w[r])
-        bcast = tf.reduce_sum(rtf.broadcast(v, 0) * w[r])
-    assert np.allclose(tape.gradient(total, v).numpy(), sum(w))
-    assert np.allclose(tape.gradient(gathered, v).numpy(), sum(w))
-    assert np.allclose(tape.gradient(bcast, v).numpy(), sum(w) if r == 0 else 0.0)
+        losses = {
+            "allreduce_sum": rtf.allreduce(uneven, op=rtf.Sum, prescale_factor=0.5,
+                                           postscale_factor=0.25) * w[r],
+            "allreduce_average": rtf.allreduce(uneven, op=rtf.Average) * w[r],
+            "allgather": rtf.allgather(mine) * by_row,
+            "broadcast": rtf.broadcast(even, n - 1) * w[r],
+            "alltoall": rtf.alltoall(uneven, splits=rows)[0] * w[r],
+            "alltoall_even": rtf.alltoall(even) * w[r],
+            # the last two rows are past the splits: never sent, no gradient
+            "alltoall_short": rtf.alltoall(even, splits=[2] * (n - 1) + [0])[0] * w[r],
+            "reducescatter_sum": rtf.reducescatter(even, op=rtf.Sum) * w[r],
+            "reducescatter_average": rtf.reducescatter(even, op=rtf.Average, prescale_factor=0.5,
+                                                       postscale_factor=0.25) * w[r],
+        }
+        g_sum = rtf.grouped_allreduce([uneven, even], op=rtf.Sum)
+        losses["grouped_allreduce"] = [g_sum[0] * w[r], g_sum[1] * 2 * w[r]]
+        g_gather = rtf.grouped_allgather([mine, mine * 3])
+        losses["grouped_allgather"] = [g_gather[0] * by_row, g_gather[1] * by_row]
+        g_scatter = rtf.grouped_reducescatter([even, even * 3], op=rtf.Sum)
+        losses["grouped_reducescatter"] = [g_scatter[0] * w[r], g_scatter[1] * w[r]]
+        losses = {key: tf.add_n([tf.reduce_sum(t) for t in tf.nest.flatten(value)])
+                  for key, value in losses.items()}
+
+    own_rows = np.arange(start + 1, start + rows[r] + 1, dtype=np.float64)[:, None]
+    blocks_even = np.repeat(w, 2)[:, None]  # row block j came from, or went to, rank j
+    blocks_uneven = np.repeat(w, rows)[:, None]
+    expected = {
+        # the same reduction of the incoming gradients, scales included
+        ("allreduce_sum", "uneven"): np.full((sum(rows), 2), 0.5 * 0.25 * sum(w)),
+        ("allreduce_average", "uneven"): np.full((sum(rows), 2), mean_w),
+        # this rank's rows of the incoming gradients averaged over the ranks
+        ("allgather", "mine"): own_rows * mean_w * np.ones((1, 2)),
+        # the average at the root, zero elsewhere
+        ("broadcast", "even"): np.full((2 * n, 2), mean_w if r == n - 1 else 0.0),
+        # each row's gradient comes back from the rank it went to
+        ("alltoall", "uneven"): blocks_uneven * np.ones((1, 2)),
+        ("alltoall_even", "even"): blocks_even * np.ones((1, 2)),
+        ("alltoall_short", "even"): np.concatenate([blocks_even[:-2], np.zeros((2, 1))])
+        * np.ones((1, 2)),
+        # the gradients gathered, times the set's size for Sum, times the scales
+        ("reducescatter_sum", "even"): n * blocks_even * np.ones((1, 2)),
+        ("reducescatter_average", "even"): 0.5 * 0.25 * blocks_even * np.ones((1, 2)),
+        ("grouped_allreduce", "uneven"): np.full((sum(rows), 2), sum(w)),
+        ("grouped_allreduce", "even"): np.full((2 * n, 2), 2 * sum(w)),
+        ("grouped_allgather", "mine"): 4 * own_rows * mean_w * np.ones((1, 2)),
+        ("grouped_reducescatter", "even"): 4 * n * blocks_even * np.ones((1, 2)),
+    }
+    variables = {"mine": mine, "even": even, "uneven": uneven}
+    for (key, var), want in expected.items():
+        got = tape.gradient(losses[key], variables[var]).numpy()
+        assert np.array_equal(got, want), (key, var, got)
 
 
 def test_seed_training_step(rtf):
@@ -139,14 +193,37 @@ def test_the_expected_collective_path_runs(rtf):
 
 
 def test_errors(rtf):
-    with pytest.raises(rtf.HorovodInternalError):
-        rtf.allreduce(tf.ones([2 + rtf.rank()]), name="shapes")
+    """Failures raise what horovod.tensorflow raises (its ops' status: the controller's
+    error response for ranks that disagree is a precondition failure, a wrong call an
+    invalid argument), and Ringlet's own class too, as the other frameworks raise it."""
+    from ringlet.common import exceptions
+    n, r = rtf.size(), rtf.rank()
+    with pytest.raises(tf.errors.FailedPreconditionError, match="'allreduce.shapes'") as shapes:
+        rtf.allreduce(tf.ones([2 + r]), name="shapes")
+    assert isinstance(shapes.value, exceptions.MismatchError)
+    assert isinstance(shapes.value, rtf.HorovodInternalError) and shapes.value.code == 7
+    with pytest.raises(tf.errors.FailedPreconditionError, match="'allgather.types'"):
+        rtf.allgather(tf.ones([2], tf.int32 if r % 2 == 0 else tf.float32), name="types")
+    with pytest.raises(tf.errors.FailedPreconditionError, match="'broadcast.roots'"):
+        rtf.broadcast(tf.ones([3]), r, name="roots")
+    # Every rank's splits ask for more rows than it has: refused when the op runs.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more than the first dimension"):
+        rtf.alltoall(tf.ones([n - 1]), splits=[1] * n)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="split evenly"):
+        rtf.alltoall(tf.ones([n + 1]))
+    sparse = tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0]), tf.constant([2, 2]))
+    with pytest.raises(NotImplementedError, match="Sum and Average"):
+        rtf.allreduce(sparse, op=rtf.Max)
+    with pytest.raises(NotImplementedError, match="Pre/postscale"):
+        rtf.allreduce(sparse, op=rtf.Sum, prescale_factor=2.0)
+    with pytest.raises(NotImplementedError, match="Pre/postscale"):
+        rtf.grouped_allreduce([sparse, tf.ones([2])], postscale_factor=0.5)
 
     @tf.function
     def mismatched():
-        return rtf.allreduce(tf.ones([2 + rtf.rank()]), name="graph_shapes")
+        return rtf.allreduce(tf.ones([2 + r]), name="graph_shapes")
 
-    with pytest.raises(Exception, match="graph_shapes"):
+    with pytest.raises(tf.errors.OpError, match="graph_shapes"):
         mismatched()
     with pytest.raises(ValueError, match="not supported"):
         rtf.allreduce(tf.constant([True, False]))
@@ -156,4 +233,173 @@ def test_errors(rtf):
         rtf.broadcast(tf.constant(["a"]), 0)
     with pytest.raises(NotImplementedError):
         rtf.allreduce(tf.ones([2]), op=rtf.Adasum)
-    assert np.allclose(rtf.allreduce(tf.ones([2]), op=rtf.Sum).numpy(), rtf.size())
+    assert np.allclose(rtf.allreduce(tf.ones([2]), op=rtf.Sum).numpy(), n)
+
+    rtf.barrier()
+    rtf.shutdown()
+    try:
+        with pytest.raises(tf.errors.FailedPreconditionError) as stopped:
+            rtf.allreduce(tf.ones([2]))
+        assert isinstance(stopped.value, exceptions.NotInitializedError)
+        with pytest.raises(tf.errors.FailedPreconditionError):
+            rtf.rank_op()
+    finally:
+        rtf.init()
+
+
+def test_horovod_names_signatures_and_results(rtf):
+    """horovod.tensorflow's names beyond the collectives above, with its argument
+    order and return types."""
+    n, r = rtf.size(), rtf.rank()
+    x = tf.fill([2], float(r))
+    # allgather(tensor, name, ignore_name_scope, process_set), broadcast(tensor, root_rank,
+    # name, ignore_name_scope, process_set), grouped_allreduce(..., process_set,
+    # ignore_name_scope, name)
+    gathered = rtf.allgather(x, "positional_gather", False, rtf.global_process_set)
+    assert gathered.numpy().tolist() == [float(q) for q in range(n) for _ in range(2)]
+    assert rtf.broadcast(x, n - 1, "positional_bcast", False,
+                         rtf.global_process_set).numpy().tolist() == [float(n - 1)] * 2
+    (summed,) = rtf.grouped_allreduce([x], None, "", "", rtf.Compression.none, rtf.Sum, 1.0, 1.0,
+                                      rtf.global_process_set, False, "positional_group")
+    assert summed.numpy().tolist() == [float(sum(range(n)))] * 2
+
+    # alltoall: the gathered tensor alone without splits; with int64 splits that leave
+    # rows unsent, only the rows they cover go.
+    alone = rtf.alltoall(tf.range(2 * n))
+    assert isinstance(alone, tf.Tensor) and alone.numpy().tolist() == [2 * r, 2 * r + 1] * n
+    out, received = rtf.alltoall(tf.range(3 * n), splits=tf.constant([2] * n, tf.int64))
+    assert out.numpy().tolist() == [2 * r, 2 * r + 1] * n
+    assert received.dtype == tf.int32 and received.numpy().tolist() == [2] * n
+
+    # Empty tensors: a rank that sends nothing, and receives nothing.
+    nothing, received = rtf.alltoall(tf.zeros([0, 2]), splits=[0] * n)
+    assert nothing.shape == (0, 2) and received.numpy().tolist() == [0] * n
+    assert rtf.broadcast(tf.zeros([0, 3]), 0).shape == (0, 3)
+
+    ints, floats = rtf.grouped_allgather([tf.fill([r + 1], r), tf.fill([1, 2], float(r))])
+    assert ints.numpy().tolist() == [q for q in range(n) for _ in range(q + 1)]
+    assert floats.numpy().tolist() == [[float(q)] * 2 for q in range(n)]
+    rows, flat = rtf.grouped_reducescatter([tf.ones([n, 2]) * (r + 1), tf.ones([2 * n])])
+    assert rows.numpy().tolist() == [[(n + 1) / 2] * 2] and flat.numpy().tolist() == [1.0] * 2
+
+    last = rtf.join()
+    assert last.dtype == tf.int32 and last.shape == () and 0 <= int(last) < n
+
+    v = tf.Variable(tf.fill([3], float(r)))
+    (value,) = rtf.broadcast_([v], n - 1)
+    assert v.numpy().tolist() == [float(n - 1)] * 3 and value.numpy().tolist() == [float(n - 1)] * 3
+
+    assert [int(op) for op in (rtf.rank_op(), rtf.size_op(), rtf.local_rank_op(),
+                               rtf.local_size_op(), rtf.cross_rank_op(), rtf.cross_size_op(),
+                               rtf.process_set_included_op())] == [
+        r, n, rtf.local_rank(), rtf.local_size(), rtf.cross_rank(), rtf.cross_size(), 1]
+    first = rtf.add_process_set([0])
+    assert int(rtf.process_set_included_op(first.process_set_id)) == (1 if r == 0 else 0)
+    assert int(rtf.size_op(first.process_set_id)) == 1
+    assert int(rtf.size_op(first.process_set_id + 1)) == -3  # unknown set: Horovod's code
+    rtf.remove_process_set(first)
+
+    assert rtf.handle_average_backwards_compatibility(None, None) == rtf.Average
+    with pytest.warns(DeprecationWarning):
+        assert rtf.handle_average_backwards_compatibility(None, False) == rtf.Sum
+    assert rtf.check_num_rank_power_of_2(4) and not rtf.check_num_rank_power_of_2(6)
+    assert rtf._executing_eagerly() and rtf.util._executing_eagerly()
+    assert rtf.refs_to_vars(rtf.vars_to_refs([v, [v]]))[1][0] is v
+    # fp16 compression's context is the dtype, as Horovod's, whatever the dtype
+    for dtype, sent in ((tf.int32, tf.int32), (tf.float64, tf.float16)):
+        compressed, ctx = rtf.Compression.fp16.compress(tf.ones([2], dtype))
+        assert ctx == dtype and compressed.dtype == sent
+        assert rtf.Compression.fp16.decompress(compressed, ctx).dtype == dtype
+    # DistributedOptimizer: a Keras optimizer stays one (ringlet.keras wraps it)
+    keras_sgd = rtf.DistributedOptimizer(tf.keras.optimizers.SGD(0.1))
+    assert isinstance(keras_sgd, tf.keras.optimizers.SGD)
+    assert not isinstance(keras_sgd, tf.compat.v1.train.Optimizer)
+
+
+def test_distributed_gradient_tape_options(rtf):
+    """register_local_source and scale_local_gradients, PartialDistributedGradientTape,
+    groups and use_generic_names, as Horovod's tape takes them."""
+    n, r = rtf.size(), rtf.rank()
+    w = [float(q + 1) for q in range(n)]
+    shared = tf.Variable(tf.ones([2]))
+    local = tf.Variable(tf.ones([2]))
+    layer = tf.keras.layers.Dense(1, kernel_initializer="ones", use_bias=False)
+    layer.build((None, 2))
+
+    def loss():
+        return (tf.reduce_sum(shared * w[r]) + tf.reduce_sum(local * w[r])
+                + tf.reduce_sum(layer(tf.ones([1, 2])) * w[r]))
+
+    with tf.GradientTape() as tape:
+        value = loss()
+    tape = rtf.DistributedGradientTape(tape, groups=1)
+    tape.register_local_source(local)
+    g_shared, g_local = tape.gradient(value, [shared, local])
+    assert g_shared.numpy().tolist() == [sum(w) / n] * 2
+    assert g_local.numpy().tolist() == [np.float32(w[r]) / np.float32(n)] * 2  # kept, scaled
+
+    with tf.GradientTape() as tape:
+        value = loss()
+    tape = rtf.PartialDistributedGradientTape(tape, op=rtf.Sum, local_layers=layer,
+                                              scale_local_gradients=False)
+    local_pairs, shared_pairs = tape.get_local_and_global_gradients(value,
+                                                                    [shared, layer.kernel])
+    assert local_pairs[0][0] is layer.kernel
+    assert local_pairs[0][1].numpy().tolist() == [[w[r]], [w[r]]]
+    assert shared_pairs[0][1].numpy().tolist() == [sum(w)] * 2
+
+    with tf.GradientTape() as tape:
+        value = loss()
+    tape = rtf.DistributedGradientTape(tape, groups=[[local, shared]])
+    grads = tape.gradient(value, [shared, local, layer.kernel], use_generic_names=True)
+    assert [g.numpy().ravel().tolist() for g in grads] == [[sum(w) / n] * 2] * 3
+    with pytest.warns(DeprecationWarning):
+        rtf.DistributedGradientTape(tf.GradientTape(), num_groups=2)
+    with pytest.raises(ValueError, match="groups should be"):
+        rtf.DistributedGradientTape(tf.GradientTape(), groups=-1)
+    with pytest.raises(ValueError, match="tf.keras.layers.Layer"):
+        rtf.PartialDistributedGradientTape(tf.GradientTape(), local_layers=[shared])
+
+
+def test_two_tapes_and_name_scopes_in_one_function(rtf):
+    """Collectives of one name in two name scopes, and two tapes' reductions, are
+    distinct collectives even when they run at once (as in Horovod)."""
+    n, r = rtf.size(), rtf.rank()
+    a, b = tf.Variable(tf.ones([2])), tf.Variable(tf.ones([3]))
+
+    @tf.function
+    def step(weight):
+        with tf.GradientTape() as first:
+            first_loss = tf.reduce_sum(a * weight)
+        with tf.GradientTape() as second:
+            second_loss = tf.reduce_sum(b * weight)
+        ga = rtf.DistributedGradientTape(first).gradient(first_loss, [a])[0]
+        gb = rtf.DistributedGradientTape(second).gradient(second_loss, [b])[0]
+        with tf.name_scope("first"):
+            sa = rtf.allreduce(a * weight, name="same", op=rtf.Sum)
+        with tf.name_scope("second"):
+            sb = rtf.allreduce(b * weight, name="same", op=rtf.Sum)
+        return ga, gb, sa, sb
+
+    ga, gb, sa, sb = step(tf.constant(float(r + 1)))
+    mean_w, sum_w = (n + 1) / 2, n * (n + 1) / 2
+    assert ga.numpy().tolist() == [mean_w] * 2 and gb.numpy().tolist() == [mean_w] * 3
+    assert sa.numpy().tolist() == [sum_w] * 2 and sb.numpy().tolist() == [sum_w] * 3
+
+
+def test_sync_batch_normalization(rtf):
+    """Training statistics over every rank's batch: the same outputs and moving
+    statistics as batch normalization of all the batches together, in numpy."""
+    n, r = rtf.size(), rtf.rank()
+    batches = [np.array([[q, q + 1], [2 * q, 2 * q + 3], [3 * q, -q], [4 * q, q * q]],
+                        np.float32) for q in range(n)]
+    layer = rtf.SyncBatchNormalization()
+    out = layer(tf.constant(batches[r]), training=True).numpy()
+    everything = np.concatenate(batches).astype(np.float64)
+    mean, var = everything.mean(0), everything.var(0)
+    assert np.allclose(out, (batches[r] - mean) / np.sqrt(var + layer.epsilon), atol=1e-5)
+    assert np.allclose(layer.moving_mean.numpy(), (1 - layer.momentum) * mean, atol=1e-6)
+    assert np.allclose(layer.moving_variance.numpy(),
+                       layer.momentum + (1 - layer.momentum) * var, atol=1e-5)
+    with pytest.raises(ValueError, match="fused"):
+        rtf.SyncBatchNormalization(fused=True)

@@ -1,7 +1,10 @@
-// TensorFlow ops for ringlet.tensorflow's hot collectives: allreduce, grouped
-// allreduce, allgather and broadcast, on the tensors' own buffers.
+// TensorFlow ops for ringlet.tensorflow: its collectives (allreduce,
+// allgather and reducescatter, each grouped or not; broadcast; alltoall) on
+// the tensors' own buffers, join(), and Horovod's *_op queries (rank_op,
+// size_op, ...), whose values are read when the graph runs, not when it is
+// built.
 //
-// Each kernel is asynchronous: it submits its collective to Ringlet's runtime
+// Each collective's kernel is asynchronous: it submits to Ringlet's runtime
 // and returns, and the runtime's thread finishes the op when the collective
 // completes (ringlet::synchronize_then). So TensorFlow may run every gradient's
 // allreduce of a step at once, the runtime fuses them, and no inter-op thread
@@ -10,7 +13,7 @@
 //
 // Built against the TensorFlow that python3 imports at configure time, and
 // loaded by ringlet/tensorflow/ops.py with tf.load_op_library; the gradients
-// are registered there, in Python.
+// are registered in Python (ringlet/tensorflow/gradients.py).
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -24,6 +27,7 @@
 #include <ringlet/ringlet.h>
 
 #include "absl/status/status.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -116,8 +120,9 @@ absl::Status movable(std::string_view call, const std::string& name, tf::DataTyp
                                  " has no fixed element size, so it cannot be sent as bytes");
 }
 
-// Finishes an op after its collectives: `finish` runs on the last result (on
-// the runtime's thread) and may fill outputs. The first error wins.
+// Finishes an op after its collectives: `finish(i, result)` runs on the i-th
+// collective's result (on the runtime's thread) and may fill outputs. The
+// first error wins.
 struct Pending {
   Pending(tf::OpKernelContext* ctx, Done done, size_t count)
       : ctx(ctx), done(std::move(done)), left(count) {}
@@ -129,7 +134,7 @@ struct Pending {
   Done done;
   std::mutex mu;  // a group's results may arrive on two threads
   size_t left;    // guarded by mu
-  std::function<absl::Status(ringlet::Result&)> finish;  // for a single collective
+  std::function<absl::Status(size_t, ringlet::Result&)> finish;  // optional; runs under mu
 };
 
 void fail_now(tf::OpKernelContext* ctx, const Done& done) {
@@ -139,13 +144,16 @@ void fail_now(tf::OpKernelContext* ctx, const Done& done) {
 
 void finish_when_done(const std::shared_ptr<Pending>& pending,
                       const std::vector<int64_t>& handles) {
-  for (int64_t handle : handles) {
-    synchronize_then(handle, [pending](ringlet::Result result, std::exception_ptr error) {
+  for (size_t i = 0; i < handles.size(); ++i) {
+    synchronize_then(handles[i], [pending, i](ringlet::Result result, std::exception_ptr error) {
       if (error) {
         pending->set_status(status_of(error));
       } else if (pending->finish) {
-        absl::Status status = pending->finish(result);
-        if (!status.ok()) pending->set_status(status);
+        // Outputs are allocated here, and TensorFlow's context is not ours to
+        // touch from two threads at once.
+        std::lock_guard lock(pending->mu);
+        absl::Status status = pending->finish(i, result);
+        if (!status.ok()) pending->ctx->SetStatus(status);
       }
       bool last = false;
       {
@@ -168,6 +176,7 @@ class AllreduceOp : public tf::AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
     OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
     OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+    OP_REQUIRES_OK(c, c->GetAttr("as_group", &as_group_));
     op_ = static_cast<ReduceOp>(op);
   }
 
@@ -190,14 +199,17 @@ class AllreduceOp : public tf::AsyncOpKernel {
     }
     std::vector<int64_t> handles;
     try {
-      if (n == 1) {
-        handles.push_back(allreduce_async(names_[0], ins[0], outs[0], op_, prescale_, postscale_,
-                                          process_set_));
-      } else {
+      if (as_group_ && n > 1) {
         handles = grouped_allreduce_async(names_, ins, outs, op_, prescale_, postscale_,
                                           process_set_);
+      } else {
+        for (int i = 0; i < n; ++i) {
+          handles.push_back(allreduce_async(names_[i], ins[i], outs[i], op_, prescale_,
+                                            postscale_, process_set_));
+        }
       }
     } catch (...) {
+      for (int64_t h : handles) synchronize_then(h, [](ringlet::Result, std::exception_ptr) {});
       return fail_now(ctx, done);
     }
     finish_when_done(std::make_shared<Pending>(ctx, std::move(done), handles.size()), handles);
@@ -209,41 +221,188 @@ class AllreduceOp : public tf::AsyncOpKernel {
   float postscale_ = 1.0f;
   int process_set_ = 0;
   std::vector<std::string> names_;
+  // The core numbers groups in the order they are submitted, which is the same
+  // on every rank only for ops run eagerly; in a graph the members go alone.
+  bool as_group_ = true;
 };
 
 // ------------------------------------------------------------------ allgather
 
+// Copies a collective's result into a new output of the shape it came back
+// with (less the element-bytes dimension of a tensor moved as bytes).
+absl::Status output_from(tf::OpKernelContext* ctx, int index, const ringlet::Result& result,
+                         bool as_bytes) {
+  std::vector<int64_t> dims = result.shape;
+  if (as_bytes) dims.pop_back();
+  tf::TensorShape shape;
+  TF_RETURN_IF_ERROR(tf::TensorShape::BuildTensorShape(dims, &shape));
+  tf::Tensor* out = nullptr;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &out));
+  if (!result.data.empty()) {
+    std::memcpy(const_cast<char*>(out->tensor_data().data()), result.data.data(),
+                result.data.size());
+  }
+  return absl::OkStatus();
+}
+
+// Each input gathered from every member on dimension 0: one allgather per
+// input, submitted together (Horovod's grouped_allgather when there are several).
 class AllgatherOp : public tf::AsyncOpKernel {
  public:
   explicit AllgatherOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
+    OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
+    const int n = ctx->num_inputs();
+    OP_REQUIRES_ASYNC(ctx, static_cast<int>(names_.size()) == n,
+                      refusal("allgather", names_.empty() ? std::string() : names_[0],
+                              std::to_string(n) + " tensors but " +
+                                  std::to_string(names_.size()) + " names"),
+                      done);
+    std::vector<ringlet::Tensor> views;
+    for (int i = 0; i < n; ++i) {
+      const tf::Tensor& in = ctx->input(i);
+      OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
+                        refusal("allgather", names_[i],
+                                "a scalar has no first dimension to gather"),
+                        done);
+      OP_REQUIRES_OK_ASYNC(ctx, movable("allgather", names_[i], in.dtype()), done);
+      views.push_back(moved_view(in));
+    }
+    std::vector<int64_t> handles;
+    try {
+      for (int i = 0; i < n; ++i) {
+        handles.push_back(allgather_async(names_[i], views[i], process_set_));
+      }
+    } catch (...) {
+      // What was submitted still completes; its results have nowhere to go.
+      for (int64_t h : handles) synchronize_then(h, [](ringlet::Result, std::exception_ptr) {});
+      return fail_now(ctx, done);
+    }
+    const bool as_bytes = !reducible(ctx->input(0).dtype());
+    auto pending = std::make_shared<Pending>(ctx, std::move(done), handles.size());
+    pending->finish = [ctx, as_bytes](size_t i, ringlet::Result& result) {
+      return output_from(ctx, static_cast<int>(i), result, as_bytes);
+    };
+    finish_when_done(pending, handles);
+  }
+
+ private:
+  int process_set_ = 0;
+  std::vector<std::string> names_;
+};
+
+// -------------------------------------------------------------- reducescatter
+
+// This member's share of dimension 0 of each input's reduction: one
+// reducescatter per input, submitted together.
+class ReducescatterOp : public tf::AsyncOpKernel {
+ public:
+  explicit ReducescatterOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
+    int op = 0;
+    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
+    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
+    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
+    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
+    OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+    op_ = static_cast<ReduceOp>(op);
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
+    const int n = ctx->num_inputs();
+    OP_REQUIRES_ASYNC(ctx, static_cast<int>(names_.size()) == n,
+                      refusal("reducescatter", names_.empty() ? std::string() : names_[0],
+                              std::to_string(n) + " tensors but " +
+                                  std::to_string(names_.size()) + " names"),
+                      done);
+    for (int i = 0; i < n; ++i) {
+      OP_REQUIRES_ASYNC(ctx, ctx->input(i).dims() >= 1,
+                        refusal("reducescatter", names_[i],
+                                "a scalar has no first dimension to scatter"),
+                        done);
+    }
+    std::vector<int64_t> handles;
+    try {
+      for (int i = 0; i < n; ++i) {
+        handles.push_back(reducescatter_async(names_[i], reduced_view(ctx->input(i)), op_,
+                                              prescale_, postscale_, process_set_));
+      }
+    } catch (...) {
+      for (int64_t h : handles) synchronize_then(h, [](ringlet::Result, std::exception_ptr) {});
+      return fail_now(ctx, done);
+    }
+    auto pending = std::make_shared<Pending>(ctx, std::move(done), handles.size());
+    pending->finish = [ctx](size_t i, ringlet::Result& result) {
+      return output_from(ctx, static_cast<int>(i), result, false);
+    };
+    finish_when_done(pending, handles);
+  }
+
+ private:
+  ReduceOp op_ = ReduceOp::kAvg;
+  float prescale_ = 1.0f;
+  float postscale_ = 1.0f;
+  int process_set_ = 0;
+  std::vector<std::string> names_;
+};
+
+// ------------------------------------------------------------------- alltoall
+
+// splits[i] rows of dimension 0 go to the i-th member (none: an even split);
+// the rows from every member come back in rank order, with how many came from
+// each. As in Horovod, splits may add up to fewer rows than the tensor has:
+// the rows past them are not sent.
+class AlltoallOp : public tf::AsyncOpKernel {
+ public:
+  explicit AlltoallOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
     OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &name_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
     const tf::Tensor& in = ctx->input(0);
+    const tf::Tensor& splits = ctx->input(1);
     OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
-                      refusal("allgather", name_, "a scalar has no first dimension to gather"),
+                      refusal("alltoall", name_, "a scalar has no first dimension to split"),
                       done);
-    OP_REQUIRES_OK_ASYNC(ctx, movable("allgather", name_, in.dtype()), done);
-    const bool as_bytes = !reducible(in.dtype());
+    OP_REQUIRES_OK_ASYNC(ctx, movable("alltoall", name_, in.dtype()), done);
+    OP_REQUIRES_ASYNC(ctx, splits.dims() == 1,
+                      refusal("alltoall", name_, "splits must be a vector"), done);
+    ringlet::Tensor view = moved_view(in);
+    std::vector<int64_t> rows;
+    int64_t sum = 0;
+    for (int64_t i = 0; i < splits.NumElements(); ++i) {
+      const int64_t s = splits.vec<int32_t>()(i);
+      OP_REQUIRES_ASYNC(ctx, s >= 0,
+                        refusal("alltoall", name_, "splits hold the negative " + std::to_string(s)),
+                        done);
+      rows.push_back(s);
+      sum += s;
+    }
+    OP_REQUIRES_ASYNC(ctx, sum <= view.shape[0],
+                      refusal("alltoall", name_,
+                              "splits add up to " + std::to_string(sum) +
+                                  ", more than the first dimension " +
+                                  std::to_string(view.shape[0])),
+                      done);
+    if (!rows.empty()) view.shape[0] = sum;
     int64_t handle = 0;
     try {
-      handle = allgather_async(name_, moved_view(in), process_set_);
+      handle = alltoall_async(name_, view, rows, process_set_);
     } catch (...) {
       return fail_now(ctx, done);
     }
+    const bool as_bytes = !reducible(in.dtype());
     auto pending = std::make_shared<Pending>(ctx, std::move(done), 1);
-    pending->finish = [ctx, as_bytes](ringlet::Result& result) -> absl::Status {
-      std::vector<int64_t> dims = result.shape;
-      if (as_bytes) dims.pop_back();
-      tf::TensorShape shape;
-      TF_RETURN_IF_ERROR(tf::TensorShape::BuildTensorShape(dims, &shape));
-      tf::Tensor* out = nullptr;
-      TF_RETURN_IF_ERROR(ctx->allocate_output(0, shape, &out));
-      if (!result.data.empty()) {
-        std::memcpy(const_cast<char*>(out->tensor_data().data()), result.data.data(),
-                    result.data.size());
+    pending->finish = [ctx, as_bytes](size_t, ringlet::Result& result) -> absl::Status {
+      TF_RETURN_IF_ERROR(output_from(ctx, 0, result, as_bytes));
+      tf::Tensor* received = nullptr;
+      const auto members = static_cast<int64_t>(result.received_splits.size());
+      TF_RETURN_IF_ERROR(ctx->allocate_output(1, tf::TensorShape({members}), &received));
+      for (int64_t i = 0; i < members; ++i) {
+        received->vec<int32_t>()(i) = static_cast<int32_t>(result.received_splits[i]);
       }
       return absl::OkStatus();
     };
@@ -294,6 +453,80 @@ class BroadcastOp : public tf::AsyncOpKernel {
   std::string name_;
 };
 
+// ------------------------------------------------------------ join, queries
+
+// Horovod's join(): this rank is out of data; returns the last rank to join.
+// It blocks its thread until every rank has joined, as ringlet::join() does.
+class JoinOp : public tf::OpKernel {
+ public:
+  explicit JoinOp(tf::OpKernelConstruction* c) : OpKernel(c) {}
+
+  void Compute(tf::OpKernelContext* ctx) override {
+    int last = 0;
+    try {
+      last = join();
+    } catch (...) {
+      ctx->SetStatus(status_of(std::current_exception()));
+      return;
+    }
+    tf::Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &out));
+    out->scalar<int32_t>()() = last;
+  }
+};
+
+// Horovod's value for a process set this rank does not know
+// (HOROVOD_PROCESS_SET_ERROR_UNKNOWN_SET).
+constexpr int kUnknownSet = -3;
+
+// A process-set query that answers kUnknownSet for an unknown set; before
+// init() it throws like every other call.
+int set_query(int id, int (*query)(int)) {
+  if (!is_initialized()) return size();  // throws: not initialized
+  try {
+    return query(id);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kInvalidArgument) return kUnknownSet;
+    throw;
+  }
+}
+
+int world_rank(int) { return rank(); }
+int world_local_rank(int) { return local_rank(); }
+int world_local_size(int) { return local_size(); }
+int world_cross_rank(int) { return cross_rank(); }
+int world_cross_size(int) { return cross_size(); }
+int set_size(int id) { return set_query(id, [](int i) { return process_set_size(i); }); }
+int set_included(int id) {
+  return set_query(id, [](int i) { return process_set_rank(i) >= 0 ? 1 : 0; });
+}
+
+// One int32 scalar read when the op runs, so that a graph built in one job
+// answers for the job it runs in.
+template <int (*kQuery)(int)>
+class QueryOp : public tf::OpKernel {
+ public:
+  explicit QueryOp(tf::OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
+  }
+
+  void Compute(tf::OpKernelContext* ctx) override {
+    int value = 0;
+    try {
+      value = kQuery(process_set_);
+    } catch (...) {
+      ctx->SetStatus(status_of(std::current_exception()));
+      return;
+    }
+    tf::Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &out));
+    out->scalar<int32_t>()() = value;
+  }
+
+ private:
+  int process_set_ = 0;
+};
+
 }  // namespace
 }  // namespace ringlet::tensorflow_ops
 
@@ -305,29 +538,69 @@ REGISTER_OP("RingletAllreduce")
     .Attr("postscale_factor: float")
     .Attr("process_set_id: int")
     .Attr("tensor_names: list(string)")
+    .Attr("as_group: bool = true")
     .Input("tensors: N * T")
     .Output("reduced: N * T")
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
       return absl::OkStatus();
     })
-    .Doc("The reduction of each tensor over the ranks of a process set, as one fused group.");
+    .Doc("The reduction of each tensor over the ranks of a process set; as_group: as one "
+         "group, fused together.");
 
 REGISTER_OP("RingletAllgather")
+    .Attr("T: type")
+    .Attr("N: int >= 1")
+    .Attr("process_set_id: int")
+    .Attr("tensor_names: list(string)")
+    .Input("tensors: N * T")
+    .Output("gathered: N * T")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      for (int i = 0; i < c->num_inputs(); ++i) {
+        ::tensorflow::shape_inference::ShapeHandle out;
+        TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(i), 0, c->UnknownDim(), &out));
+        c->set_output(i, out);
+      }
+      return absl::OkStatus();
+    })
+    .Doc("Each tensor of every member concatenated on dimension 0, in rank order.");
+
+REGISTER_OP("RingletReducescatter")
+    .Attr("T: {half, bfloat16, float, double, int8, uint8, int16, uint16, int32, int64}")
+    .Attr("N: int >= 1")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: float")
+    .Attr("postscale_factor: float")
+    .Attr("process_set_id: int")
+    .Attr("tensor_names: list(string)")
+    .Input("tensors: N * T")
+    .Output("scattered: N * T")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      for (int i = 0; i < c->num_inputs(); ++i) {
+        ::tensorflow::shape_inference::ShapeHandle out;
+        TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(i), 0, c->UnknownDim(), &out));
+        c->set_output(i, out);
+      }
+      return absl::OkStatus();
+    })
+    .Doc("This member's rows of each tensor's reduction over the members.");
+
+REGISTER_OP("RingletAlltoall")
     .Attr("T: type")
     .Attr("process_set_id: int")
     .Attr("tensor_name: string")
     .Input("tensor: T")
+    .Input("splits: int32")
     .Output("gathered: T")
+    .Output("received_splits: int32")
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      ::tensorflow::shape_inference::ShapeHandle rest;
-      TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 1, &rest));
       ::tensorflow::shape_inference::ShapeHandle out;
-      TF_RETURN_IF_ERROR(c->Concatenate(c->Vector(c->UnknownDim()), rest, &out));
+      TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &out));
       c->set_output(0, out);
+      c->set_output(1, c->Vector(c->UnknownDim()));
       return absl::OkStatus();
     })
-    .Doc("The tensors of every member concatenated on dimension 0, in rank order.");
+    .Doc("splits[i] rows to the i-th member; the rows of every member, in rank order.");
 
 REGISTER_OP("RingletBroadcast")
     .Attr("T: type")
@@ -348,4 +621,89 @@ REGISTER_KERNEL_BUILDER(Name("RingletAllgather").Device(::tensorflow::DEVICE_CPU
                         ringlet::tensorflow_ops::AllgatherOp);
 REGISTER_KERNEL_BUILDER(Name("RingletBroadcast").Device(::tensorflow::DEVICE_CPU),
                         ringlet::tensorflow_ops::BroadcastOp);
+REGISTER_KERNEL_BUILDER(Name("RingletReducescatter").Device(::tensorflow::DEVICE_CPU),
+                        ringlet::tensorflow_ops::ReducescatterOp);
+REGISTER_KERNEL_BUILDER(Name("RingletAlltoall").Device(::tensorflow::DEVICE_CPU),
+                        ringlet::tensorflow_ops::AlltoallOp);
 
+// Stateful, so that TensorFlow neither folds them into constants while it
+// optimizes a graph nor prunes a join whose output goes unused.
+REGISTER_OP("RingletJoin")
+    .Output("last_rank: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("Waits until every rank has joined; the last rank to join.");
+REGISTER_KERNEL_BUILDER(Name("RingletJoin").Device(::tensorflow::DEVICE_CPU),
+                        ringlet::tensorflow_ops::JoinOp);
+
+// The *_op queries: one int32 scalar each, read when the op runs.
+REGISTER_OP("RingletRank")
+    .Attr("process_set_id: int = 0")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("This process's rank.");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletRank").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_rank>);
+
+REGISTER_OP("RingletLocalRank")
+    .Attr("process_set_id: int = 0")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("This process's rank on its host.");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletLocalRank").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_rank>);
+
+REGISTER_OP("RingletLocalSize")
+    .Attr("process_set_id: int = 0")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("The ranks on this host.");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletLocalSize").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_size>);
+
+REGISTER_OP("RingletCrossRank")
+    .Attr("process_set_id: int = 0")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("This host's index among the hosts.");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletCrossRank").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_rank>);
+
+REGISTER_OP("RingletCrossSize")
+    .Attr("process_set_id: int = 0")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("The hosts.");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletCrossSize").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_size>);
+
+REGISTER_OP("RingletSize")
+    .Attr("process_set_id: int = 0")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("The members of process set process_set_id (-3: an unknown set).");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletSize").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_size>);
+
+REGISTER_OP("RingletProcessSetIncluded")
+    .Attr("process_set_id: int = 0")
+    .Output("value: int32")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("1 when this rank is a member of process set process_set_id, else 0 (-3: an "
+         "unknown set).");
+REGISTER_KERNEL_BUILDER(
+    Name("RingletProcessSetIncluded").Device(::tensorflow::DEVICE_CPU),
+    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_included>);

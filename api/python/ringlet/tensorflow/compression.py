@@ -2,21 +2,22 @@
 
 import tensorflow as tf
 
-from ringlet.common.compression import Compressor, NoneCompressor
+from ringlet.common.compression import Compressor, NoneCompressor  # noqa: F401
 
 
 class FP16Compressor(Compressor):
-    """Sends floating-point tensors as float16, halving the bytes on the wire."""
+    """Sends floating-point tensors as float16, halving the bytes on the wire; the
+    context is the tensor's dtype, which decompress restores."""
 
     @staticmethod
     def compress(tensor):
-        if tensor.dtype.is_floating and tensor.dtype != tf.float16:
+        if tensor.dtype.is_floating:
             return tf.cast(tensor, tf.float16), tensor.dtype
-        return tensor, None
+        return tensor, tensor.dtype
 
     @staticmethod
     def decompress(tensor, ctx):
-        return tensor if ctx is None else tf.cast(tensor, ctx)
+        return tf.cast(tensor, ctx) if ctx.is_floating else tensor
 
 
 class Compression:

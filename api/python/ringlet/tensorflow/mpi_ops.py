@@ -1,54 +1,46 @@
-"""horovod.tensorflow's collectives on TensorFlow tensors, eager and inside
-``tf.function``.
+"""horovod.tensorflow's collectives on TensorFlow tensors: eager, inside
+``tf.function`` and in ``tf.compat.v1`` graphs, where they run when the graph
+runs (building a graph never runs a collective).
 
-Allreduce, grouped allreduce, allgather and broadcast run as the op
-library's asynchronous ops (ringlet/tensorflow/ops.py), eager and in a graph
-alike, on the tensors' own buffers; the runtime's negotiation matches them by
-name, in whatever order TensorFlow runs them.
+Each call goes through the op library's asynchronous ops (ops.py) where
+there is one, else through ``py_function`` ops (pyfunc.py); the runtime's
+negotiation matches collectives by name, in whatever order TensorFlow runs
+them. Horovod's gradient rules (gradients.py) apply on both paths.
 
-Without the op library, and for alltoall and reducescatter always, a
-collective goes to the core as numpy views: at once when eager, and inside a
-``tf.function`` as one ``py_function`` op (TensorFlow runs stateful ops in
-program order, so every rank submits them in the order the function makes
-them). Those carry Horovod's gradient rules through ``tf.custom_gradient``.
+Names: a collective named ``n`` goes on the wire as ``<collective>.n``, with the
+graph's name scope in front unless ``ignore_name_scope`` (as in Horovod, where
+ops of one name in two scopes are two collectives). Unnamed ones are numbered
+per process set as they are created.
 """
 
-import numpy as np
 import tensorflow as tf
 
 from ringlet import _ringlet
-from ringlet import numpy as _np_ops
+from ringlet.common.api import *  # noqa: F401,F403  (horovod.tensorflow.mpi_ops has them too)
 from ringlet.common import basics as _basics
-from ringlet.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from ringlet.common import handles as _handles
+from ringlet.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
-from ringlet.tensorflow import ops as _ops
+from ringlet.tensorflow import ops as _library
+from ringlet.tensorflow import pyfunc as _pyfunc
 from ringlet.tensorflow.compression import Compression
 
+_impl = _library if _library.library is not None else _pyfunc
 
-# What the core reduces; bfloat16 is reduced as float32 (numpy has no
-# bfloat16 of its own), the rest only moves as bytes.
-_REDUCIBLE = {tf.float16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int16, tf.uint16,
-              tf.int32, tf.int64}
+# What the core reduces: every dtype but these moves as bytes only.
+_REDUCIBLE = {tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.uint8, tf.int16,
+              tf.uint16, tf.int32, tf.int64}
 
-
-def _numpy(tensor):
-    return tensor.numpy() if hasattr(tensor, "numpy") else np.asarray(tensor)
+handle_average_backwards_compatibility = _basics.resolve_op
 
 
-def _in_graph(fn, inputs, out_dtypes):
-    """Runs ``fn`` on the inputs' numpy values: at once when eager, else as one op."""
-    if tf.executing_eagerly():
-        outs = fn(*[_numpy(t) for t in inputs])
-        return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(outs, out_dtypes)]
-
-    def eager_fn(*tensors):
-        return fn(*[t.numpy() for t in tensors])
-    return tf.py_function(eager_fn, list(inputs), list(out_dtypes))
+def check_num_rank_power_of_2(num_rank):
+    """True when ``num_rank`` is a power of two (Adasum's requirement in Horovod)."""
+    return num_rank != 0 and (num_rank & (num_rank - 1)) == 0
 
 
 def _check_reducible(dtype):
-    if dtype != tf.bfloat16 and dtype not in _REDUCIBLE:
+    if dtype not in _REDUCIBLE:
         raise ValueError(f"dtype {dtype.name} is not supported for reductions (float16, "
                          f"bfloat16, float32, float64, int8, uint8, int16, uint16, int32 and "
                          f"int64 are)")
@@ -62,302 +54,379 @@ def _check_movable(dtype, call):
                          f"it cannot be sent as bytes")
 
 
-def _reducible(tensor):
-    """(tensor the core reduces, dtype to cast the result back to or None)."""
-    _check_reducible(tensor.dtype)
-    if tensor.dtype == tf.bfloat16:
-        return tf.cast(tensor, tf.float32), tf.bfloat16
-    return tensor, None
+def _scoped(name, ignore_name_scope):
+    """``name`` under the graph's name scope, as Horovod names a graph's ops."""
+    if name is None or ignore_name_scope or tf.executing_eagerly():
+        return name
+    scope = tf.compat.v1.get_default_graph().get_name_scope()
+    return f"{scope}/{name}" if scope else name
 
 
-def _allreduce_dense(tensor, name, op, prescale_factor, postscale_factor, process_set):
-    """One allreduce, through the op library where there is one."""
-    tensor = tf.convert_to_tensor(tensor)
-    full_name = _handles.op_name("allreduce", name, process_set)
-    if _ops.library is not None:
-        _check_reducible(tensor.dtype)
-        return _ops.allreduce([tensor], [full_name], _basics.core_op(op), prescale_factor,
-                              postscale_factor, _set_id(process_set))[0]
-    src, cast_back = _reducible(tensor)
-
-    def run(x):
-        out = np.empty_like(x)
-        handle = _ringlet.allreduce_async(full_name, np.ascontiguousarray(x), out,
-                                          _basics.core_op(op), float(prescale_factor),
-                                          float(postscale_factor), _set_id(process_set))
-        _ringlet.synchronize(handle)
-        return [out]
-
-    (out,) = _in_graph(run, [src], [src.dtype])
-    if hasattr(out, "set_shape"):
-        out.set_shape(tensor.shape)
-    return tf.cast(out, cast_back) if cast_back is not None else out
+def _names(prefix, name, count, process_set, ignore_name_scope=False):
+    """The wire names of ``count`` collectives made by one call: ``<prefix>.<name>`` for
+    one, ``<prefix>.<name>.<i>`` for a group (numbered when unnamed)."""
+    base = _handles.op_name(prefix, _scoped(name, ignore_name_scope), process_set)
+    return [base] if count == 1 else [f"{base}.{i}" for i in range(count)]
 
 
-def _allreduce_indexed_slices(slices, name, op, process_set):
-    # Sparse gradients differ in their indices per rank: gather them whole.
-    if op not in (Average, Sum):
-        raise ValueError("IndexedSlices can only be reduced with op=Average or op=Sum")
-    base = name if name is not None else None
-    values = allgather(slices.values, name=None if base is None else f"{base}.values",
-                       process_set=process_set)
-    indices = allgather(slices.indices, name=None if base is None else f"{base}.indices",
-                        process_set=process_set)
-    if op == Average:
-        members = _ringlet.process_set_size(_set_id(process_set))
-        values = values / tf.cast(members, values.dtype)
-    return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+def _differentiable(forward, grad, tensors):
+    """``forward(tensors)`` (a list of outputs), differentiable on the ``py_function``
+    path through ``grad(tensors, outputs, output_grads)``; the op library's ops carry
+    the same rule as a registered gradient."""
+    if _impl is _library or not all(t.dtype.is_floating or t.dtype.is_complex for t in tensors):
+        return forward(tensors)
+
+    @tf.custom_gradient
+    def run(*xs):
+        outs = forward(list(xs))
+
+        def backward(*dys):
+            return grad(list(xs), outs, list(dys))
+        return outs, backward
+    return list(run(*tensors))
+
+
+def _matching(grads, outputs):
+    """The incoming gradients in the outputs' dtypes, zeros where none came
+    (TensorFlow may hand a float32 zero gradient to a float64 output nobody used)."""
+    return [tf.zeros_like(o) if g is None else g if g.dtype == o.dtype else tf.cast(g, o.dtype)
+            for g, o in zip(grads, outputs)]
+
+
+# -------------------------------------------------------------------- allreduce
+
+def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+                       ignore_name_scope=False, process_set=global_process_set):
+    """The reduction of each tensor over the set, one fused group (Sum by default, as
+    Horovod's op); differentiable: the gradient is the same reduction of the
+    incoming gradients."""
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    core_op = _basics.core_op(op)
+    for t in tensors:
+        _check_reducible(t.dtype)
+    names = _names("grouped_allreduce" if len(tensors) > 1 else "allreduce", name,
+                   len(tensors), process_set, ignore_name_scope)
+    set_id = _set_id(process_set)
+    outs = [None] * len(tensors)
+    # The library's op takes one dtype; a mixed group is one op per dtype.
+    for members in _pyfunc._by_dtype(tensors):
+        def forward(xs, members=members):
+            return _impl.allreduce(xs, [names[i] for i in members], core_op, prescale_factor,
+                                   postscale_factor, set_id)
+
+        def grad(xs, ys, dys):
+            return _gradients.allreduce_grads(_matching(dys, ys), op, prescale_factor,
+                                              postscale_factor, set_id)
+        for i, out in zip(members, _differentiable(forward, grad, [tensors[i] for i in members])):
+            outs[i] = out
+    return outs
+
+
+def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+               ignore_name_scope=False, process_set=global_process_set):
+    """Horovod's allreduce op: the reduction (Sum by default) of a dense tensor over
+    the set, without compression; differentiable."""
+    return _grouped_allreduce([tensor], name, op, prescale_factor, postscale_factor,
+                              ignore_name_scope, process_set)[0]
+
+
+def _check_sparse(op, prescale_factor, postscale_factor):
+    """Horovod's refusals for tf.IndexedSlices, before any collective runs."""
+    if op == Adasum:
+        raise NotImplementedError("The Adasum reduction does not support sparse tensors; "
+                                  "pass sparse_as_dense=True to reduce them as dense ones")
+    if op not in (Sum, Average):
+        raise NotImplementedError("Only Sum and Average ops are supported with "
+                                  "tf.IndexedSlices")
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        raise NotImplementedError("Pre/postscale_factor are not supported with "
+                                  "tf.IndexedSlices")
+
+
+def _reduce_sparse(slices_list, op, process_set, ignore_name_scope):
+    """IndexedSlices differ in their indices per rank: their values and indices are
+    gathered whole (summed as a scatter would sum them), divided by the set's size
+    for Average."""
+    values = grouped_allgather([s.values for s in slices_list], process_set=process_set,
+                               ignore_name_scope=ignore_name_scope)
+    indices = grouped_allgather([s.indices for s in slices_list], process_set=process_set,
+                                ignore_name_scope=ignore_name_scope)
+    members = _ringlet.process_set_size(_set_id(process_set))
+    return [tf.IndexedSlices(v / tf.cast(members, v.dtype) if op == Average else v, i,
+                             dense_shape=s.dense_shape)
+            for v, i, s in zip(values, indices, slices_list)]
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
               compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
               name=None, process_set=global_process_set, ignore_name_scope=False):
-    """The reduction (Average by default) of ``tensor`` over the ranks.
+    """The reduction (Average by default) of ``tensor`` over the ranks of the set.
 
-    ``tf.IndexedSlices`` are gathered whole and summed (or averaged).
-    Differentiable: the gradient is the same allreduce of the incoming gradient.
+    ``tf.IndexedSlices`` are gathered whole (values and indices) and summed or
+    averaged, as an IndexedSlices; other ops and scales raise NotImplementedError.
+    Differentiable. The device arguments are accepted and unused.
     """
     op = _basics.resolve_op(op, average)
-    _basics.core_op(op)  # refuses Adasum and unknown ops at once
     if isinstance(tensor, tf.IndexedSlices):
-        return _allreduce_indexed_slices(tensor, name, op, process_set)
-
-    def reduce(x):
-        compressed, ctx = compression.compress(x)
-        return compression.decompress(_allreduce_dense(compressed, name, op, prescale_factor,
-                                                       postscale_factor, process_set), ctx)
-
-    if _ops.library is not None:  # the op's gradient is registered below
-        return reduce(tf.convert_to_tensor(tensor))
-
-    @tf.custom_gradient
-    def differentiable(x):
-        return reduce(x), lambda dy: _allreduce_grad(dy, op, prescale_factor, postscale_factor,
-                                                     process_set)
-    return differentiable(tf.convert_to_tensor(tensor))
-
-
-def _by_dtype(tensors):
-    """Indices of ``tensors`` by dtype, in first-seen order: the core fuses a group of
-    one dtype, so a mixed group is one grouped collective per dtype."""
-    groups = {}
-    for i, t in enumerate(tensors):
-        groups.setdefault(t.dtype, []).append(i)
-    return list(groups.values())
+        _check_sparse(op, prescale_factor, postscale_factor)
+        return _reduce_sparse([tensor], op, process_set, ignore_name_scope)[0]
+    _basics.core_op(op)  # refuses Adasum and unknown ops before anything runs
+    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+    reduced = _allreduce(compressed, name, op, prescale_factor, postscale_factor,
+                         ignore_name_scope, process_set)
+    return compression.decompress(reduced, ctx)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0, process_set=global_process_set, name=None):
-    """Reduces a list of tensors as one fused collective (one op in a graph)."""
-    op = _basics.resolve_op(op, average)
-    core_op = _basics.core_op(op)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+                      postscale_factor=1.0, process_set=global_process_set,
+                      ignore_name_scope=False, name=None):
+    """The reductions of a list of tensors (and IndexedSlices) as one fused group;
+    the list in the same order."""
     if not tensors:
-        return []
-    pairs = [compression.compress(t) for t in tensors]
-    base = _handles.op_name("grouped_allreduce", name, process_set)
-    names = [f"{base}.{i}" for i in range(len(pairs))]
-    if _ops.library is not None:
-        for c, _ in pairs:
-            _check_reducible(c.dtype)
-        outs = [None] * len(pairs)
-        for members in _by_dtype([c for c, _ in pairs]):
-            reduced = _ops.allreduce([pairs[i][0] for i in members], [names[i] for i in members],
-                                     core_op, prescale_factor, postscale_factor,
-                                     _set_id(process_set))
-            for i, out in zip(members, reduced):
-                outs[i] = compression.decompress(out, pairs[i][1])
-        return outs
-    prepared = [_reducible(c) for c, _ in pairs]
-    srcs = [s for s, _ in prepared]
-
-    def run(*arrays):
-        arrays = [np.ascontiguousarray(a) for a in arrays]
-        outs = [np.empty_like(a) for a in arrays]
-        handles = []
-        for members in _by_dtype(arrays):
-            handles += _ringlet.grouped_allreduce_async(
-                [names[i] for i in members], [arrays[i] for i in members],
-                [outs[i] for i in members], core_op, float(prescale_factor),
-                float(postscale_factor), _set_id(process_set))
-        for h in handles:
-            _ringlet.synchronize(h)
-        return outs
-
-    outs = _in_graph(run, srcs, [s.dtype for s in srcs])
-    results = []
-    for out, t, (_, cast_back), (_, ctx) in zip(outs, tensors, prepared, pairs):
-        if hasattr(out, "set_shape"):
-            out.set_shape(t.shape)
-        if cast_back is not None:
-            out = tf.cast(out, cast_back)
-        results.append(compression.decompress(out, ctx))
-    return results
-
-
-def _allgather_raw(tensor, name, process_set):
-    """One allgather, through the op library where there is one."""
-    _check_movable(tensor.dtype, "allgather")
-    full_name = _handles.op_name("allgather", name, process_set)
-    if _ops.library is not None:
-        return _ops.allgather(tensor, full_name, _set_id(process_set))
-
-    def run(x):
-        return [_handles.synchronize(_np_ops._allgather_named(np.ascontiguousarray(x), full_name,
-                                                              process_set))]
-
-    (out,) = _in_graph(run, [tensor], [tensor.dtype])
-    if tensor.shape.rank is not None and hasattr(out, "set_shape"):
-        out.set_shape([None] + tensor.shape.as_list()[1:])
+        return tensors
+    op = _basics.resolve_op(op, average)
+    sparse = [i for i, t in enumerate(tensors) if isinstance(t, tf.IndexedSlices)]
+    dense = [i for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
+    out = list(tensors)
+    if sparse:
+        _check_sparse(op, prescale_factor, postscale_factor)
+    else:
+        _basics.core_op(op)
+    if dense:
+        pairs = [compression.compress(tf.convert_to_tensor(tensors[i])) for i in dense]
+        reduced = _grouped_allreduce([c for c, _ in pairs], name, op, prescale_factor,
+                                     postscale_factor, ignore_name_scope, process_set)
+        for i, r, (_, ctx) in zip(dense, reduced, pairs):
+            out[i] = compression.decompress(r, ctx)
+    if sparse:
+        for i, r in zip(sparse, _reduce_sparse([tensors[i] for i in sparse], op, process_set,
+                                                ignore_name_scope)):
+            out[i] = r
     return out
 
 
-def allgather(tensor, name=None, process_set=global_process_set, ignore_name_scope=False):
-    """``tensor`` from every rank concatenated on dimension 0 (differentiable)."""
-    tensor = tf.convert_to_tensor(tensor)
-    if _ops.library is not None or not tensor.dtype.is_floating:
-        return _allgather_raw(tensor, name, process_set)
+# -------------------------------------------------------------------- allgather
 
-    @tf.custom_gradient
-    def gather(x):
-        return (_allgather_raw(x, name, process_set),
-                lambda dy: _allgather_grad(x, dy, process_set))
-    return gather(tensor)
-
-
-def _broadcast_raw(tensors, root_rank, names, process_set):
-    """Broadcasts several tensors from ``root_rank`` (``names`` given whole): one op
-    each with the op library, else one ``py_function`` for all."""
+def grouped_allgather(tensors, name=None, ignore_name_scope=False,
+                      process_set=global_process_set):
+    """Each tensor from every member concatenated on dimension 0 (members may differ in
+    it), as one op; differentiable: each gradient is this rank's rows of the average
+    of the incoming gradients."""
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
     for t in tensors:
-        _check_movable(t.dtype, "broadcast")
-    if _ops.library is not None:
-        return [_ops.broadcast(t, root_rank, n, _set_id(process_set))
-                for t, n in zip(tensors, names)]
+        _check_movable(t.dtype, "allgather")
+    names = _names("grouped_allgather" if len(tensors) > 1 else "allgather", name,
+                   len(tensors), process_set, ignore_name_scope)
+    set_id = _set_id(process_set)
+    outs = [None] * len(tensors)
+    for members in _pyfunc._by_dtype(tensors):
+        def forward(xs, members=members):
+            return _impl.allgather(xs, [names[i] for i in members], set_id)
 
-    def run(*arrays):
-        copies = [np.array(a, copy=True, order="C") for a in arrays]
-        handles = [_np_ops._broadcast_named(c, root_rank, n, process_set)
-                   for c, n in zip(copies, names)]
-        return [_handles.synchronize(h) for h in handles]
-
-    outs = _in_graph(run, tensors, [t.dtype for t in tensors])
-    for out, t in zip(outs, tensors):
-        if hasattr(out, "set_shape"):
-            out.set_shape(t.shape)
+        def grad(xs, ys, dys):
+            return _gradients.allgather_grads(xs, _matching(dys, ys), set_id)
+        for i, out in zip(members, _differentiable(forward, grad, [tensors[i] for i in members])):
+            outs[i] = out
     return outs
 
 
-def broadcast(tensor, root_rank, name=None, process_set=global_process_set,
-              ignore_name_scope=False):
-    """``root_rank``'s ``tensor`` on every rank (differentiable: the gradient is the sum
-    of the incoming gradients at the root, zero elsewhere)."""
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """``tensor`` from every member concatenated on dimension 0, in rank order
+    (differentiable)."""
+    return grouped_allgather([tensor], name, ignore_name_scope, process_set)[0]
+
+
+# -------------------------------------------------------------------- broadcast
+
+def _broadcast_group(tensors, root_rank, names, process_set):
+    """Broadcasts of several tensors from ``root_rank`` under names given whole
+    (differentiable)."""
+    set_id = _set_id(process_set)
+    for t in tensors:
+        _check_movable(t.dtype, "broadcast")
+
+    def forward(xs):
+        return _impl.broadcast(xs, root_rank, names, set_id)
+
+    def grad(xs, ys, dys):
+        return [_gradients.broadcast_grad(dy, root_rank, set_id) for dy in _matching(dys, ys)]
+    return _differentiable(forward, grad, tensors)
+
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
+              process_set=global_process_set):
+    """``root_rank``'s ``tensor`` on every member (differentiable: the gradient is the
+    average of the incoming gradients at the root, zero elsewhere)."""
     tensor = tf.convert_to_tensor(tensor)
-    full_name = _handles.op_name("broadcast", name, process_set)
-    if _ops.library is not None or not tensor.dtype.is_floating:
-        return _broadcast_raw([tensor], root_rank, [full_name], process_set)[0]
-
-    @tf.custom_gradient
-    def bcast(x):
-        (y,) = _broadcast_raw([x], root_rank, [full_name], process_set)
-        return y, lambda dy: _broadcast_grad(dy, root_rank, process_set)
-    return bcast(tensor)
+    return _broadcast_group([tensor], root_rank,
+                            _names("broadcast", name, 1, process_set, ignore_name_scope),
+                            process_set)[0]
 
 
-# Horovod's gradient rules, written once: the py_function path applies them
-# through tf.custom_gradient above, the op library's ops through
-# tf.RegisterGradient below. A gradient's collective is unnamed: numbered like
-# any other, the same on every rank, since every rank builds the same backward
-# pass.
-
-def _allreduce_grad(dy, op, prescale_factor, postscale_factor, process_set):
-    """allreduce's: the same allreduce of the incoming gradient."""
-    return _allreduce_dense(dy, None, op, prescale_factor, postscale_factor, process_set)
-
-
-def _allgather_grad(x, dy, process_set):
-    """allgather's: this rank's rows of the summed incoming gradient."""
-    reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
-    rows = _allgather_raw(tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1]), None, process_set)
-    offset = tf.reduce_sum(rows[:_ringlet.process_set_rank(_set_id(process_set))])
-    begin = tf.concat([[offset], tf.zeros_like(tf.shape(reduced, out_type=tf.int64)[1:])], 0)
-    return tf.slice(reduced, begin, tf.shape(x, out_type=tf.int64))
+def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
+    """Overwrites each variable with ``root_rank``'s value, as one op; returns their
+    values after it (in a graph: tensors that read them once it has run)."""
+    variables = list(variables)
+    if not variables:
+        return []
+    base = _handles.op_name("broadcast_", name, process_set)
+    names = [f"{base}.{i}" for i in range(len(variables))]
+    values = _broadcast_group([v.read_value() for v in variables], root_rank, names,
+                              process_set)
+    assigns = [v.assign(value) for v, value in zip(variables, values)]
+    if tf.executing_eagerly():
+        return [v.read_value() for v in variables]
+    with tf.control_dependencies(assigns):
+        return [tf.identity(v.read_value()) for v in variables]
 
 
-def _broadcast_grad(dy, root_rank, process_set):
-    """broadcast's: the sum of the incoming gradients at the root, zero elsewhere."""
-    reduced = _allreduce_dense(dy, None, Sum, 1.0, 1.0, process_set)
-    return reduced if _ringlet.rank() == root_rank else tf.zeros_like(reduced)
-
-
-if _ops.library is not None:
-    @tf.RegisterGradient("RingletAllreduce")
-    def _registered_allreduce_grad(op, *grads):
-        # A fused group's gradients go back as one group too.
-        set_id = op.get_attr("process_set_id")
-        base = _handles.group_base(None, set_id)
-        return _ops.allreduce(list(grads), [f"{base}.{i}" for i in range(len(grads))],
-                              op.get_attr("reduce_op"), op.get_attr("prescale_factor"),
-                              op.get_attr("postscale_factor"), set_id)
-
-    @tf.RegisterGradient("RingletAllgather")
-    def _registered_allgather_grad(op, grad):
-        return _allgather_grad(op.inputs[0], grad, op.get_attr("process_set_id"))
-
-    @tf.RegisterGradient("RingletBroadcast")
-    def _registered_broadcast_grad(op, grad):
-        return _broadcast_grad(grad, op.get_attr("root_rank"), op.get_attr("process_set_id"))
-
+# -------------------------------------------------------------------- alltoall
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
-    """Scatters rows of ``tensor`` (``splits[i]`` to the i-th member, even when None) and
-    gathers the others'; returns (the gathered tensor, the rows received from each rank)."""
+    """Sends ``splits[i]`` rows of ``tensor`` to the i-th member (an even split when
+    None) and gathers the rows sent here, in rank order. Returns the gathered
+    tensor and, when ``splits`` is given, also the rows received from each member
+    (int32). Splits may be int32 or int64 and may leave the last rows unsent; more
+    rows than ``tensor`` has raise InvalidArgumentError when the op runs.
+    Differentiable: the gradient sends the incoming gradient's rows back."""
     tensor = tf.convert_to_tensor(tensor)
-    full_name = _handles.op_name("alltoall", name, process_set)
-    split_tensor = tf.zeros([0], tf.int32) if splits is None else tf.cast(splits, tf.int32)
+    _check_movable(tensor.dtype, "alltoall")
+    split_tensor = (tf.zeros([0], tf.int32) if splits is None
+                    else tf.cast(tf.convert_to_tensor(splits), tf.int32))
+    (full_name,) = _names("alltoall", name, 1, process_set, ignore_name_scope)
+    set_id = _set_id(process_set)
 
-    def run(x, s):
-        handle = _np_ops._alltoall_named(np.ascontiguousarray(x), list(s) if s.size else None,
-                                         full_name, process_set)
-        out, received = _np_ops.synchronize(handle)
-        return [out, received.astype(np.int32)]
+    def forward(xs):
+        return list(_impl.alltoall(xs[0], split_tensor, full_name, set_id))
 
-    out, received = _in_graph(run, [tensor, split_tensor], [tensor.dtype, tf.int32])
-    if hasattr(out, "set_shape"):
-        out.set_shape([None] + tensor.shape.as_list()[1:])
-    return out, received
+    def grad(xs, ys, dys):
+        return [_gradients.alltoall_grad(xs[0], _matching(dys[:1], ys[:1])[0], ys[1], set_id)]
+    out, received = _differentiable(forward, grad, [tensor])
+    return (out, received) if splits is not None else out
+
+
+# ---------------------------------------------------------------- reducescatter
+
+def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
+                           process_set=global_process_set, prescale_factor=1.0,
+                           postscale_factor=1.0):
+    """This member's rows of each tensor's reduction (Sum by default, as Horovod's
+    op), as one op; differentiable (Horovod's rule: the incoming gradients, scaled by
+    the set's size for Sum and by the scales, gathered from every member)."""
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    core_op = _basics.core_op(op)
+    for t in tensors:
+        _check_reducible(t.dtype)
+    names = _names("grouped_reducescatter" if len(tensors) > 1 else "reducescatter", name,
+                   len(tensors), process_set, ignore_name_scope)
+    set_id = _set_id(process_set)
+    outs = [None] * len(tensors)
+    for members in _pyfunc._by_dtype(tensors):
+        def forward(xs, members=members):
+            return _impl.reducescatter(xs, [names[i] for i in members], core_op,
+                                       prescale_factor, postscale_factor, set_id)
+
+        def grad(xs, ys, dys):
+            return _gradients.reducescatter_grads(_matching(dys, ys), op, prescale_factor,
+                                                  postscale_factor, set_id)
+        for i, out in zip(members, _differentiable(forward, grad, [tensors[i] for i in members])):
+            outs[i] = out
+    return outs
+
+
+def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
+                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Horovod's reducescatter op: this member's rows of the reduction (Sum by
+    default), without compression; differentiable."""
+    return _grouped_reducescatter([tensor], name, op, ignore_name_scope, process_set,
+                                  prescale_factor, postscale_factor)[0]
 
 
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None,
                   process_set=global_process_set, ignore_name_scope=False, prescale_factor=1.0,
                   postscale_factor=1.0):
-    """This rank's share of dimension 0 of the reduction of ``tensor`` over the ranks."""
-    tensor = tf.convert_to_tensor(tensor)
-    core_op = _basics.core_op(op)
-    compressed, ctx = compression.compress(tensor)
-    src, cast_back = _reducible(compressed)
-    full_name = _handles.op_name("reducescatter", name, process_set)
+    """This member's share of dimension 0 of the reduction of ``tensor`` over the set
+    (the first ``d0 % members`` members get one row more)."""
+    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+    reduced = _reducescatter(compressed, name, op, ignore_name_scope, process_set,
+                             prescale_factor, postscale_factor)
+    return compression.decompress(reduced, ctx)
 
-    def run(x):
-        x = np.ascontiguousarray(x)
-        handle = _ringlet.reducescatter_async(full_name, x, core_op, float(prescale_factor),
-                                              float(postscale_factor), _set_id(process_set))
-        data, shape, _ = _ringlet.synchronize(handle)
-        return [data.view(x.dtype).reshape(shape)]
 
-    (out,) = _in_graph(run, [src], [src.dtype])
-    if hasattr(out, "set_shape"):
-        out.set_shape([None] + tensor.shape.as_list()[1:])
-    if cast_back is not None:
-        out = tf.cast(out, cast_back)
-    return compression.decompress(out, ctx)
+def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """reducescatter of a list of tensors as one op; the list of shares."""
+    if not tensors:
+        return tensors
+    pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
+    reduced = _grouped_reducescatter([c for c, _ in pairs], None, op, False, process_set,
+                                     prescale_factor, postscale_factor)
+    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, pairs)]
 
+
+# ------------------------------------------------------- join, barrier, queries
 
 def join():
-    """This rank has no more data; returns the last rank to join."""
-    return _ringlet.join()
+    """This rank has no more data; waits until every rank has joined (the others'
+    allreduces go on with this rank contributing zeros) and returns the last rank
+    to join, as an int32 scalar tensor (in a graph: when the op runs)."""
+    return _impl.join()
 
 
 def barrier(process_set=global_process_set):
+    """Returns once every member of the set has called it (eager)."""
     _ringlet.barrier(_set_id(process_set))
+
+
+def size_op(process_set_id=0, name=None):
+    """The members of the process set (the world by default), read when the op runs:
+    an int32 scalar; -3 for a set unknown here."""
+    return _impl.query("size", process_set_id, name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """1 when this rank is a member of the process set, else 0 (-3 for a set unknown
+    here), read when the op runs."""
+    return _impl.query("process_set_included", process_set_id, name)
+
+
+def rank_op(name=None):
+    """This process's rank, read when the op runs (an int32 scalar)."""
+    return _impl.query("rank", name=name)
+
+
+def local_rank_op(name=None):
+    """This process's rank on its host, read when the op runs."""
+    return _impl.query("local_rank", name=name)
+
+
+def local_size_op(name=None):
+    """The ranks on this host, read when the op runs."""
+    return _impl.query("local_size", name=name)
+
+
+def cross_rank_op(name=None):
+    """This host's index among the hosts, read when the op runs."""
+    return _impl.query("cross_rank", name=name)
+
+
+def cross_size_op(name=None):
+    """The hosts of the job, read when the op runs."""
+    return _impl.query("cross_size", name=name)
+
+
+for _query_op in ("RingletRank", "RingletLocalRank", "RingletLocalSize", "RingletCrossRank",
+                  "RingletCrossSize", "RingletSize", "RingletProcessSetIncluded",
+                  "RingletJoin"):
+    tf.no_gradient(_query_op)
+
+from ringlet.tensorflow import gradients as _gradients  # noqa: E402  (uses the names above)

@@ -1,20 +1,22 @@
-"""The op library: ringlet.tensorflow's allreduce, grouped allreduce,
-allgather and broadcast as TensorFlow ops that run asynchronously on the
-tensors' own buffers (api/python/tensorflow_ops/ringlet_tf_ops.cc). Their
-gradients are registered in ringlet/tensorflow/mpi_ops.py, beside the same
-rules for the ``py_function`` path.
+"""The op library: ringlet.tensorflow's collectives as TensorFlow ops that run
+asynchronously on the tensors' own buffers, ``join`` and the ``*_op`` queries
+(api/python/tensorflow_ops/ringlet_tf_ops.cc). Their gradients are
+registered in ringlet/tensorflow/gradients.py.
 
 ``library`` is None where this install has no op library (TensorFlow was not
 importable when ringlet was built) or ``RINGLET_TENSORFLOW_OPS=0`` turns it
-off; ringlet.tensorflow then runs the same collectives as ``py_function``
-ops, slower but alike in results and errors.
+off; ringlet.tensorflow then runs the same calls through
+ringlet/tensorflow/pyfunc.py, alike in results and, when eager, in errors.
+
+Every function here has the same signature and meaning as its namesake in
+pyfunc.py: lists of tensors in, lists out, names given whole.
 """
 
 import os
 
 import tensorflow as tf
 
-from ringlet.common import exceptions
+from ringlet.tensorflow import errors
 
 
 def _load():
@@ -26,43 +28,66 @@ def _load():
 
 library = _load()
 
-# The kernels' status codes (status_of in ringlet_tf_ops.cc), read backwards.
-_EXCEPTION_OF_STATUS = {
-    tf.errors.InvalidArgumentError: exceptions.InvalidArgumentError,
-    tf.errors.FailedPreconditionError: exceptions.NotInitializedError,
-    tf.errors.UnknownError: exceptions.ConfigError,
-    tf.errors.UnavailableError: exceptions.PeerLostError,
-    tf.errors.DeadlineExceededError: exceptions.CollectiveTimeoutError,
-    tf.errors.DataLossError: exceptions.MismatchError,
-    tf.errors.AbortedError: exceptions.AbortedError,
-    tf.errors.InternalError: exceptions.HorovodInternalError,
-}
 
-
-def run_eagerly_or_traced(op, *args, **kwargs):
-    """Calls an op; eagerly, its error becomes the exception the other frameworks
-    raise (inside a ``tf.function`` TensorFlow's own error reaches the caller)."""
+def _run(op, *args, **kwargs):
+    """Calls an op; eagerly, its error becomes the exception the ``py_function`` path
+    raises (inside a graph TensorFlow's own error reaches the caller)."""
     if not tf.executing_eagerly():
         return op(*args, **kwargs)
     try:
         return op(*args, **kwargs)
     except tf.errors.OpError as e:
-        raise _EXCEPTION_OF_STATUS.get(type(e), exceptions.HorovodInternalError)(
-            e.message) from None
+        raise errors.from_op_error(e) from None
 
 
 def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
-    return run_eagerly_or_traced(
-        library.ringlet_allreduce, tensors, reduce_op=core_op,
-        prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
-        process_set_id=process_set_id, tensor_names=names)
+    # The core numbers groups in the order they are submitted, which only eager calls
+    # keep the same on every rank; in a graph the members go alone, fused as they meet.
+    return _run(library.ringlet_allreduce, tensors, reduce_op=core_op,
+                prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
+                process_set_id=process_set_id, tensor_names=names,
+                as_group=tf.executing_eagerly())
 
 
-def allgather(tensor, name, process_set_id):
-    return run_eagerly_or_traced(library.ringlet_allgather, tensor,
-                                 process_set_id=process_set_id, tensor_name=name)
+def allgather(tensors, names, process_set_id):
+    return _run(library.ringlet_allgather, tensors, process_set_id=process_set_id,
+                tensor_names=names)
 
 
-def broadcast(tensor, root_rank, name, process_set_id):
-    return run_eagerly_or_traced(library.ringlet_broadcast, tensor, root_rank=root_rank,
-                                 process_set_id=process_set_id, tensor_name=name)
+def broadcast(tensors, root_rank, names, process_set_id):
+    return [_run(library.ringlet_broadcast, t, root_rank=root_rank,
+                 process_set_id=process_set_id, tensor_name=n)
+            for t, n in zip(tensors, names)]
+
+
+def reducescatter(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
+    return _run(library.ringlet_reducescatter, tensors, reduce_op=core_op,
+                prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
+                process_set_id=process_set_id, tensor_names=names)
+
+
+def alltoall(tensor, splits, name, process_set_id):
+    """(the gathered rows, the rows received from each member); ``splits`` is an
+    int32 vector, empty for an even split."""
+    return tuple(_run(library.ringlet_alltoall, tensor, splits, process_set_id=process_set_id,
+                      tensor_name=name))
+
+
+def join():
+    return _run(library.ringlet_join)
+
+
+_QUERIES = {
+    "rank": "ringlet_rank",
+    "local_rank": "ringlet_local_rank",
+    "local_size": "ringlet_local_size",
+    "cross_rank": "ringlet_cross_rank",
+    "cross_size": "ringlet_cross_size",
+    "size": "ringlet_size",
+    "process_set_included": "ringlet_process_set_included",
+}
+
+
+def query(what, process_set_id=0, name=None):
+    """An int32 scalar op: ``what`` (a key of _QUERIES) read when the op runs."""
+    return _run(getattr(library, _QUERIES[what]), process_set_id=process_set_id, name=name)
