@@ -152,8 +152,8 @@ int64_t elements_of(const Tensor& t, const char* what) {
   int64_t n = 1;
   for (int64_t d : t.shape) {
     if (d < 0) {
-      throw std::invalid_argument(std::string(what) + " has a negative dimension in shape " +
-                                  core::runtime::shape_string(t.shape));
+      throw common::caller_error(std::string(what) + " has a negative dimension in shape " +
+                                 core::runtime::shape_string(t.shape));
     }
     n *= d;
   }
@@ -312,7 +312,7 @@ void allgather(const void* send, void* recv, std::span<const size_t> recv_counts
         core::runtime::Result r = rt.synchronize(rt.enqueue_allgather(
             sync_name("allgather"), send, {static_cast<int64_t>(mine)}, dtype));
         if (r.data.size() != total * dtype_size(dtype)) {
-          throw std::invalid_argument(
+          throw common::caller_error(
               "the ranks contributed " + std::to_string(r.data.size() / dtype_size(dtype)) +
               " elements in all but recv_counts sums to " + std::to_string(total));
         }
@@ -365,9 +365,9 @@ void reducescatter(const void* send, void* recv, std::span<const size_t> recv_co
           core::runtime::Result res = rt.synchronize(rt.enqueue_reducescatter(
               sync_name("reducescatter"), send, {static_cast<int64_t>(total)}, dtype, op));
           if (res.data.size() != mine * es) {
-            throw std::runtime_error("reducescatter returned " +
-                                     std::to_string(res.data.size() / es) + " elements, expected " +
-                                     std::to_string(mine));
+            throw common::Failure(common::FailureKind::kInternal,
+                                  "reducescatter returned " + std::to_string(res.data.size() / es) +
+                                      " elements, expected " + std::to_string(mine));
           }
           if (mine) std::memcpy(recv, res.data.data(), mine * es);
           return;
@@ -405,7 +405,7 @@ void alltoall(const void* send, std::span<const size_t> send_counts, void* recv,
           const int64_t got =
               j < static_cast<int>(r.received_splits.size()) ? r.received_splits[j] : -1;
           if (got != static_cast<int64_t>(recv_counts[j])) {
-            throw std::invalid_argument(
+            throw common::caller_error(
                 "recv_counts[" + std::to_string(j) + "] is " + std::to_string(recv_counts[j]) +
                 " but rank " + std::to_string(j) + " sent " + std::to_string(got) + " elements");
           }
@@ -433,18 +433,18 @@ int64_t allreduce_async(const std::string& name, Tensor in, Tensor out, ReduceOp
     api::check_dtype(in.dtype);
     api::check_op(op);
     if (out.dtype != in.dtype) {
-      throw std::invalid_argument("'" + name + "': output dtype " +
-                                  std::string(to_string(out.dtype)) + " differs from input dtype " +
-                                  std::string(to_string(in.dtype)));
+      throw common::caller_error("'" + name + "': output dtype " +
+                                 std::string(to_string(out.dtype)) + " differs from input dtype " +
+                                 std::string(to_string(in.dtype)));
     }
     const int64_t n_in = elements_of(in, "input");
     const int64_t n_out = elements_of(out, "output");
     if (n_in != n_out) {
-      throw std::invalid_argument("'" + name + "': output holds " + std::to_string(n_out) +
-                                  " elements but input holds " + std::to_string(n_in));
+      throw common::caller_error("'" + name + "': output holds " + std::to_string(n_out) +
+                                 " elements but input holds " + std::to_string(n_in));
     }
     if (out.device != in.device)
-      throw std::invalid_argument("'" + name + "': input and output on different devices");
+      throw common::caller_error("'" + name + "': input and output on different devices");
     return rt.enqueue_allreduce(name, in.data, out.data, in.shape, in.dtype, op, prescale,
                                 postscale, device_of(in), process_set);
   });
@@ -490,25 +490,25 @@ std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& nam
                                              double prescale, double postscale, int process_set) {
   return with_runtime("grouped_allreduce_async", [&](Runtime& rt) {
     if (names.size() != ins.size() || names.size() != outs.size()) {
-      throw std::invalid_argument("names, ins and outs have " + std::to_string(names.size()) +
-                                  ", " + std::to_string(ins.size()) + " and " +
-                                  std::to_string(outs.size()) + " entries; they must match");
+      throw common::caller_error("names, ins and outs have " + std::to_string(names.size()) + ", " +
+                                 std::to_string(ins.size()) + " and " +
+                                 std::to_string(outs.size()) + " entries; they must match");
     }
-    if (names.empty()) throw std::invalid_argument("an empty group");
+    if (names.empty()) throw common::caller_error("an empty group");
     api::check_op(op);
     std::vector<Runtime::GroupMember> members;
     members.reserve(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
       api::check_dtype(ins[i].dtype);
       if (ins[i].dtype != ins[0].dtype || outs[i].dtype != ins[0].dtype) {
-        throw std::invalid_argument("'" + names[i] + "': the members of a group share one dtype");
+        throw common::caller_error("'" + names[i] + "': the members of a group share one dtype");
       }
       if (ins[i].device != ins[0].device || outs[i].device != ins[0].device) {
-        throw std::invalid_argument("'" + names[i] + "': the members of a group share one device");
+        throw common::caller_error("'" + names[i] + "': the members of a group share one device");
       }
       if (elements_of(ins[i], "input") != elements_of(outs[i], "output")) {
-        throw std::invalid_argument("'" + names[i] +
-                                    "': output and input hold different element counts");
+        throw common::caller_error("'" + names[i] +
+                                   "': output and input hold different element counts");
       }
       members.push_back({names[i], ins[i].data, outs[i].data, ins[i].shape});
     }
@@ -527,8 +527,7 @@ void wait(int64_t handle, std::chrono::milliseconds timeout) {
       "wait",
       [&](Runtime& rt) {
         if (timeout.count() < 0)
-          throw std::invalid_argument("negative timeout " + std::to_string(timeout.count()) +
-                                      " ms");
+          throw common::caller_error("negative timeout " + std::to_string(timeout.count()) + " ms");
         // now() + timeout must not overflow the clock: about three years is forever here.
         const auto capped = std::min(timeout, std::chrono::milliseconds(100'000'000'000));
         if (!rt.wait(handle, capped)) {
@@ -631,8 +630,8 @@ std::vector<int> process_set_ranks(int id) {
   try {
     if (rt) return rt->process_set_ranks(id);
     if (id != 0) {
-      throw std::invalid_argument("there is no process set " + std::to_string(id) +
-                                  " (none was added; 0 is the world)");
+      throw common::caller_error("there is no process set " + std::to_string(id) +
+                                 " (none was added; 0 is the world)");
     }
     std::vector<int> all(world_size);
     for (int r = 0; r < world_size; ++r) all[r] = r;

@@ -25,7 +25,7 @@ class StoreServer {
   // Listens on `port` (0 = any free one) at every address `host` resolves to
   // (the host of RINGLET_RENDEZVOUS) and nowhere else, serving from a
   // background thread until destroyed. Throws an invalid-argument
-  // common::Failure for an empty secret and std::runtime_error if it cannot
+  // common::Failure for an empty secret and a ConfigError if it cannot
   // listen (the message names the address and the cause).
   StoreServer(const std::string& host, uint16_t port, std::string secret);
   // On 127.0.0.1 only.
@@ -47,10 +47,11 @@ class StoreClient : public transport::KeyValue {
   // Connects to host:port, retrying until the deadline (the server may start
   // later); `rank` only names this client in errors. Every call but get() has a
   // 30 s deadline. Failures throw transport::Timeout (a deadline passed),
-  // transport::PeerLost (the store was lost) or another common::Failure (it
-  // refused us), naming the rank, the key and the store's address. Calls are
-  // serialized by a mutex. An empty secret throws an invalid-argument
-  // common::Failure.
+  // transport::PeerLost (the store was lost), a transport failure (a reply
+  // outside the store's protocol, or the store refused ours) or another
+  // common::Failure, naming the rank, peer 0 (the store's rank), the key and
+  // the store's address. Calls are serialized by a mutex. An empty secret
+  // throws an invalid-argument common::Failure.
   StoreClient(const std::string& host_port, std::string secret, int rank,
               transport::Deadline deadline);
   ~StoreClient() override;

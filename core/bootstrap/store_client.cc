@@ -201,7 +201,7 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   }
   if (!std::equal(wire::kMagic.begin(), wire::kMagic.end(), rx.begin())) {
     fd.reset();
-    throw common::Failure(common::FailureKind::kInternal, rank, -1,
+    throw common::Failure(common::FailureKind::kTransport, rank, 0,
                           where() + " did not greet as a Ringlet store");
   }
   wire::Nonce nonce;
@@ -306,19 +306,23 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
   for (;;) {
     wire::Decoded d = wire::decode(in, rx, /*accept_refusal=*/true);
     if (d.status == wire::Status::kBad) {
-      lost(what, ": its reply failed authentication (" + d.why + ")");
+      // Out of step from here on: the next call starts a fresh connection.
+      fd.reset();
+      throw transport::Error(
+          rank, 0,
+          "the reply of " + where() + " to " + what + " failed authentication (" + d.why + ")");
     }
     if (d.status == wire::Status::kFrame) {
       rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(d.consumed));
       if (d.frame.op == wire::Op::kRefused) {
         fd.reset();
-        throw common::Failure(common::FailureKind::kInternal, rank, -1,
+        throw common::Failure(common::FailureKind::kTransport, rank, 0,
                               where() + " refused " + what + ": " +
                                   std::string(d.frame.payload.begin(), d.frame.payload.end()) +
                                   " (is RINGLET_SECRET the same on every rank?)");
       }
       if (d.frame.op == wire::Op::kError) {
-        throw common::Failure(common::FailureKind::kInternal, rank, -1,
+        throw common::Failure(common::FailureKind::kInternal, rank, 0,
                               where() + " could not do " + what + ": " +
                                   std::string(d.frame.payload.begin(), d.frame.payload.end()));
       }
@@ -401,7 +405,7 @@ int64_t StoreClient::add(const std::string& key, int64_t delta) {
                            Clock::now() + kDefaultTimeout, "add to key '" + key + "'");
   if (reply.payload.size() != 8) {
     throw common::Failure(
-        common::FailureKind::kInternal, impl_->rank, -1,
+        common::FailureKind::kTransport, impl_->rank, 0,
         impl_->where() + " answered add to key '" + key + "' with a malformed value");
   }
   return static_cast<int64_t>(wire::get_u64(reply.payload.data()));

@@ -426,6 +426,28 @@ TEST_F(ApiTest, TimelineStartsAndStopsAtRunTime) {
   EXPECT_NE(text.str().find("traced"), std::string::npos) << text.str();
 }
 
+// A timeline file that cannot be written is the caller's argument when it
+// comes from start_timeline(), and the configuration's from HOROVOD_TIMELINE.
+TEST_F(ApiTest, AnUnwritableTimelineIsRefusedAsWhatGaveIt) {
+  const std::string file = "/nonexistent/ringlet_api_timeline.json";
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  float x[2] = {1, 2};
+  int64_t h = 0;
+  ASSERT_EQ(ringlet_allreduce_async("runs", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK);  // the runtime runs: the timeline starts at once
+  ASSERT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  EXPECT_EQ(ringlet_start_timeline(file.c_str(), 0), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find(file), std::string::npos) << last_error();
+  ASSERT_EQ(ringlet_shutdown(), RINGLET_OK);
+
+  setenv("HOROVOD_TIMELINE", file.c_str(), 1);
+  EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG);
+  unsetenv("HOROVOD_TIMELINE");
+  EXPECT_NE(last_error().find("HOROVOD_TIMELINE"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find(file), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_is_initialized(), 0);
+}
+
 TEST_F(ApiTest, StatusStringsNameEveryCode) {
   std::vector<std::string> seen;
   for (int code = RINGLET_OK; code <= RINGLET_ERR_ABORTED; ++code) {
