@@ -42,6 +42,7 @@ struct Session {
   core::World world;
   std::atomic<uint64_t> sync_sequence{0};
   std::optional<std::pair<std::string, bool>> pending_timeline;  // file, mark_cycles
+  bool starting = false;  // an init() is meeting the other ranks
 };
 
 Session& session() {
@@ -182,13 +183,24 @@ Result to_public(core::runtime::Result&& r) {
 
 namespace {
 
-void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_start) {
+// The session lock is not held while the ranks meet: `interrupted` may wait
+// for a binding's own lock (Python's GIL), which another thread may hold
+// while it asks is_initialized(). A second init meanwhile is refused.
+void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_start,
+           std::function<bool()> interrupted = {}) {
   Session& s = session();
-  std::lock_guard lock(s.mu);
-  if (initialized(s)) {
-    throw Error(ErrorCode::kInvalidArgument, "ringlet: init called twice on rank " +
-                                                 std::to_string(s.world.rank) +
-                                                 "; call shutdown() first");
+  {
+    std::lock_guard lock(s.mu);
+    if (initialized(s)) {
+      throw Error(ErrorCode::kInvalidArgument, "ringlet: init called twice on rank " +
+                                                   std::to_string(s.world.rank) +
+                                                   "; call shutdown() first");
+    }
+    if (s.starting) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "ringlet: init called while another thread's init is meeting the other ranks");
+    }
+    s.starting = true;
   }
   int rank = -1;
   try {
@@ -196,15 +208,24 @@ void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_
     core::LaunchInfo launch = core::detect_launch();
     rank = launch.rank;
     launch = complete_launch(std::move(launch));
-    std::unique_ptr<core::Communicator> comm = core::Communicator::create(config, launch);
-    s.world = comm->world();
-    s.sync_sequence.store(0, std::memory_order_relaxed);
-    if (config.timeline.empty() && process_sets.empty() && !runtime_from_start) {
-      s.comm = std::move(comm);
-    } else {
-      s.rt = std::make_shared<Runtime>(std::move(comm), process_sets);
+    std::unique_ptr<core::Communicator> comm =
+        core::Communicator::create(config, launch, std::move(interrupted));
+    const core::World world = comm->world();
+    std::shared_ptr<Runtime> rt;
+    if (!config.timeline.empty() || !process_sets.empty() || runtime_from_start) {
+      rt = std::make_shared<Runtime>(std::move(comm), process_sets);
     }
+    std::lock_guard lock(s.mu);
+    s.world = world;
+    s.sync_sequence.store(0, std::memory_order_relaxed);
+    s.comm = std::move(comm);
+    s.rt = std::move(rt);
+    s.starting = false;
   } catch (...) {
+    {
+      std::lock_guard lock(s.mu);
+      s.starting = false;
+    }
     api::rethrow_as_error("init", rank);
   }
 }
@@ -217,6 +238,11 @@ void init(const std::vector<std::vector<int>>& process_sets) { start(process_set
 
 void init_with_runtime(const std::vector<std::vector<int>>& process_sets) {
   start(process_sets, true);
+}
+
+void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
+                       std::function<bool()> interrupted) {
+  start(process_sets, true, std::move(interrupted));
 }
 
 // Shutting down what is not running is a no-op, so that cleanup paths
@@ -522,21 +548,35 @@ bool poll(int64_t handle) {
       "poll", [&](Runtime& rt) { return rt.poll(handle); }, /*start=*/false);
 }
 
+namespace {
+
+// `timeout` as a runtime wait takes it: not negative, and capped so that
+// now() + timeout cannot overflow the clock (about three years is forever here).
+std::chrono::milliseconds checked_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0)
+    throw common::caller_error("negative timeout " + std::to_string(timeout.count()) + " ms");
+  return std::min(timeout, std::chrono::milliseconds(100'000'000'000));
+}
+
+}  // namespace
+
 void wait(int64_t handle, std::chrono::milliseconds timeout) {
   with_runtime(
       "wait",
       [&](Runtime& rt) {
-        if (timeout.count() < 0)
-          throw common::caller_error("negative timeout " + std::to_string(timeout.count()) + " ms");
-        // now() + timeout must not overflow the clock: about three years is forever here.
-        const auto capped = std::min(timeout, std::chrono::milliseconds(100'000'000'000));
-        if (!rt.wait(handle, capped)) {
+        if (!rt.wait(handle, checked_timeout(timeout))) {
           throw Error(ErrorCode::kTimeout, "ringlet: wait on rank " + std::to_string(rt.rank()) +
                                                ": handle " + std::to_string(handle) +
                                                " did not complete within " +
                                                std::to_string(timeout.count()) + " ms");
         }
       },
+      /*start=*/false);
+}
+
+bool wait_for(int64_t handle, std::chrono::milliseconds timeout) {
+  return with_runtime(
+      "wait_for", [&](Runtime& rt) { return rt.wait(handle, checked_timeout(timeout)); },
       /*start=*/false);
 }
 
@@ -567,6 +607,15 @@ void synchronize_then(int64_t handle, std::function<void(Result, std::exception_
 
 int join() {
   return with_runtime("join", [](Runtime& rt) { return rt.join(); });
+}
+
+int64_t join_async() {
+  return with_runtime("join_async", [](Runtime& rt) { return rt.enqueue_join(); });
+}
+
+int64_t barrier_async(int process_set) {
+  return with_runtime("barrier_async",
+                      [&](Runtime& rt) { return rt.enqueue_barrier(process_set); });
 }
 
 // The timeline records the runtime's work; before the runtime runs there is

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,9 +53,20 @@ class StoreClient : public transport::KeyValue {
   // common::Failure, naming the rank, peer 0 (the store's rank), the key and
   // the store's address. Calls are serialized by a mutex. An empty secret
   // throws an invalid-argument common::Failure.
+  //
+  // `interrupted`, where given, is asked every 50 ms while a call waits (for
+  // the store to come up or to answer, the rendezvous's waits for ranks that
+  // have not arrived); true abandons the call with a kShutdown
+  // common::Failure, so that set-up on a caller's thread can serve that
+  // caller's signals. It runs on the waiting thread.
+  using Interrupt = std::function<bool()>;
   StoreClient(const std::string& host_port, std::string secret, int rank,
-              transport::Deadline deadline);
+              transport::Deadline deadline, Interrupt interrupted = {});
   ~StoreClient() override;
+
+  // Replaces `interrupted` (empty: none), e.g. once set-up is over and other
+  // threads use the store.
+  void set_interrupt(Interrupt interrupted);
 
   // The local address (numeric, no port) of this client's first connection
   // to the store: the address this host reaches rank 0 from.

@@ -1,12 +1,23 @@
 """The exceptions Ringlet raises, under the names Horovod users catch.
 
-Failures that involve other ranks (a mismatch across ranks, a lost peer, a
-timeout, a shutdown before the collective ran) are ``HorovodInternalError``
-subclasses, a ``RuntimeError`` as in Horovod, so that ``except
-HorovodInternalError`` keeps working. A wrong call on this rank (a duplicate
-name in flight, an unsupported dtype, a non-contiguous tensor, a call before
-``init()``) is a ``ValueError``. Every exception carries ``code``, the value of
-``ringlet::ErrorCode``.
+Each failure raises the class Horovod raises for the same cause, or a
+subclass of it, so that ``except`` clauses written for Horovod keep working:
+
+- a collective that failed across ranks (the ranks disagree, a peer died or
+  did not answer, the job shut down first) is a ``HorovodInternalError``, a
+  ``RuntimeError``, as Horovod's ``synchronize()`` raises it;
+- a wrong call on this rank (a duplicate name in flight, an unsupported
+  dtype, a non-contiguous tensor, an unknown process set) is a
+  ``ValueError``, as Horovod's submission raises it;
+- a call before ``init()`` is both: Horovod's queries raise ``ValueError``
+  and its collectives ``HorovodInternalError``;
+- ``init()`` that fails raises a ``ValueError`` (a ``ConfigError`` for a bad
+  setting, an ``InitError`` for the rest), as Horovod's ``init()`` does.
+
+Every exception carries ``code``, the value of ``ringlet::ErrorCode``.
+Inside a ``tf.function``, TensorFlow's errors reach the caller instead: the
+class Horovod's ops raise for the cause (``tensorflow_error_name``), with the
+code as the payload ``TENSORFLOW_CODE_PAYLOAD``.
 """
 
 
@@ -42,7 +53,7 @@ class InvalidArgumentError(ValueError):
     code = 1
 
 
-class NotInitializedError(ValueError):
+class NotInitializedError(ValueError, HorovodInternalError):
     """Called before init() or after shutdown()."""
 
     code = 2
@@ -78,14 +89,49 @@ class AbortedError(HorovodInternalError):
     code = 8
 
 
+class InitError(ValueError):
+    """init() could not start Ringlet on this rank: a rank did not arrive in
+    time or died during the rendezvous, or the rendezvous failed. ``code``
+    says which (5: a timeout, 4: a lost peer, 6: anything else)."""
+
+    code = 6
+
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, NotInitializedError, ConfigError, PeerLostError,
     CollectiveTimeoutError, HorovodInternalError, MismatchError, AbortedError)}
 
+# Every class raised for a ringlet::ErrorCode: what the library raised, as
+# opposed to what a Python signal handler or the user's code did.
+FAILURES = tuple(_BY_CODE.values()) + (InitError,)
 
-def exception_for_code(code):
-    """The class raised for a ringlet::ErrorCode value."""
-    return _BY_CODE.get(code, HorovodInternalError)
+
+def exception_for_code(code, during_init=False):
+    """The class raised for a ringlet::ErrorCode value; ``during_init``: raised by init()."""
+    cls = _BY_CODE.get(code, HorovodInternalError)
+    if during_init and not issubclass(cls, ValueError):
+        return InitError
+    return cls
+
+
+# The TensorFlow error class Horovod's op raises for the same cause
+# (horovod/tensorflow/mpi_ops.cc ConvertStatus over the statuses its
+# controller gives): only a wrong call and a disagreement across ranks (and a
+# call before init()) have their own; the rest is UnknownError, which
+# Horovod's elastic wrappers catch. The op library's status_of() gives these.
+_TENSORFLOW_ERROR_OF_CODE = {
+    1: "InvalidArgumentError",
+    2: "FailedPreconditionError",
+    7: "FailedPreconditionError",
+}
+
+# The payload key under which the op library's statuses carry the code.
+TENSORFLOW_CODE_PAYLOAD = b"ringlet.error_code"
+
+
+def tensorflow_error_name(code):
+    """The name in ``tf.errors`` of the error Ringlet's TensorFlow ops raise for ``code``."""
+    return _TENSORFLOW_ERROR_OF_CODE.get(code, "UnknownError")
 
 
 def get_version_mismatch_message(name, version, installed_version):
