@@ -29,7 +29,8 @@ enum class ErrorCode : int32_t {
   kTimeout = 5,          // a rank did not answer in time (or wait() ran out)
   kInternal = 6,         // anything else
   kMismatch = 7,         // the ranks disagree about a collective (dtype, shape, op, root, ...)
-  kAborted = 8,          // shut down (by a rank, or by the stall check) before the collective ran
+  kAborted = 8,          // shut down (by a rank, or by the stall check) before the collective
+                         // ran; or init() given up at its caller's word (interrupted)
 };
 
 // "invalid argument", "mismatch across ranks", ...: the same text as
