@@ -22,7 +22,8 @@ def rtf():
     import ringlet.tensorflow as hvd
     from ringlet.tensorflow import ops
     if os.environ.get("RINGLET_TEST_EXPECT_TENSORFLOW_OPS") != "1":
-        pytest.skip("runs where the build has the op library (RINGLET_TEST_EXPECT_TENSORFLOW_OPS=1)")
+        pytest.skip("runs where the build has the op library "
+                    "(RINGLET_TEST_EXPECT_TENSORFLOW_OPS=1)")
     assert ops.library is not None, "the build has the op library, but it did not load"
     hvd.init()
     yield hvd
