@@ -151,6 +151,26 @@ def test_an_interrupted_collective_keeps_its_buffers_until_it_completes(job):
     assert written() is None, "the bindings hold an array after its collective ended"
 
 
+def test_an_interrupted_grouped_handle_completes_later(job):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    import ringlet.torch as hvd_torch
+    late = hvd.rank() == 0
+    xs = [torch.tensor(rank_values(hvd.rank())),
+          torch.full((3,), float(hvd.rank() + 1), dtype=torch.float64)]
+    if not late:
+        h = hvd_torch.grouped_allreduce_async(xs, name="group", op=hvd_torch.Sum)
+        with sigint_after(SIGNAL_AFTER):
+            with pytest.raises(KeyboardInterrupt):
+                hvd_torch.synchronize(h)
+    hvd.allreduce(np.ones(1), name="interrupted")
+    if late:
+        h = hvd_torch.grouped_allreduce_async(xs, name="group", op=hvd_torch.Sum)
+    outs = hvd_torch.synchronize(h)
+    n = hvd.size()
+    assert np.array_equal(outs[0].numpy(), sum_of_ranks(n))
+    assert outs[1].tolist() == [float(sum(range(1, n + 1)))] * 3
+
+
 def test_sigalrm_handler_interrupts_a_barrier_that_the_next_call_resumes(job):
     late = hvd.rank() == 0
     if not late:
