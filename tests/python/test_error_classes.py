@@ -105,17 +105,11 @@ def test_a_bad_setting_fails_init_with_a_value_error(monkeypatch):
     hvd_numpy.shutdown()
 
 
-def test_every_code_has_one_class_and_one_tensorflow_error():
-    # Horovod's ops raise only these TensorFlow errors (its ConvertStatus).
-    horovods = {"InvalidArgumentError", "FailedPreconditionError", "UnknownError",
-                "AbortedError"}
+def test_every_code_has_one_class():
     for code in range(1, 9):
         cls = exceptions.exception_for_code(code)
         assert cls.code == code
         assert issubclass(cls, (ValueError, exceptions.HorovodInternalError))
-        assert exceptions.tensorflow_error_name(code) in horovods
-    assert exceptions.tensorflow_error_name(7) == "FailedPreconditionError"
-    assert exceptions.tensorflow_error_name(1) == "InvalidArgumentError"
     for failure_across_ranks in (4, 5, 6, 8):
         assert issubclass(exceptions.exception_for_code(failure_across_ranks),
                           exceptions.HorovodInternalError)

@@ -3,8 +3,9 @@ the TensorFlow error Horovod's ops raise for the same cause
 (horovod/tensorflow/mpi_ops.cc ConvertStatus over its controller's
 statuses): ranks that disagree about a collective give
 ``tf.errors.FailedPreconditionError``, a wrong call
-``tf.errors.InvalidArgumentError``. Each error carries ringlet's code as the
-payload ``exceptions.TENSORFLOW_CODE_PAYLOAD``, and the job goes on.
+``tf.errors.InvalidArgumentError``, as ringlet.tensorflow.errors'
+``tf_error_class`` says for the code each error carries as its payload; and
+the job goes on.
 
 Run by two ranks with the op library (tests/python/CMakeLists.txt)."""
 
@@ -15,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from ringlet.common import exceptions
+from ringlet.tensorflow import errors as tf_errors
 
 
 @pytest.fixture
@@ -32,7 +34,7 @@ def rtf():
 
 
 def code_of(error):
-    return int(error.experimental_payloads[exceptions.TENSORFLOW_CODE_PAYLOAD])
+    return int(error.experimental_payloads[tf_errors.ERROR_CODE_PAYLOAD.encode()])
 
 
 def test_a_shape_mismatch_is_a_failed_precondition_and_the_job_goes_on(rtf):
@@ -44,7 +46,7 @@ def test_a_shape_mismatch_is_a_failed_precondition_and_the_job_goes_on(rtf):
         mismatched()
     assert "graph_shapes" in failed.value.message
     assert code_of(failed.value) == exceptions.MismatchError.code
-    assert exceptions.tensorflow_error_name(code_of(failed.value)) == "FailedPreconditionError"
+    assert tf_errors.tf_error_class(code_of(failed.value)) is tf.errors.FailedPreconditionError
 
     @tf.function
     def matched():
@@ -61,6 +63,6 @@ def test_a_wrong_call_is_an_invalid_argument(rtf):
     with pytest.raises(tf.errors.InvalidArgumentError) as failed:
         bad_root()
     assert code_of(failed.value) == exceptions.InvalidArgumentError.code
-    assert exceptions.tensorflow_error_name(code_of(failed.value)) == "InvalidArgumentError"
+    assert tf_errors.tf_error_class(code_of(failed.value)) is tf.errors.InvalidArgumentError
     assert np.array_equal(rtf.allreduce(tf.ones([2]), op=rtf.Sum).numpy(),
                           np.full(2, float(rtf.size())))

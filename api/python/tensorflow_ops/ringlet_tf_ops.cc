@@ -86,9 +86,11 @@ ringlet::Tensor moved_view(const tf::Tensor& t) {
 // statuses): a wrong call is InvalidArgument; ranks that disagree about a
 // collective, and a call before init(), are FailedPrecondition; the rest
 // (a lost or silent peer, a shutdown, an internal failure) is Unknown, which
-// Horovod's elastic wrappers catch. The payload kErrorCodePayload carries
-// ringlet::ErrorCode in decimal, so that ringlet/tensorflow/ops.py raises the
-// exact ringlet.common.exceptions class eagerly without reading the text.
+// Horovod's elastic wrappers catch (ringlet/tensorflow/errors.py's
+// tf_error_class is this table). The payload kErrorCodePayload carries
+// ringlet::ErrorCode in decimal (errors.py's ERROR_CODE_PAYLOAD), so that the
+// exact ringlet.common.exceptions class is raised eagerly without reading
+// the text.
 constexpr char kErrorCodePayload[] = "ringlet.error_code";
 
 absl::Status status_of(std::exception_ptr error) {

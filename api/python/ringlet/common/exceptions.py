@@ -15,9 +15,7 @@ subclass of it, so that ``except`` clauses written for Horovod keep working:
   setting, an ``InitError`` for the rest), as Horovod's ``init()`` does.
 
 Every exception carries ``code``, the value of ``ringlet::ErrorCode``.
-Inside a ``tf.function``, TensorFlow's errors reach the caller instead: the
-class Horovod's ops raise for the cause (``tensorflow_error_name``), with the
-code as the payload ``TENSORFLOW_CODE_PAYLOAD``.
+TensorFlow's errors for the same causes are ringlet.tensorflow.errors'.
 """
 
 
@@ -112,26 +110,6 @@ def exception_for_code(code, during_init=False):
     if during_init and not issubclass(cls, ValueError):
         return InitError
     return cls
-
-
-# The TensorFlow error class Horovod's op raises for the same cause
-# (horovod/tensorflow/mpi_ops.cc ConvertStatus over the statuses its
-# controller gives): only a wrong call and a disagreement across ranks (and a
-# call before init()) have their own; the rest is UnknownError, which
-# Horovod's elastic wrappers catch. The op library's status_of() gives these.
-_TENSORFLOW_ERROR_OF_CODE = {
-    1: "InvalidArgumentError",
-    2: "FailedPreconditionError",
-    7: "FailedPreconditionError",
-}
-
-# The payload key under which the op library's statuses carry the code.
-TENSORFLOW_CODE_PAYLOAD = b"ringlet.error_code"
-
-
-def tensorflow_error_name(code):
-    """The name in ``tf.errors`` of the error Ringlet's TensorFlow ops raise for ``code``."""
-    return _TENSORFLOW_ERROR_OF_CODE.get(code, "UnknownError")
 
 
 def get_version_mismatch_message(name, version, installed_version):
