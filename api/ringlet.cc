@@ -42,6 +42,7 @@ struct Session {
   core::World world;
   std::atomic<uint64_t> sync_sequence{0};
   std::optional<std::pair<std::string, bool>> pending_timeline;  // file, mark_cycles
+  bool starting = false;  // an init() is meeting the other ranks
 };
 
 Session& session() {
@@ -152,8 +153,8 @@ int64_t elements_of(const Tensor& t, const char* what) {
   int64_t n = 1;
   for (int64_t d : t.shape) {
     if (d < 0) {
-      throw std::invalid_argument(std::string(what) + " has a negative dimension in shape " +
-                                  core::runtime::shape_string(t.shape));
+      throw common::caller_error(std::string(what) + " has a negative dimension in shape " +
+                                 core::runtime::shape_string(t.shape));
     }
     n *= d;
   }
@@ -182,13 +183,24 @@ Result to_public(core::runtime::Result&& r) {
 
 namespace {
 
-void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_start) {
+// The session lock is not held while the ranks meet: `interrupted` may wait
+// for a binding's own lock (Python's GIL), which another thread may hold
+// while it asks is_initialized(). A second init meanwhile is refused.
+void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_start,
+           std::function<bool()> interrupted = {}) {
   Session& s = session();
-  std::lock_guard lock(s.mu);
-  if (initialized(s)) {
-    throw Error(ErrorCode::kInvalidArgument, "ringlet: init called twice on rank " +
-                                                 std::to_string(s.world.rank) +
-                                                 "; call shutdown() first");
+  {
+    std::lock_guard lock(s.mu);
+    if (initialized(s)) {
+      throw Error(ErrorCode::kInvalidArgument, "ringlet: init called twice on rank " +
+                                                   std::to_string(s.world.rank) +
+                                                   "; call shutdown() first");
+    }
+    if (s.starting) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "ringlet: init called while another thread's init is meeting the other ranks");
+    }
+    s.starting = true;
   }
   int rank = -1;
   try {
@@ -196,15 +208,24 @@ void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_
     core::LaunchInfo launch = core::detect_launch();
     rank = launch.rank;
     launch = complete_launch(std::move(launch));
-    std::unique_ptr<core::Communicator> comm = core::Communicator::create(config, launch);
-    s.world = comm->world();
-    s.sync_sequence.store(0, std::memory_order_relaxed);
-    if (config.timeline.empty() && process_sets.empty() && !runtime_from_start) {
-      s.comm = std::move(comm);
-    } else {
-      s.rt = std::make_shared<Runtime>(std::move(comm), process_sets);
+    std::unique_ptr<core::Communicator> comm =
+        core::Communicator::create(config, launch, std::move(interrupted));
+    const core::World world = comm->world();
+    std::shared_ptr<Runtime> rt;
+    if (!config.timeline.empty() || !process_sets.empty() || runtime_from_start) {
+      rt = std::make_shared<Runtime>(std::move(comm), process_sets);
     }
+    std::lock_guard lock(s.mu);
+    s.world = world;
+    s.sync_sequence.store(0, std::memory_order_relaxed);
+    s.comm = std::move(comm);
+    s.rt = std::move(rt);
+    s.starting = false;
   } catch (...) {
+    {
+      std::lock_guard lock(s.mu);
+      s.starting = false;
+    }
     api::rethrow_as_error("init", rank);
   }
 }
@@ -217,6 +238,11 @@ void init(const std::vector<std::vector<int>>& process_sets) { start(process_set
 
 void init_with_runtime(const std::vector<std::vector<int>>& process_sets) {
   start(process_sets, true);
+}
+
+void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
+                       std::function<bool()> interrupted) {
+  start(process_sets, true, std::move(interrupted));
 }
 
 // Shutting down what is not running is a no-op, so that cleanup paths
@@ -312,7 +338,7 @@ void allgather(const void* send, void* recv, std::span<const size_t> recv_counts
         core::runtime::Result r = rt.synchronize(rt.enqueue_allgather(
             sync_name("allgather"), send, {static_cast<int64_t>(mine)}, dtype));
         if (r.data.size() != total * dtype_size(dtype)) {
-          throw std::invalid_argument(
+          throw common::caller_error(
               "the ranks contributed " + std::to_string(r.data.size() / dtype_size(dtype)) +
               " elements in all but recv_counts sums to " + std::to_string(total));
         }
@@ -365,9 +391,9 @@ void reducescatter(const void* send, void* recv, std::span<const size_t> recv_co
           core::runtime::Result res = rt.synchronize(rt.enqueue_reducescatter(
               sync_name("reducescatter"), send, {static_cast<int64_t>(total)}, dtype, op));
           if (res.data.size() != mine * es) {
-            throw std::runtime_error("reducescatter returned " +
-                                     std::to_string(res.data.size() / es) + " elements, expected " +
-                                     std::to_string(mine));
+            throw common::Failure(common::FailureKind::kInternal,
+                                  "reducescatter returned " + std::to_string(res.data.size() / es) +
+                                      " elements, expected " + std::to_string(mine));
           }
           if (mine) std::memcpy(recv, res.data.data(), mine * es);
           return;
@@ -405,7 +431,7 @@ void alltoall(const void* send, std::span<const size_t> send_counts, void* recv,
           const int64_t got =
               j < static_cast<int>(r.received_splits.size()) ? r.received_splits[j] : -1;
           if (got != static_cast<int64_t>(recv_counts[j])) {
-            throw std::invalid_argument(
+            throw common::caller_error(
                 "recv_counts[" + std::to_string(j) + "] is " + std::to_string(recv_counts[j]) +
                 " but rank " + std::to_string(j) + " sent " + std::to_string(got) + " elements");
           }
@@ -433,18 +459,18 @@ int64_t allreduce_async(const std::string& name, Tensor in, Tensor out, ReduceOp
     api::check_dtype(in.dtype);
     api::check_op(op);
     if (out.dtype != in.dtype) {
-      throw std::invalid_argument("'" + name + "': output dtype " +
-                                  std::string(to_string(out.dtype)) + " differs from input dtype " +
-                                  std::string(to_string(in.dtype)));
+      throw common::caller_error("'" + name + "': output dtype " +
+                                 std::string(to_string(out.dtype)) + " differs from input dtype " +
+                                 std::string(to_string(in.dtype)));
     }
     const int64_t n_in = elements_of(in, "input");
     const int64_t n_out = elements_of(out, "output");
     if (n_in != n_out) {
-      throw std::invalid_argument("'" + name + "': output holds " + std::to_string(n_out) +
-                                  " elements but input holds " + std::to_string(n_in));
+      throw common::caller_error("'" + name + "': output holds " + std::to_string(n_out) +
+                                 " elements but input holds " + std::to_string(n_in));
     }
     if (out.device != in.device)
-      throw std::invalid_argument("'" + name + "': input and output on different devices");
+      throw common::caller_error("'" + name + "': input and output on different devices");
     return rt.enqueue_allreduce(name, in.data, out.data, in.shape, in.dtype, op, prescale,
                                 postscale, device_of(in), process_set);
   });
@@ -490,25 +516,25 @@ std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& nam
                                              double prescale, double postscale, int process_set) {
   return with_runtime("grouped_allreduce_async", [&](Runtime& rt) {
     if (names.size() != ins.size() || names.size() != outs.size()) {
-      throw std::invalid_argument("names, ins and outs have " + std::to_string(names.size()) +
-                                  ", " + std::to_string(ins.size()) + " and " +
-                                  std::to_string(outs.size()) + " entries; they must match");
+      throw common::caller_error("names, ins and outs have " + std::to_string(names.size()) + ", " +
+                                 std::to_string(ins.size()) + " and " +
+                                 std::to_string(outs.size()) + " entries; they must match");
     }
-    if (names.empty()) throw std::invalid_argument("an empty group");
+    if (names.empty()) throw common::caller_error("an empty group");
     api::check_op(op);
     std::vector<Runtime::GroupMember> members;
     members.reserve(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
       api::check_dtype(ins[i].dtype);
       if (ins[i].dtype != ins[0].dtype || outs[i].dtype != ins[0].dtype) {
-        throw std::invalid_argument("'" + names[i] + "': the members of a group share one dtype");
+        throw common::caller_error("'" + names[i] + "': the members of a group share one dtype");
       }
       if (ins[i].device != ins[0].device || outs[i].device != ins[0].device) {
-        throw std::invalid_argument("'" + names[i] + "': the members of a group share one device");
+        throw common::caller_error("'" + names[i] + "': the members of a group share one device");
       }
       if (elements_of(ins[i], "input") != elements_of(outs[i], "output")) {
-        throw std::invalid_argument("'" + names[i] +
-                                    "': output and input hold different element counts");
+        throw common::caller_error("'" + names[i] +
+                                   "': output and input hold different element counts");
       }
       members.push_back({names[i], ins[i].data, outs[i].data, ins[i].shape});
     }
@@ -522,22 +548,35 @@ bool poll(int64_t handle) {
       "poll", [&](Runtime& rt) { return rt.poll(handle); }, /*start=*/false);
 }
 
+namespace {
+
+// `timeout` as a runtime wait takes it: not negative, and capped so that
+// now() + timeout cannot overflow the clock (about three years is forever here).
+std::chrono::milliseconds checked_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0)
+    throw common::caller_error("negative timeout " + std::to_string(timeout.count()) + " ms");
+  return std::min(timeout, std::chrono::milliseconds(100'000'000'000));
+}
+
+}  // namespace
+
 void wait(int64_t handle, std::chrono::milliseconds timeout) {
   with_runtime(
       "wait",
       [&](Runtime& rt) {
-        if (timeout.count() < 0)
-          throw std::invalid_argument("negative timeout " + std::to_string(timeout.count()) +
-                                      " ms");
-        // now() + timeout must not overflow the clock: about three years is forever here.
-        const auto capped = std::min(timeout, std::chrono::milliseconds(100'000'000'000));
-        if (!rt.wait(handle, capped)) {
+        if (!rt.wait(handle, checked_timeout(timeout))) {
           throw Error(ErrorCode::kTimeout, "ringlet: wait on rank " + std::to_string(rt.rank()) +
                                                ": handle " + std::to_string(handle) +
                                                " did not complete within " +
                                                std::to_string(timeout.count()) + " ms");
         }
       },
+      /*start=*/false);
+}
+
+bool wait_for(int64_t handle, std::chrono::milliseconds timeout) {
+  return with_runtime(
+      "wait_for", [&](Runtime& rt) { return rt.wait(handle, checked_timeout(timeout)); },
       /*start=*/false);
 }
 
@@ -568,6 +607,15 @@ void synchronize_then(int64_t handle, std::function<void(Result, std::exception_
 
 int join() {
   return with_runtime("join", [](Runtime& rt) { return rt.join(); });
+}
+
+int64_t join_async() {
+  return with_runtime("join_async", [](Runtime& rt) { return rt.enqueue_join(); });
+}
+
+int64_t barrier_async(int process_set) {
+  return with_runtime("barrier_async",
+                      [&](Runtime& rt) { return rt.enqueue_barrier(process_set); });
 }
 
 // The timeline records the runtime's work; before the runtime runs there is
@@ -631,8 +679,8 @@ std::vector<int> process_set_ranks(int id) {
   try {
     if (rt) return rt->process_set_ranks(id);
     if (id != 0) {
-      throw std::invalid_argument("there is no process set " + std::to_string(id) +
-                                  " (none was added; 0 is the world)");
+      throw common::caller_error("there is no process set " + std::to_string(id) +
+                                 " (none was added; 0 is the world)");
     }
     std::vector<int> all(world_size);
     for (int r = 0; r < world_size; ++r) all[r] = r;

@@ -1,6 +1,6 @@
 // Argument checks shared by the C++ API and (through it) the C ABI. Each
-// throws std::invalid_argument with a message that names the argument and the
-// offending value; the caller adds the call and the rank.
+// throws an invalid-argument common::Failure whose cause names the argument
+// and the offending value; the caller adds the call and the rank.
 #pragma once
 
 #include <cstddef>

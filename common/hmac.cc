@@ -6,7 +6,6 @@
 #include <openssl/sha.h>
 
 #include <mutex>
-#include <stdexcept>
 
 #include "ringlet/common/failure.h"
 
@@ -22,7 +21,7 @@ void init_openssl_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) != 1)
-      throw std::runtime_error("ringlet: OpenSSL failed to initialise");
+      throw Failure(FailureKind::kInternal, "OpenSSL failed to initialise");
   });
 }
 
@@ -74,7 +73,7 @@ Digest Hmac::compute(std::initializer_list<std::span<const uint8_t>> parts) cons
   if (HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), data.data(), data.size(),
            out.data(), &len) == nullptr ||
       len != out.size()) {
-    throw std::runtime_error("ringlet: HMAC-SHA256 failed in OpenSSL");
+    throw Failure(FailureKind::kInternal, "HMAC-SHA256 failed in OpenSSL");
   }
   return out;
 }

@@ -119,7 +119,8 @@ Communicator::~Communicator() {
   store_server_.reset();
 }
 
-std::unique_ptr<Communicator> Communicator::create(const Config& config, const LaunchInfo& launch) {
+std::unique_ptr<Communicator> Communicator::create(const Config& config, const LaunchInfo& launch,
+                                                   StoreClient::Interrupt interrupted) {
   common::configure_log(log_settings(config, launch.rank));
   std::unique_ptr<Communicator> c(new Communicator());
   c->config_ = config;
@@ -150,7 +151,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     c->store_server_ = std::make_unique<StoreServer>(
         rendezvous_host(launch.rendezvous), rendezvous_port(launch.rendezvous), launch.secret);
   }
-  c->store_ = std::make_unique<StoreClient>(launch.rendezvous, launch.secret, launch.rank, start);
+  c->store_ = std::make_unique<StoreClient>(launch.rendezvous, launch.secret, launch.rank, start,
+                                            std::move(interrupted));
   c->rendezvous_ = launch.rendezvous;
   c->secret_ = launch.secret;
   c->world_ = build_world(launch, *c->store_, start);
@@ -231,6 +233,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
       }
     }
   }
+  // From here the runtime's thread uses the store too.
+  c->store_->set_interrupt({});
   return c;
 }
 

@@ -26,7 +26,10 @@ class Communicator {
  public:
   // Rendezvous, world, carriers and (where all ranks share the host) the window.
   // The links to the ring neighbours are connected here; others on first use.
-  static std::unique_ptr<Communicator> create(const Config& config, const LaunchInfo& launch);
+  // `interrupted` is asked while the rendezvous waits for the other ranks
+  // (StoreClient::Interrupt), on this thread, and dropped before this returns.
+  static std::unique_ptr<Communicator> create(const Config& config, const LaunchInfo& launch,
+                                              StoreClient::Interrupt interrupted = {});
   // A communicator over some of `parent`'s ranks (a process set): `members`
   // are the parent's ranks, ascending, this rank among them; its ranks are
   // their indices. It borrows the parent's links and store (the parent must

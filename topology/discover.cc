@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
-#include <stdexcept>
 
+#include "ringlet/common/failure.h"
 #include "ringlet/topology/topology.h"
 
 namespace ringlet::topology {
@@ -23,7 +25,10 @@ struct HwlocDeleter {
 using HwlocTopology = std::unique_ptr<hwloc_topology, HwlocDeleter>;
 
 void check(int rc, const char* call) {
-  if (rc != 0) throw std::runtime_error(std::string("ringlet topology: ") + call + " failed");
+  if (rc != 0) {
+    throw common::Failure(common::FailureKind::kInternal,
+                          std::string("topology: ") + call + " failed");
+  }
 }
 
 HwlocTopology open_topology(const std::string* xml_path) {
@@ -43,12 +48,16 @@ HwlocTopology open_topology(const std::string* xml_path) {
   }
   if (xml_path != nullptr) {
     if (hwloc_topology_set_xml(raw, xml_path->c_str()) != 0) {
-      throw std::runtime_error("ringlet topology: cannot read hwloc XML '" + *xml_path + "'");
+      throw common::caller_error("topology: cannot read hwloc XML '" + *xml_path +
+                                 "': " + std::strerror(errno));
     }
     // The XML describes another machine: keep what it says it supported.
     hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_IMPORT_SUPPORT);
   }
-  check(hwloc_topology_load(raw), "hwloc_topology_load");
+  if (xml_path != nullptr && hwloc_topology_load(raw) != 0) {
+    throw common::caller_error("topology: '" + *xml_path + "' is not a topology hwloc can load");
+  }
+  if (xml_path == nullptr) check(hwloc_topology_load(raw), "hwloc_topology_load");
   return topo;
 }
 
@@ -197,7 +206,8 @@ Topology load_hwloc_xml(const std::string& path) {
 void save_hwloc_xml(const std::string& path) {
   HwlocTopology topo = open_topology(nullptr);
   if (hwloc_topology_export_xml(topo.get(), path.c_str(), 0) != 0) {
-    throw std::runtime_error("ringlet topology: cannot write hwloc XML to '" + path + "'");
+    throw common::caller_error("topology: cannot write hwloc XML to '" + path +
+                               "': " + std::strerror(errno));
   }
 }
 

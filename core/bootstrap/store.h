@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,7 +26,7 @@ class StoreServer {
   // Listens on `port` (0 = any free one) at every address `host` resolves to
   // (the host of RINGLET_RENDEZVOUS) and nowhere else, serving from a
   // background thread until destroyed. Throws an invalid-argument
-  // common::Failure for an empty secret and std::runtime_error if it cannot
+  // common::Failure for an empty secret and a ConfigError if it cannot
   // listen (the message names the address and the cause).
   StoreServer(const std::string& host, uint16_t port, std::string secret);
   // On 127.0.0.1 only.
@@ -47,13 +48,25 @@ class StoreClient : public transport::KeyValue {
   // Connects to host:port, retrying until the deadline (the server may start
   // later); `rank` only names this client in errors. Every call but get() has a
   // 30 s deadline. Failures throw transport::Timeout (a deadline passed),
-  // transport::PeerLost (the store was lost) or another common::Failure (it
-  // refused us), naming the rank, the key and the store's address. Calls are
-  // serialized by a mutex. An empty secret throws an invalid-argument
-  // common::Failure.
+  // transport::PeerLost (the store was lost), a transport failure (a reply
+  // outside the store's protocol, or the store refused ours) or another
+  // common::Failure, naming the rank, peer 0 (the store's rank), the key and
+  // the store's address. Calls are serialized by a mutex. An empty secret
+  // throws an invalid-argument common::Failure.
+  //
+  // `interrupted`, where given, is asked every 50 ms while a call waits (for
+  // the store to come up or to answer, the rendezvous's waits for ranks that
+  // have not arrived); true abandons the call with a kShutdown
+  // common::Failure, so that set-up on a caller's thread can serve that
+  // caller's signals. It runs on the waiting thread.
+  using Interrupt = std::function<bool()>;
   StoreClient(const std::string& host_port, std::string secret, int rank,
-              transport::Deadline deadline);
+              transport::Deadline deadline, Interrupt interrupted = {});
   ~StoreClient() override;
+
+  // Replaces `interrupted` (empty: none), e.g. once set-up is over and other
+  // threads use the store.
+  void set_interrupt(Interrupt interrupted);
 
   // The local address (numeric, no port) of this client's first connection
   // to the store: the address this host reaches rank 0 from.

@@ -40,6 +40,8 @@ namespace wire = bootstrap::wire;
 namespace {
 
 constexpr std::chrono::seconds kDefaultTimeout{30};
+// How often a wait asks its interrupt whether to give up.
+constexpr std::chrono::milliseconds kInterruptSlice{50};
 
 // Stores this process has finished with. After shutdown, init again can reach
 // rank 0's old store before it closes: its data is the last session's, and it
@@ -129,6 +131,11 @@ struct StoreClient::Impl {
   std::string where() const { return "the rendezvous store at " + address + " (rank 0)"; }
 
   void connect(Deadline deadline);
+  // Throws a kShutdown Failure when the interrupt says to give up waiting for `what`.
+  void check_interrupted(const std::string& what);
+  // poll() of one descriptor until it is ready or the deadline passes (0),
+  // asking the interrupt between slices.
+  int poll_until(pollfd& p, Deadline deadline, const std::string& what);
   wire::Frame call(wire::Op op, std::span<const uint8_t> payload, Deadline deadline,
                    const std::string& what);
   [[noreturn]] void lost(const std::string& what, const std::string& detail);
@@ -148,6 +155,7 @@ struct StoreClient::Impl {
   std::vector<uint8_t> instance;  // the store's identity, once checked (empty: not tracked)
   bool verified = false;          // this connection's store passed check_identity()
   int rank;
+  Interrupt interrupted;
   Hmac hmac;
   std::mutex mutex;  // one request at a time on the connection
   UniqueFd fd;
@@ -169,9 +177,27 @@ void StoreClient::Impl::connect(Deadline deadline) {
                                "could not reach " + where() + " within " +
                                    common::elapsed_text(Clock::now() - start) + ": " + why);
     }
+    check_interrupted("a connection to " + where());
     // The server may simply not be up yet, or the last session's still closing:
     // retry a little later.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void StoreClient::Impl::check_interrupted(const std::string& what) {
+  if (!interrupted || !interrupted()) return;
+  fd.reset();  // a reply may still come: the next call starts afresh
+  throw common::Failure(common::FailureKind::kShutdown, rank, -1,
+                        "interrupted while waiting for " + what);
+}
+
+int StoreClient::Impl::poll_until(pollfd& p, Deadline deadline, const std::string& what) {
+  for (;;) {
+    const Deadline slice =
+        interrupted ? std::min(deadline, Clock::now() + kInterruptSlice) : deadline;
+    const int ready = ::poll(&p, 1, poll_ms(slice));
+    if (ready != 0 || Clock::now() >= deadline) return ready;
+    check_interrupted(what);
   }
 }
 
@@ -201,7 +227,7 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   }
   if (!std::equal(wire::kMagic.begin(), wire::kMagic.end(), rx.begin())) {
     fd.reset();
-    throw common::Failure(common::FailureKind::kInternal, rank, -1,
+    throw common::Failure(common::FailureKind::kTransport, rank, 0,
                           where() + " did not greet as a Ringlet store");
   }
   wire::Nonce nonce;
@@ -277,6 +303,7 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
                                "could not reach " + where() + " within " +
                                    common::elapsed_text(Clock::now() - start) + ": " + why);
     }
+    check_interrupted(what + " from " + where());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return exchange(op, payload, deadline, what);
@@ -306,26 +333,30 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
   for (;;) {
     wire::Decoded d = wire::decode(in, rx, /*accept_refusal=*/true);
     if (d.status == wire::Status::kBad) {
-      lost(what, ": its reply failed authentication (" + d.why + ")");
+      // Out of step from here on: the next call starts a fresh connection.
+      fd.reset();
+      throw transport::Error(
+          rank, 0,
+          "the reply of " + where() + " to " + what + " failed authentication (" + d.why + ")");
     }
     if (d.status == wire::Status::kFrame) {
       rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(d.consumed));
       if (d.frame.op == wire::Op::kRefused) {
         fd.reset();
-        throw common::Failure(common::FailureKind::kInternal, rank, -1,
+        throw common::Failure(common::FailureKind::kTransport, rank, 0,
                               where() + " refused " + what + ": " +
                                   std::string(d.frame.payload.begin(), d.frame.payload.end()) +
                                   " (is RINGLET_SECRET the same on every rank?)");
       }
       if (d.frame.op == wire::Op::kError) {
-        throw common::Failure(common::FailureKind::kInternal, rank, -1,
+        throw common::Failure(common::FailureKind::kInternal, rank, 0,
                               where() + " could not do " + what + ": " +
                                   std::string(d.frame.payload.begin(), d.frame.payload.end()));
       }
       return std::move(d.frame);
     }
     pollfd p{fd.get(), POLLIN, 0};
-    const int ready = ::poll(&p, 1, poll_ms(deadline));
+    const int ready = poll_until(p, deadline, what + " from " + where());
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) {
       fd.reset();  // a late reply would arrive out of step; start afresh next call
@@ -343,13 +374,14 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
 }
 
 StoreClient::StoreClient(const std::string& host_port, std::string secret, int rank,
-                         Deadline deadline) {
+                         Deadline deadline, Interrupt interrupted) {
   if (secret.empty()) {
     throw common::caller_error("no job secret for rank " + std::to_string(rank) +
                                " (RINGLET_SECRET is empty): refusing to talk to "
                                "the rendezvous store unauthenticated");
   }
   impl_ = std::make_unique<Impl>(host_port, secret, rank);
+  impl_->interrupted = std::move(interrupted);
   impl_->connect(deadline);
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
@@ -362,6 +394,11 @@ StoreClient::StoreClient(const std::string& host_port, std::string secret, int r
 }
 
 const std::string& StoreClient::local_address() const { return impl_->local_address; }
+
+void StoreClient::set_interrupt(Interrupt interrupted) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->interrupted = std::move(interrupted);
+}
 
 StoreClient::~StoreClient() {
   if (!impl_ || impl_->instance.empty()) return;
@@ -401,7 +438,7 @@ int64_t StoreClient::add(const std::string& key, int64_t delta) {
                            Clock::now() + kDefaultTimeout, "add to key '" + key + "'");
   if (reply.payload.size() != 8) {
     throw common::Failure(
-        common::FailureKind::kInternal, impl_->rank, -1,
+        common::FailureKind::kTransport, impl_->rank, 0,
         impl_->where() + " answered add to key '" + key + "' with a malformed value");
   }
   return static_cast<int64_t>(wire::get_u64(reply.payload.data()));

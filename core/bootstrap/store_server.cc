@@ -21,7 +21,6 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -62,10 +61,12 @@ std::vector<UniqueFd> listen_on(const std::string& host, uint16_t port) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const std::string where = "ringlet store: cannot listen on " + host + ":" + std::to_string(port);
+  // Where rank 0 serves the store is the launch's choice (RINGLET_RENDEZVOUS).
+  const std::string where =
+      "the rendezvous store cannot listen on " + host + ":" + std::to_string(port);
   if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
-    throw std::runtime_error(where + ": cannot resolve '" + host + "': " + gai_strerror(rc) +
-                             " (RINGLET_RENDEZVOUS)");
+    throw ConfigError(where + ": cannot resolve '" + host + "': " + gai_strerror(rc) +
+                      " (RINGLET_RENDEZVOUS)");
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owner(found, freeaddrinfo);
   std::vector<UniqueFd> listeners;
@@ -111,7 +112,7 @@ std::vector<UniqueFd> listen_on(const std::string& host, uint16_t port) {
     bound.push_back(std::move(key));
     listeners.push_back(std::move(fd));
   }
-  if (listeners.empty()) throw std::runtime_error(where + ": " + why);
+  if (listeners.empty()) throw ConfigError(where + ": " + why + " (RINGLET_RENDEZVOUS)");
   return listeners;
 }
 
@@ -138,7 +139,10 @@ struct StoreServer::Impl {
                            ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                            : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
     wake = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!wake) throw std::runtime_error("ringlet store: " + errno_text("eventfd"));
+    if (!wake) {
+      throw common::Failure(common::FailureKind::kInternal,
+                            "the rendezvous store: " + errno_text("eventfd"));
+    }
     // This server's identity, read by every client as it connects: a client
     // whose process has finished with a store (shutdown, then init again)
     // refuses that store should it still be closing, and waits for the next.

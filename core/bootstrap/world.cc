@@ -164,8 +164,9 @@ std::vector<std::string> exchange_hostnames(const LaunchInfo& launch, const std:
     }
   }
   if (r != hostnames.size()) {
-    throw std::runtime_error(me + ": rank 0 published " + std::to_string(r) +
-                             " hostnames for a world of " + std::to_string(launch.size));
+    throw transport::Error(me, 0,
+                           "rank 0 published " + std::to_string(r) + " hostnames for a world of " +
+                               std::to_string(launch.size));
   }
   return hostnames;
 }

@@ -115,8 +115,9 @@ void dispatch(const std::array<collectives::Implementation<Fn>, N>& impls, Commu
     const Algorithm a = collectives::choose_algorithm(comm, c, bytes);
     const Fn run = collectives::implementation(impls, a);
     if (run == nullptr) {
-      throw std::logic_error("the algorithm table picks " + std::string(collectives::to_string(a)) +
-                             ", which has no implementation");
+      throw common::Failure(common::FailureKind::kInternal,
+                            "the algorithm table picks " + std::string(collectives::to_string(a)) +
+                                ", which has no implementation");
     }
     run(comm, std::forward<Args>(args)...);
   });

@@ -72,7 +72,11 @@ struct Workspace {
     if (bytes > scratch_bytes) {
       size_t rounded = (bytes + 4095) / 4096 * 4096;
       scratch.reset(static_cast<std::byte*>(std::aligned_alloc(4096, rounded)));
-      if (!scratch) throw std::bad_alloc();
+      if (!scratch) {
+        throw common::Failure(
+            common::FailureKind::kInternal,
+            "out of memory for " + std::to_string(rounded) + " bytes of ring scratch");
+      }
       scratch_bytes = rounded;
     }
     return scratch.get();

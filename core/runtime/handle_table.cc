@@ -1,5 +1,6 @@
 #include "core/runtime/handle_table.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
@@ -104,13 +105,25 @@ bool HandleTable::poll(Handle h) const {
   return find(h).done;
 }
 
-bool HandleTable::wait(Handle h, std::chrono::nanoseconds timeout) const {
+bool HandleTable::wait(Handle h, std::chrono::nanoseconds timeout,
+                       std::chrono::nanoseconds grace) const {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
   find(h);
-  return cv_.wait_for(lock, timeout, [&] {
+  const auto deadline = Clock::now() + timeout;
+  // Nothing notifies when a closed table's grace runs out: wake for it.
+  auto settled = [&] {
     auto it = states_.find(h);
-    return it == states_.end() || it->second->done;
-  });
+    if (it == states_.end() || it->second->done) return true;
+    return closed_ && Clock::now() >= closed_at_ + grace;
+  };
+  while (!settled()) {
+    const auto until = closed_ ? std::min(deadline, closed_at_ + grace) : deadline;
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout && Clock::now() >= deadline) {
+      return settled();
+    }
+  }
+  return true;
 }
 
 Result HandleTable::take(Handle h, std::chrono::nanoseconds grace) {

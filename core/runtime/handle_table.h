@@ -60,8 +60,10 @@ class HandleTable {
 
   // Throws an invalid-argument common::Failure for an unknown (never issued or released) handle.
   bool poll(Handle h) const;
-  // True when the handle completed within `timeout`.
-  bool wait(Handle h, std::chrono::nanoseconds timeout) const;
+  // True once take() would not block, within `timeout`: the handle
+  // completed, or the table closed `grace` ago (take() then fails it).
+  bool wait(Handle h, std::chrono::nanoseconds timeout,
+            std::chrono::nanoseconds grace = std::chrono::seconds(30)) const;
   // Waits for completion, releases the handle and returns its result, or
   // throws RuntimeError with the handle's error. After close(), a handle still
   // pending `grace` later fails with kShutdown, naming why the runtime ended.

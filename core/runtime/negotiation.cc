@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstring>
 #include <sstream>
-#include <stdexcept>
 
 namespace ringlet::core::runtime {
 
@@ -52,7 +51,8 @@ namespace {
 // the collective's arithmetic.
 void check_arrived(const Metadata& m) {
   auto bad = [&](const std::string& what) {
-    throw std::runtime_error("malformed negotiation message: tensor '" + m.name + "' " + what);
+    throw common::Failure(common::FailureKind::kTransport,
+                          "malformed negotiation message: tensor '" + m.name + "' " + what);
   };
   if (static_cast<uint8_t>(m.kind) > static_cast<uint8_t>(CollectiveKind::kAlltoall)) {
     bad("has collective kind " + std::to_string(static_cast<int>(m.kind)));
@@ -81,12 +81,15 @@ void check_arrived(const Metadata& m) {
   if (m.group_size < 0) bad("has group size " + std::to_string(m.group_size));
 }
 
-}  // namespace
+[[noreturn]] void malformed(const char* what) {
+  throw common::Failure(common::FailureKind::kTransport,
+                        std::string(what) + " negotiation message");
+}
 
-RankMessage decode(std::string_view bytes) {
+RankMessage decode_fields(std::string_view bytes) {
   RankMessage m;
   if (bytes.empty()) return m;
-  if (bytes.size() < 5) throw std::runtime_error("truncated negotiation message");
+  if (bytes.size() < 5) malformed("truncated");
   m.shutdown = (bytes[0] & 1) != 0;
   m.join = (bytes[0] & 2) != 0;
   uint32_t n;
@@ -97,26 +100,26 @@ RankMessage decode(std::string_view bytes) {
     check_arrived(m.ready.back());
   }
   uint32_t a;
-  if (at + sizeof a > bytes.size()) throw std::runtime_error("truncated negotiation message");
+  if (at + sizeof a > bytes.size()) malformed("truncated");
   std::memcpy(&a, bytes.data() + at, sizeof a);
   at += sizeof a;
-  if (a > bytes.size() - at) throw std::runtime_error("truncated negotiation message");
+  if (a > bytes.size() - at) malformed("truncated");
   m.abort.assign(bytes.data() + at, a);
   at += a;
   auto read_u32 = [&] {
     uint32_t x;
-    if (at + sizeof x > bytes.size()) throw std::runtime_error("truncated negotiation message");
+    if (at + sizeof x > bytes.size()) malformed("truncated");
     std::memcpy(&x, bytes.data() + at, sizeof x);
     at += sizeof x;
     return x;
   };
   const uint32_t b = read_u32();
-  if (b > bytes.size() - at) throw std::runtime_error("truncated negotiation message");
+  if (b > bytes.size() - at) malformed("truncated");
   m.cached_bits.assign(bytes.data() + at, bytes.data() + at + b);
   at += b;
   const uint32_t v = read_u32();
   if (static_cast<size_t>(v) * sizeof(uint32_t) > bytes.size() - at) {
-    throw std::runtime_error("truncated negotiation message");
+    malformed("truncated");
   }
   m.invalidate.resize(v);
   if (v > 0) std::memcpy(m.invalidate.data(), bytes.data() + at, v * sizeof(uint32_t));
@@ -127,7 +130,7 @@ RankMessage decode(std::string_view bytes) {
     change.remove_id = static_cast<int32_t>(read_u32());
     const uint32_t k = read_u32();
     if (static_cast<size_t>(k) * sizeof(int32_t) > bytes.size() - at) {
-      throw std::runtime_error("truncated negotiation message");
+      malformed("truncated");
     }
     change.ranks.resize(k);
     if (k > 0) std::memcpy(change.ranks.data(), bytes.data() + at, k * sizeof(int32_t));
@@ -139,14 +142,26 @@ RankMessage decode(std::string_view bytes) {
     StalledName s;
     for (std::string* text : {&s.name, &s.error}) {
       const uint32_t k = read_u32();
-      if (k > bytes.size() - at) throw std::runtime_error("truncated negotiation message");
+      if (k > bytes.size() - at) malformed("truncated");
       text->assign(bytes.data() + at, k);
       at += k;
     }
     m.stalled.push_back(std::move(s));
   }
-  if (at != bytes.size()) throw std::runtime_error("trailing bytes in negotiation message");
+  if (at != bytes.size()) malformed("trailing bytes in");
   return m;
+}
+
+}  // namespace
+
+RankMessage decode(std::string_view bytes, int from) {
+  try {
+    return decode_fields(bytes);
+  } catch (common::Failure& f) {
+    f.with_peer(from);
+    if (from >= 0) f.set_cause("rank " + std::to_string(from) + " sent a " + f.cause());
+    throw;
+  }
 }
 
 namespace {

@@ -60,7 +60,9 @@ struct RankMessage {
   std::vector<StalledName> stalled;
 };
 std::string encode(const RankMessage& m);
-RankMessage decode(std::string_view bytes);  // throws std::runtime_error when malformed
+// A message that cannot be read is a transport common::Failure naming `from`,
+// the global rank that sent it (-1: unknown): a peer broke the protocol.
+RankMessage decode(std::string_view bytes, int from = -1);
 
 // One decision, the same on every rank.
 struct Response {

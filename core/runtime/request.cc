@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 
 namespace ringlet::core::runtime {
 
@@ -61,6 +60,12 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 namespace {
 
+// What a peer sent cannot be read: a protocol failure, which the caller
+// attributes to the rank that sent it.
+[[noreturn]] void truncated() {
+  throw common::Failure(common::FailureKind::kTransport, "truncated negotiation message");
+}
+
 template <class T>
 void put(std::string& out, T v) {
   char buf[sizeof(T)];
@@ -70,7 +75,7 @@ void put(std::string& out, T v) {
 
 template <class T>
 T get(std::string_view in, size_t& at) {
-  if (at + sizeof(T) > in.size()) throw std::runtime_error("truncated negotiation message");
+  if (at + sizeof(T) > in.size()) truncated();
   T v;
   std::memcpy(&v, in.data() + at, sizeof(T));
   at += sizeof(T);
@@ -84,8 +89,7 @@ void put_vec(std::string& out, const std::vector<int64_t>& v) {
 
 std::vector<int64_t> get_vec(std::string_view in, size_t& at) {
   const uint32_t n = get<uint32_t>(in, at);
-  if (static_cast<size_t>(n) * 8 > in.size() - at)
-    throw std::runtime_error("truncated negotiation message");
+  if (static_cast<size_t>(n) * 8 > in.size() - at) truncated();
   std::vector<int64_t> v(n);
   for (auto& x : v) x = get<int64_t>(in, at);
   return v;
@@ -114,7 +118,7 @@ void serialize(const Metadata& m, std::string& out) {
 Metadata deserialize(std::string_view in, size_t& at) {
   Metadata m;
   const uint32_t len = get<uint32_t>(in, at);
-  if (len > in.size() - at) throw std::runtime_error("truncated negotiation message");
+  if (len > in.size() - at) truncated();
   m.name.assign(in.data() + at, len);
   at += len;
   m.kind = static_cast<CollectiveKind>(get<uint8_t>(in, at));
@@ -128,7 +132,7 @@ Metadata deserialize(std::string_view in, size_t& at) {
   m.shape = get_vec(in, at);
   m.splits = get_vec(in, at);
   const uint32_t glen = get<uint32_t>(in, at);
-  if (glen > in.size() - at) throw std::runtime_error("truncated negotiation message");
+  if (glen > in.size() - at) truncated();
   m.group.assign(in.data() + at, glen);
   at += glen;
   m.group_size = get<int32_t>(in, at);

@@ -81,8 +81,8 @@ using common::names_text;
 
 // Negotiation wire format: a list of metadata, little-endian, length-prefixed.
 void serialize(const Metadata& m, std::string& out);
-// Reads one record at `at` and advances it; throws std::runtime_error on a
-// truncated or malformed record.
+// Reads one record at `at` and advances it; a truncated record is a
+// transport common::Failure (a peer broke the protocol).
 Metadata deserialize(std::string_view in, size_t& at);
 
 }  // namespace ringlet::core::runtime

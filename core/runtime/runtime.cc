@@ -75,7 +75,12 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm, std::vector<std::vector<int
   comm_->set_busy_threads_per_rank(2);
   nvtx::set_enabled(comm_->config().nvtx);
   if (!comm_->config().timeline.empty()) {
-    start_timeline(comm_->config().timeline, comm_->config().timeline_mark_cycles);
+    try {
+      start_timeline(comm_->config().timeline, comm_->config().timeline_mark_cycles);
+    } catch (const common::Failure& f) {
+      // The path came from the environment, not from a call.
+      throw ConfigError(rank_, "HOROVOD_TIMELINE: " + f.cause());
+    }
   }
   thread_ = std::thread([this] {
     loop();
@@ -218,7 +223,7 @@ void Runtime::barrier(int32_t process_set) {
 // The caller's time blocked on the others shows in Nsight beside its kernels.
 bool Runtime::wait(Handle h, std::chrono::nanoseconds timeout) const {
   nvtx::Range range("WAIT");
-  return handles_.wait(h, timeout);
+  return handles_.wait(h, timeout, peer_timeout_);
 }
 
 Result Runtime::synchronize(Handle h) {

@@ -171,6 +171,8 @@ class Runtime {
   std::vector<int32_t> process_set_ids() const;
 
   bool poll(Handle h) const { return handles_.poll(h); }
+  // True once synchronize() would not block (HandleTable::wait, with the
+  // peer timeout as the grace after the loop ended).
   bool wait(Handle h, std::chrono::nanoseconds timeout) const;
   // Waits, releases the handle, and returns its result or throws RuntimeError.
   Result synchronize(Handle h);

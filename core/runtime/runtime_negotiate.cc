@@ -172,7 +172,8 @@ std::vector<RankMessage> Runtime::exchange(ProcessSet& set, const RankMessage& m
   std::vector<RankMessage> out(size);
   if (!overflow) {
     for (int r = 0; r < size; ++r) {
-      out[r] = decode(std::string_view(slots.data() + kSlotBytes * r + sizeof(uint32_t), lens[r]));
+      out[r] = decode(std::string_view(slots.data() + kSlotBytes * r + sizeof(uint32_t), lens[r]),
+                      set.ranks[r]);
     }
     return out;
   }
@@ -184,7 +185,7 @@ std::vector<RankMessage> Runtime::exchange(ProcessSet& set, const RankMessage& m
   core::allgather(comm, bytes.data(), all.data(), lens, DataType::kUInt8);
   size_t at = 0;
   for (int r = 0; r < size; ++r) {
-    out[r] = decode(std::string_view(all.data() + at, lens[r]));
+    out[r] = decode(std::string_view(all.data() + at, lens[r]), set.ranks[r]);
     at += lens[r];
   }
   return out;

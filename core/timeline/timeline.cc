@@ -6,7 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
+
+#include "ringlet/common/failure.h"
 
 namespace ringlet::core::timeline {
 
@@ -38,12 +39,12 @@ Timeline::Timeline(const std::string& path, bool mark_cycles,
       on_error_(std::move(on_error)) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    throw std::runtime_error("cannot open timeline file '" + path +
-                             "' for writing: " + std::strerror(errno));
+    throw common::caller_error("cannot open timeline file '" + path +
+                               "' for writing: " + std::strerror(errno));
   }
   if (const int err = write_at(fd_, "[\n]", 0); err != 0) {
     ::close(fd_);
-    throw std::runtime_error("cannot write timeline file '" + path + "': " + std::strerror(err));
+    throw common::caller_error("cannot write timeline file '" + path + "': " + std::strerror(err));
   }
   bracket_at_ = 2;
   thread_ = std::thread([this] { writer(); });
@@ -142,13 +143,15 @@ void Timeline::flush() {
   cv_.notify_one();
   const bool done = flushed_.wait_for(lock, writer_timeout_,
                                       [&] { return written_ >= target || !error_.empty(); });
-  if (!error_.empty()) throw std::runtime_error(error_);
+  if (!error_.empty()) throw common::Failure(common::FailureKind::kInternal, error_);
   if (!done) {
-    throw std::runtime_error(
+    throw common::Failure(
+        common::FailureKind::kInternal,
         "timeline '" + path_ + "': the writer thread did not write " +
-        std::to_string(target - written_) + " queued events within " +
-        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(writer_timeout_).count()) +
-        " s");
+            std::to_string(target - written_) + " queued events within " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::seconds>(writer_timeout_).count()) +
+            " s");
   }
 }
 

@@ -35,8 +35,8 @@ class Timeline {
  public:
   // Called once, from the writer thread, with the first write error.
   using ErrorReport = std::function<void(const std::string& error)>;
-  // Creates (truncates) `path`; throws std::runtime_error naming it on
-  // failure. `writer_timeout` bounds flush().
+  // Creates (truncates) `path`; throws an invalid-argument common::Failure
+  // naming it on failure. `writer_timeout` bounds flush().
   Timeline(const std::string& path, bool mark_cycles,
            std::chrono::milliseconds writer_timeout = std::chrono::seconds(30),
            ErrorReport on_error = {});
@@ -57,9 +57,9 @@ class Timeline {
   void op_end(const std::string& tensor);
   void cycle_start();
 
-  // Blocks until everything queued so far is in the file (tests). Throws
-  // std::runtime_error naming the file when a write failed, or when the
-  // writer has not written it within the writer timeout.
+  // Blocks until everything queued so far is in the file (tests). Throws an
+  // internal common::Failure naming the file when a write failed, or when
+  // the writer has not written it within the writer timeout.
   void flush();
 
  private:

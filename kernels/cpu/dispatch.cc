@@ -4,8 +4,9 @@
 #include "dispatch.h"
 
 #include <atomic>
-#include <stdexcept>
 #include <string>
+
+#include "ringlet/common/failure.h"
 
 namespace ringlet::kernels::cpu {
 namespace {
@@ -55,8 +56,7 @@ namespace detail {
 bool use_avx2() { return active_isa() == Isa::kAvx2; }
 
 void bad_argument(const char* what, long long value) {
-  throw std::invalid_argument(std::string("ringlet kernels: invalid ") + what + " " +
-                              std::to_string(value));
+  throw common::caller_error(std::string("kernels: invalid ") + what + " " + std::to_string(value));
 }
 
 }  // namespace detail

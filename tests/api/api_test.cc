@@ -410,6 +410,59 @@ TEST_F(ApiTest, WaitOnACompletedAndAReleasedHandle) {
   EXPECT_THROW(ringlet::wait(h, std::chrono::milliseconds(1)), ringlet::Error);  // released
 }
 
+// What a caller that waits in slices needs: a timed wait that leaves the
+// handle alone, and barrier and join as handles.
+TEST_F(ApiTest, WaitForBarrierAsyncAndJoinAsync) {
+  ringlet::init_with_runtime();
+  float x[2] = {1, 2};
+  const int64_t h = ringlet::allreduce_async("w", {x, ringlet::DataType::kFloat32, {2}},
+                                             {x, ringlet::DataType::kFloat32, {2}});
+  EXPECT_TRUE(ringlet::wait_for(h, std::chrono::seconds(30)));
+  EXPECT_TRUE(ringlet::wait_for(h, std::chrono::milliseconds(0)));  // still valid
+  EXPECT_NO_THROW(ringlet::synchronize(h));
+  EXPECT_THROW(ringlet::wait_for(h, std::chrono::milliseconds(1)), ringlet::Error);  // released
+  EXPECT_THROW(ringlet::wait_for(h, std::chrono::milliseconds(-1)), ringlet::Error);
+
+  const int64_t b = ringlet::barrier_async();
+  EXPECT_TRUE(ringlet::wait_for(b, std::chrono::seconds(30)));
+  EXPECT_NO_THROW(ringlet::synchronize(b));
+  const int64_t j = ringlet::join_async();
+  ASSERT_TRUE(ringlet::wait_for(j, std::chrono::seconds(30)));
+  const ringlet::Result r = ringlet::synchronize(j);
+  int32_t last = -1;
+  ASSERT_EQ(r.data.size(), sizeof last);
+  std::memcpy(&last, r.data.data(), sizeof last);
+  EXPECT_EQ(last, 0);
+}
+
+// An init that waits for ranks that never come gives up when its caller
+// says so, starts nothing, and leaves the process able to init again.
+TEST_F(ApiTest, AnInterruptedInitStartsNothing) {
+  // Rank 1 of two, whose rank 0 never comes: nothing serves port 1, so every
+  // connection attempt is refused at once and the rendezvous keeps retrying.
+  setenv("RINGLET_RANK", "1", 1);
+  setenv("RINGLET_SIZE", "2", 1);
+  setenv("RINGLET_RENDEZVOUS", "127.0.0.1:1", 1);
+  setenv("RINGLET_SECRET", "00112233445566778899aabbccddeeff", 1);
+  int asked = 0;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ringlet::init_with_runtime({}, [&asked] { return ++asked >= 5; });
+    FAIL() << "init met a rank 0 that does not exist";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kAborted) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ringlet: init on rank 1: interrupted while waiting"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(asked, 5);
+  EXPECT_FALSE(ringlet::is_initialized());
+  for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET"})
+    unsetenv(name);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+}
+
 TEST_F(ApiTest, TimelineStartsAndStopsAtRunTime) {
   ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
   const std::string file = testing::TempDir() + "ringlet_api_timeline.json";
@@ -424,6 +477,28 @@ TEST_F(ApiTest, TimelineStartsAndStopsAtRunTime) {
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_NE(text.str().find("traced"), std::string::npos) << text.str();
+}
+
+// A timeline file that cannot be written is the caller's argument when it
+// comes from start_timeline(), and the configuration's from HOROVOD_TIMELINE.
+TEST_F(ApiTest, AnUnwritableTimelineIsRefusedAsWhatGaveIt) {
+  const std::string file = "/nonexistent/ringlet_api_timeline.json";
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  float x[2] = {1, 2};
+  int64_t h = 0;
+  ASSERT_EQ(ringlet_allreduce_async("runs", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK);  // the runtime runs: the timeline starts at once
+  ASSERT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  EXPECT_EQ(ringlet_start_timeline(file.c_str(), 0), RINGLET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find(file), std::string::npos) << last_error();
+  ASSERT_EQ(ringlet_shutdown(), RINGLET_OK);
+
+  setenv("HOROVOD_TIMELINE", file.c_str(), 1);
+  EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG);
+  unsetenv("HOROVOD_TIMELINE");
+  EXPECT_NE(last_error().find("HOROVOD_TIMELINE"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find(file), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_is_initialized(), 0);
 }
 
 TEST_F(ApiTest, StatusStringsNameEveryCode) {

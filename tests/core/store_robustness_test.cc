@@ -90,8 +90,10 @@ TEST(StoreRobustness, WrongSecretIsRefused) {
   try {
     bad.set("bad-only", {1});
     FAIL() << "a client with the wrong secret was served";
-  } catch (const std::runtime_error& e) {
+  } catch (const common::Failure& e) {
     const std::string msg = e.what();
+    EXPECT_EQ(e.kind(), common::FailureKind::kTransport) << msg;
+    EXPECT_EQ(e.peer(), 0) << msg;
     EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
     EXPECT_NE(msg.find("refused"), std::string::npos) << msg;
     EXPECT_NE(msg.find("RINGLET_SECRET"), std::string::npos) << msg;
@@ -174,7 +176,14 @@ TEST(StoreRobustness, ListensOnlyOnTheRendezvousAddress) {
   StoreClient client("localhost:" + std::to_string(named.port()), kSecret, 0, Clock::now() + 5s);
   client.set("k", {4});
   EXPECT_EQ(client.get("k", Clock::now() + 5s), std::vector<uint8_t>{4});
-  EXPECT_THROW(StoreServer("no-such-host.invalid", 0, kSecret), std::runtime_error);
+  try {
+    StoreServer nowhere("no-such-host.invalid", 0, kSecret);
+    FAIL() << "a store listens at a host that does not resolve";
+  } catch (const common::Failure& e) {
+    // Where the store listens is the launch's choice: a configuration error.
+    EXPECT_EQ(e.kind(), common::FailureKind::kConfig) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RINGLET_RENDEZVOUS"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StoreRobustness, GarbageIsRefused) {
@@ -290,6 +299,80 @@ TEST(StoreRobustness, ManyBadClientsAtOnce) {
   bad.clear();
   EXPECT_TRUE(wait_refused(server, 20));
   expect_serving(server.port(), "after");
+}
+
+// A fake rank 0 on loopback: accepts one client, greets it with `hello` and
+// answers its first frame with `reply`, whatever it asked.
+class FakeStore {
+ public:
+  FakeStore(std::vector<uint8_t> hello, std::vector<uint8_t> reply)
+      : listener_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listener_.get(), 4), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::jthread([this, hello = std::move(hello), reply = std::move(reply)] {
+      pollfd p{listener_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) return;
+      UniqueFd c(::accept(listener_.get(), nullptr, nullptr));
+      ::send(c.get(), hello.data(), hello.size(), MSG_NOSIGNAL);
+      uint8_t buf[512];
+      pollfd q{c.get(), POLLIN, 0};
+      if (::poll(&q, 1, 5000) <= 0 || ::recv(c.get(), buf, sizeof buf, 0) <= 0) return;
+      ::send(c.get(), reply.data(), reply.size(), MSG_NOSIGNAL);
+      // Hold the connection until the client has read the reply and let go.
+      ::poll(&q, 1, 5000);
+    });
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  UniqueFd listener_;
+  uint16_t port_ = 0;
+  std::jthread thread_;
+};
+
+std::vector<uint8_t> good_hello() {
+  std::vector<uint8_t> hello(wire::kMagic.begin(), wire::kMagic.end());
+  hello.resize(wire::kHelloBytes, 7);
+  return hello;
+}
+
+// A rank 0 that breaks the store's protocol: the client's failure is a
+// transport failure naming rank 0, not an internal one.
+TEST(StoreRobustness, RepliesOutsideTheProtocolAreTransportFailuresNamingRankZero) {
+  // A reply whose MAC is wrong.
+  std::vector<uint8_t> forged = {0, 0, 0, 1, static_cast<uint8_t>(wire::Op::kOk), 1};
+  forged.resize(forged.size() + wire::kMacBytes, 0x5a);
+  FakeStore forger(good_hello(), forged);
+  StoreClient client(at(forger.port()), kSecret, 2, Clock::now() + 5s);
+  try {
+    client.set("k", {1});
+    FAIL() << "a forged reply was accepted";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kTransport) << e.what();
+    EXPECT_EQ(e.rank(), 2) << e.what();
+    EXPECT_EQ(e.peer(), 0) << e.what();
+    EXPECT_NE(std::string(e.what()).find("failed authentication"), std::string::npos) << e.what();
+  }
+
+  // A greeting that is not the store's.
+  std::vector<uint8_t> stranger = good_hello();
+  stranger[0] = 'X';
+  FakeStore other(stranger, {});
+  try {
+    StoreClient wrong(at(other.port()), kSecret, 1, Clock::now() + 5s);
+    FAIL() << "a stranger's greeting was accepted";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kTransport) << e.what();
+    EXPECT_EQ(e.peer(), 0) << e.what();
+    EXPECT_NE(std::string(e.what()).find("did not greet as a Ringlet store"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

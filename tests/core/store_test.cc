@@ -143,6 +143,47 @@ TEST(Store, ConnectTimeoutNamesTheAddress) {
   }
 }
 
+// The interrupt is asked while a call waits, and ends the wait at once
+// (kShutdown), whether the store is not up yet or has not answered.
+TEST(Store, AnInterruptEndsTheWaitsWithinASlice) {
+  uint16_t port = 0;
+  {
+    StoreServer probe(0, kSecret);
+    port = probe.port();
+  }
+  int asked = 0;
+  auto after_three = [&asked] { return ++asked > 3; };
+  const auto start = Clock::now();
+  try {
+    StoreClient c(at(port), kSecret, 2, Clock::now() + 30s, after_three);
+    FAIL() << "connected to nothing";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kShutdown) << e.what();
+    EXPECT_NE(std::string(e.what()).find("interrupted while waiting for a connection to"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_EQ(asked, 4);
+
+  StoreServer server(0, kSecret);
+  asked = 0;
+  StoreClient c(at(server.port()), kSecret, 2, Clock::now() + 5s, after_three);
+  const auto waiting = Clock::now();
+  try {
+    c.get("never", Clock::now() + 30s);
+    FAIL() << "got a key nobody set";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kShutdown) << e.what();
+    EXPECT_NE(std::string(e.what()).find("key 'never'"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - waiting, 5s);
+  // Without it, the client goes on as before, on a fresh connection.
+  c.set_interrupt({});
+  c.set("k", bytes("v"));
+  EXPECT_EQ(text(c.get("k", Clock::now() + 5s)), "v");
+}
+
 TEST(Store, ServerDeathIsReported) {
   auto server = std::make_unique<StoreServer>(0, kSecret);
   const uint16_t port = server->port();

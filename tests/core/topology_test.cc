@@ -1,14 +1,15 @@
-#include <hwloc.h>
-#include <unistd.h>
+#include "ringlet/topology/topology.h"
 
 #include <gtest/gtest.h>
+#include <hwloc.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "ringlet/common/failure.h"
 #include "ringlet/topology/placement.h"
-#include "ringlet/topology/topology.h"
 
 namespace ringlet::topology {
 namespace {
@@ -65,12 +66,21 @@ TEST(Topology, SavedXmlReloadsToTheSameMachine) {
   EXPECT_EQ(loaded, here);
 }
 
-TEST(Topology, MissingXmlIsAnErrorNamingTheFile) {
+// The file is the caller's argument: a bad one is an invalid argument.
+TEST(Topology, MissingXmlIsAnInvalidArgumentNamingTheFile) {
   try {
     load_hwloc_xml("/nonexistent/ringlet.xml");
     FAIL() << "loaded a missing file";
-  } catch (const std::runtime_error& e) {
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
     EXPECT_NE(std::string(e.what()).find("/nonexistent/ringlet.xml"), std::string::npos);
+  }
+  try {
+    save_hwloc_xml("/nonexistent/dir/ringlet.xml");
+    FAIL() << "wrote into a missing directory";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/ringlet.xml"), std::string::npos);
   }
 }
 

@@ -112,5 +112,25 @@ TEST(World, OtherRanksSayHowManyJoined) {
   }
 }
 
+// Rank 0's list of hosts that does not fit the world is rank 0 breaking the
+// protocol: a transport failure naming it.
+TEST(World, AMalformedHostListIsATransportFailureNamingRankZero) {
+  StoreServer server(0, kSecret);
+  StoreClient store("127.0.0.1:" + std::to_string(server.port()), kSecret, 1, Clock::now() + 5s);
+  store.set("world/hosts", {'a', '\n'});
+  LaunchInfo launch;
+  launch.rank = 1;
+  launch.size = 3;
+  try {
+    build_world(launch, store, Clock::now() + 5s);
+    FAIL() << "a world of 3 formed from one host name";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kTransport) << e.what();
+    EXPECT_EQ(e.rank(), 1) << e.what();
+    EXPECT_EQ(e.peer(), 0) << e.what();
+    EXPECT_EQ(std::string(e.what()), "rank 1: rank 0 published 1 hostnames for a world of 3");
+  }
+}
+
 }  // namespace
 }  // namespace ringlet::core

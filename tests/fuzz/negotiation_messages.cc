@@ -6,8 +6,8 @@
 // Input: ranks (1 + byte % 4), fusion threshold (0, or 1 << (byte % 31)),
 // cache capacity (byte % 8), then cycles: per rank, a u16 length and that many
 // bytes of its message (the payload of its slot). A message that does not
-// decode is refused with std::runtime_error, which ends negotiation, as it
-// does in the runtime.
+// decode is refused with a transport common::Failure naming the rank that
+// sent it, which ends negotiation, as it does in the runtime.
 //
 // Checked besides "no crash": a message that decodes names only collectives,
 // data types and ops that exist, and encodes back to the same bytes (but for
@@ -15,7 +15,6 @@
 // carries one metadata per name unless it is an error.
 #include <cstdint>
 #include <cstdlib>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,8 +50,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const auto bytes = input.bytes(input.u16() % (kMaxMessage + 1));
       const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       try {
-        messages[r] = decode(text);
-      } catch (const std::runtime_error&) {
+        messages[r] = decode(text, r);
+      } catch (const ringlet::common::Failure& f) {
+        check(f.kind() == ringlet::common::FailureKind::kTransport && f.peer() == r);
         return 0;
       }
       for (const Metadata& md : messages[r].ready) {

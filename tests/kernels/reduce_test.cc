@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "reference.h"
+#include "tests/common/throws_failure.h"
 
 namespace ringlet::kernels::test {
 namespace {
@@ -176,14 +177,23 @@ TEST(ReduceSemantics, IntegerSumAndProductWrap) {
   EXPECT_EQ(out[0], INT64_MIN);
 }
 
-TEST(ReduceSemantics, InvalidArgumentsThrow) {
+// A caller's bad argument is the library's one failure type, of the kind
+// that says "fix the call", naming what was wrong.
+TEST(ReduceSemantics, InvalidArgumentsAreInvalidArgumentFailures) {
+  using ringlet::test::throws_failure;
+  constexpr auto kInvalid = common::FailureKind::kInvalidArgument;
   float x[1] = {0};
-  EXPECT_THROW(cpu::reduce(static_cast<DataType>(99), ReduceOp::kSum, x, x, x, 1),
-               std::invalid_argument);
-  EXPECT_THROW(cpu::reduce(DataType::kFloat32, static_cast<ReduceOp>(99), x, x, x, 1),
-               std::invalid_argument);
-  EXPECT_THROW(cpu::reduce_many(DataType::kFloat32, ReduceOp::kSum, x, {}, 1),
-               std::invalid_argument);
+  EXPECT_TRUE(throws_failure(
+      kInvalid, [&] { cpu::reduce(static_cast<DataType>(99), ReduceOp::kSum, x, x, x, 1); }));
+  EXPECT_TRUE(throws_failure(
+      kInvalid, [&] { cpu::reduce(DataType::kFloat32, static_cast<ReduceOp>(99), x, x, x, 1); }));
+  EXPECT_TRUE(throws_failure(
+      kInvalid, [&] { cpu::reduce_many(DataType::kFloat32, ReduceOp::kSum, x, {}, 1); }));
+  try {
+    cpu::reduce(static_cast<DataType>(99), ReduceOp::kSum, x, x, x, 1);
+  } catch (const common::Failure& f) {
+    EXPECT_EQ(f.cause(), "kernels: invalid dtype 99");
+  }
 }
 
 }  // namespace

@@ -53,6 +53,32 @@ TEST(HandleTable, ACompletionWithinTheGraceStillCounts) {
   EXPECT_NO_THROW(t.take(done, 0ms));
 }
 
+// wait() says when take() would not block: at the completion, or once a
+// closed table's grace has run out (take() then fails the handle); a wait
+// that times out leaves the handle as it was.
+TEST(HandleTable, WaitReturnsWhenTakeWouldNotBlock) {
+  HandleTable t;
+  const Handle h = t.create();
+  EXPECT_FALSE(t.wait(h, 20ms, 50ms));
+  std::thread done([&] {
+    std::this_thread::sleep_for(20ms);
+    t.complete(h, Result{{}, {3}, {}});
+  });
+  EXPECT_TRUE(t.wait(h, 10s, 50ms));
+  done.join();
+  EXPECT_EQ(t.take(h).shape, std::vector<int64_t>{3});
+
+  const Handle stranded = t.create();
+  t.close("stopped");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(t.wait(stranded, 10ms, 200ms));  // within the grace
+  EXPECT_TRUE(t.wait(stranded, 10s, 200ms));    // woken when the grace ran out
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 200ms);
+  EXPECT_LT(waited, 5s);
+  EXPECT_THROW(t.take(stranded, 200ms), RuntimeError);
+}
+
 TEST(HandleTable, TakeThenRunsOnceWithTheOutcomeAndReleasesTheHandle) {
   HandleTable t;
   std::vector<std::string> seen;

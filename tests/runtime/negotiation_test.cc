@@ -59,6 +59,39 @@ TEST(Wire, StalledNamesRoundTrip) {
   EXPECT_THROW(decode(bytes), std::runtime_error);
 }
 
+// What a peer sent that cannot be read is a protocol failure naming that
+// peer: neither this rank's mistake nor an internal one.
+TEST(Wire, MalformedMessageIsATransportFailureNamingTheSender) {
+  RankMessage msg;
+  msg.ready = {allreduce("fc1.weight", {4, 5})};
+  const std::string good = encode(msg);
+
+  std::string truncated = good;
+  truncated.pop_back();
+  std::string trailing = good + "x";
+  RankMessage bad_dtype = msg;
+  bad_dtype.ready[0].dtype = static_cast<DataType>(99);
+  for (const std::string& bytes : {truncated, trailing, encode(bad_dtype)}) {
+    try {
+      decode(bytes, 3);
+      ADD_FAILURE() << "decoded a malformed message";
+    } catch (const common::Failure& f) {
+      EXPECT_EQ(f.kind(), common::FailureKind::kTransport) << f.what();
+      EXPECT_EQ(f.peer(), 3) << f.what();
+      EXPECT_EQ(f.cause().rfind("rank 3 sent a ", 0), 0u) << f.cause();
+      EXPECT_NE(f.cause().find("negotiation message"), std::string::npos) << f.cause();
+    }
+  }
+  try {
+    decode(encode(bad_dtype), 1);
+  } catch (const common::Failure& f) {
+    EXPECT_EQ(f.cause(),
+              "rank 1 sent a malformed negotiation message: tensor 'fc1.weight' has data type 99");
+  }
+  // Unattributed (a fuzzer, a test): the same kind, no peer.
+  EXPECT_TRUE(test::throws_failure(common::FailureKind::kTransport, [&] { decode(truncated); }));
+}
+
 TEST(Negotiator, DropForgetsAStalledNameAndItsGroup) {
   Negotiator n(2);
   auto member = [](const std::string& name) {
@@ -202,6 +235,16 @@ TEST(HandleTable, CompleteFailAndRelease) {
     EXPECT_STREQ(e.what(), "boom");
   }
   EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(Timeline, AFileThatCannotBeCreatedIsAnInvalidArgumentNamingIt) {
+  try {
+    timeline::Timeline tl("/nonexistent/ringlet_tl.json", false);
+    FAIL() << "a timeline opened in a missing directory";
+  } catch (const common::Failure& f) {
+    EXPECT_EQ(f.kind(), common::FailureKind::kInvalidArgument) << f.what();
+    EXPECT_NE(f.cause().find("/nonexistent/ringlet_tl.json"), std::string::npos) << f.cause();
+  }
 }
 
 TEST(Timeline, ValidJsonAfterEveryFlush) {

@@ -29,7 +29,8 @@ enum class ErrorCode : int32_t {
   kTimeout = 5,          // a rank did not answer in time (or wait() ran out)
   kInternal = 6,         // anything else
   kMismatch = 7,         // the ranks disagree about a collective (dtype, shape, op, root, ...)
-  kAborted = 8,          // shut down (by a rank, or by the stall check) before the collective ran
+  kAborted = 8,          // shut down (by a rank, or by the stall check) before the collective
+                         // ran; or init() given up at its caller's word (interrupted)
 };
 
 // "invalid argument", "mismatch across ranks", ...: the same text as
@@ -64,6 +65,12 @@ void init(const std::vector<std::vector<int>>& process_sets);
 // order (the Python bindings: one rank may start an asynchronous collective
 // while another enters a barrier).
 void init_with_runtime(const std::vector<std::vector<int>>& process_sets = {});
+// init_with_runtime() that asks `interrupted`, on this thread, every 50 ms
+// while the rendezvous waits for ranks that have not arrived yet; when it
+// returns true, init gives up, starts nothing and throws Error kAborted. For
+// bindings that must serve their signals during a long rendezvous.
+void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
+                       std::function<bool()> interrupted);
 void shutdown();
 bool is_initialized();
 
@@ -161,6 +168,12 @@ bool poll(int64_t handle);
 // Waits up to `timeout` for the handle to complete; throws Error on timeout
 // (the handle stays valid).
 void wait(int64_t handle, std::chrono::milliseconds timeout);
+// Waits up to `timeout`; true once synchronize() would return at once (the
+// handle completed, or the runtime stopped without completing it, and
+// synchronize() throws), false when the time ran out. The handle stays valid
+// either way: for callers that wait in slices and do other work between them
+// (a binding serving its signals).
+bool wait_for(int64_t handle, std::chrono::milliseconds timeout);
 // Waits for the handle, releases it, and returns its result or throws Error.
 Result synchronize(int64_t handle);
 // synchronize() without a waiting thread, for frameworks whose ops finish by
@@ -173,6 +186,11 @@ void synchronize_then(int64_t handle, std::function<void(Result, std::exception_
 // Horovod's join(): this rank has run out of data; the others' allreduces
 // proceed with it contributing zeros. Returns the last rank to join.
 int join();
+// join() and barrier() as handles, completed by synchronize() (for callers
+// that wait with wait_for()). join's Result.data holds the last rank to join
+// as an int32.
+int64_t join_async();
+int64_t barrier_async(int process_set = 0);
 // Rank 0 writes a Chrome-trace timeline to `file`; other ranks ignore it.
 void start_timeline(const std::string& file, bool mark_cycles = false);
 void stop_timeline();

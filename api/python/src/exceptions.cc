@@ -2,20 +2,19 @@
 
 #include <nanobind/nanobind.h>
 
-#include "ringlet/ringlet.h"
-
 namespace nb = nanobind;
 
 namespace ringlet::python {
 namespace {
 
-void raise(const Error& e) {
+void raise(const Error& e, bool during_init) {
   // The classes live in Python, where users import them from; the module is
   // part of this package, so importing it cannot fail short of a broken
   // install, and then the error still reaches the caller as RuntimeError.
   try {
     nb::object exceptions = nb::module_::import_("ringlet.common.exceptions");
-    nb::object type = exceptions.attr("exception_for_code")(static_cast<int>(e.code()));
+    nb::object type =
+        exceptions.attr("exception_for_code")(static_cast<int>(e.code()), during_init);
     nb::object error = type(e.what());
     error.attr("code") = static_cast<int>(e.code());
     PyErr_SetObject(type.ptr(), error.ptr());
@@ -26,12 +25,17 @@ void raise(const Error& e) {
 
 }  // namespace
 
+void throw_as_python(const Error& e, bool during_init) {
+  raise(e, during_init);
+  throw nb::python_error();
+}
+
 void register_exception_translator() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
     } catch (const Error& e) {
-      raise(e);
+      raise(e, false);
     }
   });
 }

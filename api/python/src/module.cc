@@ -4,7 +4,9 @@
 // (numpy on the host, torch on a device), which the framework layer
 // reinterprets without a copy. Every call
 // that waits for other ranks releases the GIL, so that the framework's own
-// threads (and other Python threads) run meanwhile.
+// threads (and other Python threads) run meanwhile, and those that may wait
+// long (init's rendezvous, synchronize, barrier, join) serve Python's signals
+// while they wait (interruptible.h).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "exceptions.h"
+#include "interruptible.h"
 #include "ringlet/ringlet.h"
 #include "tensor_view.h"
 
@@ -59,11 +62,7 @@ DeviceBytes device_bytes_of(Result& result) {
 // byte tensor on the device for a device output.
 std::tuple<nb::object, std::vector<int64_t>, std::vector<int64_t>> synchronize_handle(
     int64_t handle) {
-  Result result;
-  {
-    nb::gil_scoped_release released;
-    result = synchronize(handle);
-  }
+  Result result = synchronize_interruptibly(handle);
   nb::object data = nb::none();
   if (result.device >= 0) {
     data = nb::cast(device_bytes_of(result), nb::rv_policy::reference);
@@ -84,13 +83,15 @@ NB_MODULE(_ringlet, m) {
   m.def(
       "init",
       [](std::optional<std::vector<std::vector<int>>> process_sets) {
-        nb::gil_scoped_release released;
-        init_with_runtime(process_sets.value_or(std::vector<std::vector<int>>{}));
+        init_interruptibly(process_sets.value_or(std::vector<std::vector<int>>{}));
       },
       "process_sets"_a = nb::none());
   m.def("shutdown", [] {
-    nb::gil_scoped_release released;
-    shutdown();
+    {
+      nb::gil_scoped_release released;
+      shutdown();
+    }
+    forget_interrupted();
   });
   m.def("is_initialized", &is_initialized);
   m.def("rank", [] { return rank(); });
@@ -105,9 +106,11 @@ NB_MODULE(_ringlet, m) {
       "allreduce_async",
       [](const std::string& name, const Input& in, const Output& out, int op, double prescale,
          double postscale, int process_set, uintptr_t stream) {
-        return allreduce_async(name, tensor_view(in, "allreduce_async", name, stream),
-                               tensor_view(out, "allreduce_async", name, stream), reduce_op(op),
-                               prescale, postscale, process_set);
+        const int64_t h = allreduce_async(name, tensor_view(in, "allreduce_async", name, stream),
+                                          tensor_view(out, "allreduce_async", name, stream),
+                                          reduce_op(op), prescale, postscale, process_set);
+        hold_until_synchronized(h, {{in}, {out}});
+        return h;
       },
       "name"_a, "input"_a, "output"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
       "stream"_a = 0);
@@ -127,56 +130,61 @@ NB_MODULE(_ringlet, m) {
           in_views.push_back(tensor_view(ins[i], "grouped_allreduce_async", names[i], stream));
           out_views.push_back(tensor_view(outs[i], "grouped_allreduce_async", names[i], stream));
         }
-        return grouped_allreduce_async(names, in_views, out_views, reduce_op(op), prescale,
-                                       postscale, process_set);
+        std::vector<int64_t> handles = grouped_allreduce_async(
+            names, in_views, out_views, reduce_op(op), prescale, postscale, process_set);
+        for (size_t i = 0; i < handles.size(); ++i)
+          hold_until_synchronized(handles[i], {{ins[i]}, {outs[i]}});
+        return handles;
       },
       "names"_a, "inputs"_a, "outputs"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
       "stream"_a = 0);
   m.def(
       "allgather_async",
       [](const std::string& name, const Input& in, int process_set, uintptr_t stream) {
-        return allgather_async(name, tensor_view(in, "allgather_async", name, stream), process_set);
+        const int64_t h =
+            allgather_async(name, tensor_view(in, "allgather_async", name, stream), process_set);
+        hold_until_synchronized(h, {{in}, {}});
+        return h;
       },
       "name"_a, "input"_a, "process_set"_a, "stream"_a = 0);
   m.def(
       "broadcast_async",
       [](const std::string& name, const Output& inout, int root, int process_set,
          uintptr_t stream) {
-        return broadcast_async(name, tensor_view(inout, "broadcast_async", name, stream), root,
-                               process_set);
+        const int64_t h = broadcast_async(name, tensor_view(inout, "broadcast_async", name, stream),
+                                          root, process_set);
+        hold_until_synchronized(h, {{}, {inout}});
+        return h;
       },
       "name"_a, "tensor"_a, "root"_a, "process_set"_a, "stream"_a = 0);
   m.def(
       "reducescatter_async",
       [](const std::string& name, const Input& in, int op, double prescale, double postscale,
          int process_set, uintptr_t stream) {
-        return reducescatter_async(name, tensor_view(in, "reducescatter_async", name, stream),
-                                   reduce_op(op), prescale, postscale, process_set);
+        const int64_t h =
+            reducescatter_async(name, tensor_view(in, "reducescatter_async", name, stream),
+                                reduce_op(op), prescale, postscale, process_set);
+        hold_until_synchronized(h, {{in}, {}});
+        return h;
       },
       "name"_a, "input"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a, "stream"_a = 0);
   m.def(
       "alltoall_async",
       [](const std::string& name, const Input& in, std::vector<int64_t> splits, int process_set,
          uintptr_t stream) {
-        return alltoall_async(name, tensor_view(in, "alltoall_async", name, stream),
-                              std::move(splits), process_set);
+        const int64_t h = alltoall_async(name, tensor_view(in, "alltoall_async", name, stream),
+                                         std::move(splits), process_set);
+        hold_until_synchronized(h, {{in}, {}});
+        return h;
       },
       "name"_a, "input"_a, "splits"_a, "process_set"_a, "stream"_a = 0);
 
   m.def("poll", &poll, "handle"_a);
   m.def("synchronize", &synchronize_handle, "handle"_a,
-        "Waits for the handle and releases it: (bytes or None, shape, received splits).");
-  m.def("join", [] {
-    nb::gil_scoped_release released;
-    return join();
-  });
-  m.def(
-      "barrier",
-      [](int process_set) {
-        nb::gil_scoped_release released;
-        barrier(process_set);
-      },
-      "process_set"_a = 0);
+        "Waits for the handle and releases it: (bytes or None, shape, received splits). "
+        "A signal handler's exception leaves the handle pending.");
+  m.def("join", &join_interruptibly);
+  m.def("barrier", &barrier_interruptibly, "process_set"_a = 0);
 
   m.def(
       "add_process_set",

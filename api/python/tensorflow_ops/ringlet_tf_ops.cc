@@ -27,6 +27,7 @@
 #include <ringlet/ringlet.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -80,28 +81,42 @@ ringlet::Tensor moved_view(const tf::Tensor& t) {
   return v;
 }
 
-// Ringlet's error as TensorFlow's status, one status code per error code, so
-// that ringlet/tensorflow/ops.py raises the same exception as the other
-// frameworks do (its _EXCEPTION_OF_STATUS is this table read backwards).
+// Ringlet's error as the TensorFlow status Horovod gives the same cause
+// (ConvertStatus in horovod/tensorflow/mpi_ops.cc over its controller's
+// statuses): a wrong call is InvalidArgument; ranks that disagree about a
+// collective, and a call before init(), are FailedPrecondition; the rest
+// (a lost or silent peer, a shutdown, an internal failure) is Unknown, which
+// Horovod's elastic wrappers catch (ringlet/tensorflow/errors.py's
+// tf_error_class is this table). The payload kErrorCodePayload carries
+// ringlet::ErrorCode in decimal (errors.py's ERROR_CODE_PAYLOAD), so that the
+// exact ringlet.common.exceptions class is raised eagerly without reading
+// the text.
+constexpr char kErrorCodePayload[] = "ringlet.error_code";
+
 absl::Status status_of(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
+    absl::Status status;
     switch (e.code()) {
-      case ErrorCode::kInvalidArgument: return absl::InvalidArgumentError(e.what());
-      case ErrorCode::kNotInitialized: return absl::FailedPreconditionError(e.what());
-      case ErrorCode::kConfig: return absl::UnknownError(e.what());
-      case ErrorCode::kPeerLost: return absl::UnavailableError(e.what());
-      case ErrorCode::kTimeout: return absl::DeadlineExceededError(e.what());
-      case ErrorCode::kMismatch: return absl::DataLossError(e.what());
-      case ErrorCode::kAborted: return absl::AbortedError(e.what());
-      case ErrorCode::kInternal: return absl::InternalError(e.what());
+      case ErrorCode::kInvalidArgument:
+        status = absl::InvalidArgumentError(e.what());
+        break;
+      case ErrorCode::kNotInitialized:
+      case ErrorCode::kMismatch:
+        status = absl::FailedPreconditionError(e.what());
+        break;
+      default:
+        status = absl::UnknownError(e.what());
     }
-    return absl::InternalError(e.what());
+    // From a view: TensorFlow's own absl exports that constructor only.
+    const std::string code = std::to_string(static_cast<int>(e.code()));
+    status.SetPayload(kErrorCodePayload, absl::Cord(std::string_view(code)));
+    return status;
   } catch (const std::exception& e) {
-    return absl::InternalError(e.what());
+    return absl::UnknownError(e.what());
   } catch (...) {
-    return absl::InternalError("ringlet: unknown exception");
+    return absl::UnknownError("ringlet: unknown exception");
   }
 }
 

@@ -1,12 +1,21 @@
 """The exceptions Ringlet raises, under the names Horovod users catch.
 
-Failures that involve other ranks (a mismatch across ranks, a lost peer, a
-timeout, a shutdown before the collective ran) are ``HorovodInternalError``
-subclasses, a ``RuntimeError`` as in Horovod, so that ``except
-HorovodInternalError`` keeps working. A wrong call on this rank (a duplicate
-name in flight, an unsupported dtype, a non-contiguous tensor, a call before
-``init()``) is a ``ValueError``. Every exception carries ``code``, the value of
-``ringlet::ErrorCode``.
+Each failure raises the class Horovod raises for the same cause, or a
+subclass of it, so that ``except`` clauses written for Horovod keep working:
+
+- a collective that failed across ranks (the ranks disagree, a peer died or
+  did not answer, the job shut down first) is a ``HorovodInternalError``, a
+  ``RuntimeError``, as Horovod's ``synchronize()`` raises it;
+- a wrong call on this rank (a duplicate name in flight, an unsupported
+  dtype, a non-contiguous tensor, an unknown process set) is a
+  ``ValueError``, as Horovod's submission raises it;
+- a call before ``init()`` is both: Horovod's queries raise ``ValueError``
+  and its collectives ``HorovodInternalError``;
+- ``init()`` that fails raises a ``ValueError`` (a ``ConfigError`` for a bad
+  setting, an ``InitError`` for the rest), as Horovod's ``init()`` does.
+
+Every exception carries ``code``, the value of ``ringlet::ErrorCode``.
+TensorFlow's errors for the same causes are ringlet.tensorflow.errors'.
 """
 
 
@@ -42,7 +51,7 @@ class InvalidArgumentError(ValueError):
     code = 1
 
 
-class NotInitializedError(ValueError):
+class NotInitializedError(ValueError, HorovodInternalError):
     """Called before init() or after shutdown()."""
 
     code = 2
@@ -78,14 +87,29 @@ class AbortedError(HorovodInternalError):
     code = 8
 
 
+class InitError(ValueError):
+    """init() could not start Ringlet on this rank: a rank did not arrive in
+    time or died during the rendezvous, or the rendezvous failed. ``code``
+    says which (5: a timeout, 4: a lost peer, 6: anything else)."""
+
+    code = 6
+
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, NotInitializedError, ConfigError, PeerLostError,
     CollectiveTimeoutError, HorovodInternalError, MismatchError, AbortedError)}
 
+# Every class raised for a ringlet::ErrorCode: what the library raised, as
+# opposed to what a Python signal handler or the user's code did.
+FAILURES = tuple(_BY_CODE.values()) + (InitError,)
 
-def exception_for_code(code):
-    """The class raised for a ringlet::ErrorCode value."""
-    return _BY_CODE.get(code, HorovodInternalError)
+
+def exception_for_code(code, during_init=False):
+    """The class raised for a ringlet::ErrorCode value; ``during_init``: raised by init()."""
+    cls = _BY_CODE.get(code, HorovodInternalError)
+    if during_init and not issubclass(cls, ValueError):
+        return InitError
+    return cls
 
 
 def get_version_mismatch_message(name, version, installed_version):

@@ -6,6 +6,7 @@ import threading
 
 from ringlet import _ringlet
 from ringlet.common import basics
+from ringlet.common import exceptions
 from ringlet.common.process_sets import id_of
 
 # Unnamed collectives are numbered per process set: the members of a set
@@ -14,9 +15,13 @@ _noname_counters = {}
 basics.call_at_init(_noname_counters.clear)
 
 _lock = threading.Lock()
-# handle -> (a function of (bytes, shape, received splits) giving the result,
-# the buffers the core reads or writes until then, kept alive here).
+# handle -> (its members' core handles, a function of their results giving
+# the result, the buffers the core reads or writes until then, kept alive
+# here, and the members' outcomes so far).
 _in_flight = {}
+# Handles of a runtime that has gone (a wait a signal interrupted, never
+# synchronized again) must not shadow the next runtime's.
+basics.call_at_init(_in_flight.clear)
 
 
 def _next_unnamed(process_set):
@@ -39,7 +44,7 @@ def group_base(name, process_set):
 def register(handle, finish, *buffers):
     """Remembers how to complete ``handle``, and keeps ``buffers`` alive until then."""
     with _lock:
-        _in_flight[handle] = ((handle,), lambda results: finish(*results[0]), buffers)
+        _in_flight[handle] = ((handle,), lambda results: finish(*results[0]), buffers, {})
     return handle
 
 
@@ -52,7 +57,7 @@ def register_group(handles, finish, *buffers):
     """
     members = tuple(handles)
     with _lock:
-        _in_flight[members[0]] = (members, finish, buffers)
+        _in_flight[members[0]] = (members, finish, buffers, {})
     return members[0]
 
 
@@ -69,21 +74,28 @@ def synchronize(handle):
 
     Raises the collective's error (a HorovodInternalError subclass for
     failures across ranks) on every rank where it failed. A handle
-    synchronized already gives None, as in Horovod.
+    synchronized already gives None, as in Horovod. The wait serves Python's
+    signals: a handler's exception (KeyboardInterrupt, ...) propagates and
+    leaves the handle pending, to be synchronized again.
     """
     with _lock:
-        entry = _in_flight.pop(handle, None)
+        entry = _in_flight.get(handle)
     if entry is None:
         return None
-    members, finish, _buffers = entry
+    members, finish, _buffers, outcomes = entry
     # Every member is waited for before any error is raised: the buffers
-    # stay alive (in _buffers) until the core is done with all of them.
-    results, error = [], None
+    # stay alive (in _buffers) until the core is done with all of them. A
+    # signal handler's exception stops the wait with the entry kept, and
+    # what completed meanwhile in `outcomes`: the next call waits for the rest.
     for h in members:
-        try:
-            results.append(_ringlet.synchronize(h))
-        except Exception as e:  # noqa: BLE001 (re-raised below)
-            error = error or e
-    if error is not None:
-        raise error
-    return finish(results)
+        if h not in outcomes:
+            try:
+                outcomes[h] = (_ringlet.synchronize(h), None)
+            except exceptions.FAILURES as e:  # the core released it with its failure
+                outcomes[h] = (None, e)
+    with _lock:
+        _in_flight.pop(handle, None)
+    for _, error in outcomes.values():
+        if error is not None:
+            raise error
+    return finish([outcomes[h][0] for h in members])

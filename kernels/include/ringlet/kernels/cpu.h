@@ -6,8 +6,8 @@
 // The arithmetic of each op is defined once in ops.h (shared with the CUDA
 // kernels): integer sum/prod wrap; float min/max propagate NaN; fp16/bf16 are
 // computed in float and rounded back to nearest-even; scale truncates integers
-// toward zero. An invalid dtype, op or input count throws
-// std::invalid_argument (a caller's bug, never data).
+// toward zero. An invalid dtype, op or input count throws an invalid-argument
+// common::Failure (a caller's bug, never data).
 #pragma once
 
 #include <cstddef>

@@ -69,12 +69,14 @@ struct Topology {
 };
 
 // This machine, one host, named `host_name` (by default the machine's own; a
-// caller that reads the configuration passes the name it gives). Throws
-// std::runtime_error naming the hwloc call that failed.
+// caller that reads the configuration passes the name it gives). Throws an
+// internal common::Failure naming the hwloc call that failed.
 Topology discover(const std::string& host_name = common::host_name());
 // A topology hwloc exported (lstopo FILE.xml, or save_hwloc_xml), as one host.
+// A file hwloc cannot read is an invalid-argument common::Failure naming it.
 Topology load_hwloc_xml(const std::string& path);
-// Exports this machine's topology as hwloc XML (for tests and bug reports).
+// Exports this machine's topology as hwloc XML (for tests and bug reports);
+// a path it cannot write is an invalid-argument common::Failure.
 void save_hwloc_xml(const std::string& path);
 
 void to_json(nlohmann::json& j, const Topology& t);

@@ -11,23 +11,27 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
-#include <system_error>
 #include <vector>
+
+#include "ringlet/common/failure.h"
 
 namespace ringlet::transport {
 
-// Fills `out` with cryptographically random bytes. Throws std::system_error
-// when the kernel gives none (no getrandom(2): a kernel older than 3.17).
+// Fills `out` with cryptographically random bytes. Throws an internal
+// common::Failure when the kernel gives none (no getrandom(2): a kernel older
+// than 3.17).
 inline void random_bytes(std::span<uint8_t> out) {
   size_t got = 0;
   while (got < out.size()) {
     const ssize_t n = ::getrandom(out.data() + got, out.size() - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      throw std::system_error(n < 0 ? errno : EIO, std::generic_category(),
-                              "no random bytes from getrandom(2)");
+      throw common::Failure(
+          common::FailureKind::kInternal,
+          std::string("no random bytes from getrandom(2): ") + std::strerror(n < 0 ? errno : EIO));
     }
     got += static_cast<size_t>(n);
   }

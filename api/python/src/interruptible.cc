@@ -1,0 +1,126 @@
+#include "interruptible.h"
+
+#include <nanobind/nanobind.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+#include "exceptions.h"
+
+namespace nb = nanobind;
+
+namespace ringlet::python {
+namespace {
+
+// The barriers (by process set) and the join a signal handler interrupted,
+// still pending in the runtime, and the buffers of the handles not yet
+// synchronized. Read and written with the GIL held.
+struct Interrupted {
+  std::map<int, int64_t> barriers;
+  std::optional<int64_t> join;
+  std::unordered_map<int64_t, Buffers> held;
+};
+
+Interrupted& interrupted() {
+  static Interrupted* state = new Interrupted;  // never destroyed: used from atexit
+  return *state;
+}
+
+// Runs the handlers of the signals that arrived; a handler's exception
+// propagates.
+void serve_signals() {
+  if (PyErr_CheckSignals() != 0) throw nb::python_error();
+}
+
+// Waits for the handle an interrupted call left (`pending`), or for a fresh
+// one from start(); when a handler interrupts this time, keep(handle) leaves
+// it for the next call.
+template <class Start, class Keep>
+Result resume_or_start(std::optional<int64_t> pending, Start&& start, Keep&& keep) {
+  const int64_t handle = pending ? *pending : start();
+  try {
+    return synchronize_interruptibly(handle);
+  } catch (const nb::python_error&) {
+    keep(handle);
+    throw;
+  }
+}
+
+}  // namespace
+
+void hold_until_synchronized(int64_t handle, Buffers buffers) {
+  interrupted().held[handle] = std::move(buffers);
+}
+
+Result synchronize_interruptibly(int64_t handle) {
+  for (;;) {
+    std::optional<Result> result;
+    try {
+      nb::gil_scoped_release released;
+      // One release of the GIL for the wait and the result.
+      if (wait_for(handle, kSlice)) result = synchronize(handle);
+    } catch (const Error&) {
+      interrupted().held.erase(handle);  // the handle is gone, and the collective's use of them
+      throw;
+    }
+    if (result) {
+      interrupted().held.erase(handle);
+      return std::move(*result);
+    }
+    serve_signals();
+  }
+}
+
+void barrier_interruptibly(int process_set) {
+  auto& barriers = interrupted().barriers;
+  std::optional<int64_t> pending;
+  if (auto it = barriers.find(process_set); it != barriers.end()) {
+    pending = it->second;
+    barriers.erase(it);
+  }
+  resume_or_start(
+      pending, [&] { return barrier_async(process_set); },
+      [&](int64_t handle) { interrupted().barriers[process_set] = handle; });
+}
+
+int join_interruptibly() {
+  const Result r = resume_or_start(
+      std::exchange(interrupted().join, std::nullopt), [] { return join_async(); },
+      [](int64_t handle) { interrupted().join = handle; });
+  int32_t last = -1;
+  if (r.data.size() == sizeof last) std::memcpy(&last, r.data.data(), sizeof last);
+  return last;
+}
+
+void init_interruptibly(const std::vector<std::vector<int>>& process_sets) {
+  // The handler's exception, taken while init() still runs on this thread
+  // without the GIL; raised once init() has given up.
+  std::optional<nb::python_error> raised;
+  std::optional<Error> failed;
+  {
+    nb::gil_scoped_release released;
+    try {
+      init_with_runtime(process_sets, [&raised] {
+        nb::gil_scoped_acquire acquire;
+        if (PyErr_CheckSignals() == 0) return false;
+        raised.emplace();  // takes the exception the handler raised
+        return true;
+      });
+    } catch (const Error& e) {
+      failed.emplace(e);
+    }
+  }
+  if (raised) throw std::move(*raised);
+  if (failed) throw_as_python(*failed, /*during_init=*/true);
+}
+
+void forget_interrupted() {
+  interrupted().barriers.clear();
+  interrupted().join.reset();
+  interrupted().held.clear();
+}
+
+}  // namespace ringlet::python
