@@ -57,6 +57,18 @@ def test_allgather_broadcast_alltoall(rn, dtype):
     assert np.array_equal(out, np.full(2 * n, rn.rank()).astype(dtype))
 
 
+def test_empty_arrays(rn):
+    # numpy 2 gives arrays without elements zero strides; they are contiguous all the same.
+    n = rn.size()
+    mine = np.zeros((0, 2), np.float32) if rn.rank() == 0 else np.full((1, 2), rn.rank(),
+                                                                       np.float32)
+    got = rn.allgather(mine)
+    assert got.shape == (n - 1, 2) and got[:, 0].tolist() == list(range(1, n))
+    assert rn.allreduce(np.zeros((0, 3), np.float64), op=rn.Sum).shape == (0, 3)
+    out, received = rn.alltoall(np.zeros((0, 4), np.int32), splits=[0] * n)
+    assert out.shape == (0, 4) and received.tolist() == [0] * n
+
+
 def test_reducescatter(rn):
     n = rn.size()
     x = np.ones((n, 3), np.float32) * (rn.rank() + 1)

@@ -76,10 +76,14 @@ std::string dtype_text(nb::dlpack::dtype t) {
 // (frameworks leave those arbitrary).
 bool is_dense_row_major(const DlpackFields& a) {
   if (a.strides == nullptr) return true;  // DLPack's way of saying row-major
+  // An array without elements has no layout to check, whatever strides its
+  // producer gave (numpy 2 gives zeros).
+  for (size_t i = 0; i < a.ndim; ++i) {
+    if (a.shape[i] == 0) return true;
+  }
   int64_t expected = 1;
   for (size_t i = a.ndim; i-- > 0;) {
     const int64_t extent = a.shape[i];
-    if (extent == 0) return true;
     if (extent != 1 && a.strides[i] != expected) return false;
     expected *= extent;
   }
