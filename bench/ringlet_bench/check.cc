@@ -43,7 +43,10 @@ double reduce_expected(const Case& c, size_t i) {
       case ReduceOp::kMax: acc = std::max(acc, v); break;
     }
   }
-  if (c.op == ReduceOp::kAvg) acc = is_floating(c.dtype) ? acc / c.nranks : std::trunc(acc / c.nranks);
+  // Integers: the sum times 1/n in double, truncated toward zero (Horovod's rule).
+  if (c.op == ReduceOp::kAvg) {
+    acc = is_floating(c.dtype) ? acc / c.nranks : std::trunc(acc * (1.0 / c.nranks));
+  }
   return acc;
 }
 
@@ -178,7 +181,7 @@ void divide_by(DataType dtype, void* buf, size_t count, int n) {
   const double inverse = 1.0 / n;
   for (size_t i = 0; i < count; ++i) {
     double v = load(dtype, buf, i);
-    store(dtype, buf, i, is_floating(dtype) ? v * inverse : std::trunc(v / n));
+    store(dtype, buf, i, is_floating(dtype) ? v * inverse : std::trunc(v * inverse));
   }
 }
 

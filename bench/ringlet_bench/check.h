@@ -62,8 +62,8 @@ CheckCount check_output(const Case& c, const void* recv_buf);
 // Elements of this rank's output that differ from the expected result.
 inline size_t count_wrong(const Case& c, const void* recv_buf) { return check_output(c, recv_buf).wrong; }
 
-// The sum's division by n for --backend mpi's avg (MPI has no average op):
-// floats x 1/n, integers toward zero, as Ringlet defines avg.
+// The sum's scaling by 1/n for --backend mpi's avg (MPI has no average op):
+// integers truncated toward zero, as Ringlet (and Horovod) define avg.
 void divide_by(DataType dtype, void* buf, size_t count, int n);
 
 }  // namespace ringlet::bench

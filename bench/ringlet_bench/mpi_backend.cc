@@ -59,7 +59,7 @@ MPI_Datatype mpi_type(DataType t) {
                               "); use float, double or an integer type");
 }
 
-// avg is a sum followed by the division (see check.h's divide_by).
+// avg is a sum followed by the scaling by 1/n (see check.h's divide_by).
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
