@@ -1,8 +1,7 @@
 // TensorFlow ops for ringlet.tensorflow: its collectives (allreduce,
 // allgather and reducescatter, each grouped or not; broadcast; alltoall) on
-// the tensors' own buffers, join(), and Horovod's *_op queries (rank_op,
-// size_op, ...), whose values are read when the graph runs, not when it is
-// built.
+// the tensors' own buffers. join() and the *_op queries are in query_ops.cc,
+// the statuses in status.cc.
 //
 // Each collective's kernel is asynchronous: it submits to Ringlet's runtime
 // and returns, and the runtime's thread finishes the op when the collective
@@ -27,7 +26,7 @@
 #include <ringlet/ringlet.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/cord.h"
+#include "status.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -79,45 +78,6 @@ ringlet::Tensor moved_view(const tf::Tensor& t) {
     v.shape.push_back(static_cast<int64_t>(tf::DataTypeSize(t.dtype())));
   }
   return v;
-}
-
-// Ringlet's error as the TensorFlow status Horovod gives the same cause
-// (ConvertStatus in horovod/tensorflow/mpi_ops.cc over its controller's
-// statuses): a wrong call is InvalidArgument; ranks that disagree about a
-// collective, and a call before init(), are FailedPrecondition; the rest
-// (a lost or silent peer, a shutdown, an internal failure) is Unknown, which
-// Horovod's elastic wrappers catch (ringlet/tensorflow/errors.py's
-// tf_error_class is this table). The payload kErrorCodePayload carries
-// ringlet::ErrorCode in decimal (errors.py's ERROR_CODE_PAYLOAD), so that the
-// exact ringlet.common.exceptions class is raised eagerly without reading
-// the text.
-constexpr char kErrorCodePayload[] = "ringlet.error_code";
-
-absl::Status status_of(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const Error& e) {
-    absl::Status status;
-    switch (e.code()) {
-      case ErrorCode::kInvalidArgument:
-        status = absl::InvalidArgumentError(e.what());
-        break;
-      case ErrorCode::kNotInitialized:
-      case ErrorCode::kMismatch:
-        status = absl::FailedPreconditionError(e.what());
-        break;
-      default:
-        status = absl::UnknownError(e.what());
-    }
-    // From a view: TensorFlow's own absl exports that constructor only.
-    const std::string code = std::to_string(static_cast<int>(e.code()));
-    status.SetPayload(kErrorCodePayload, absl::Cord(std::string_view(code)));
-    return status;
-  } catch (const std::exception& e) {
-    return absl::UnknownError(e.what());
-  } catch (...) {
-    return absl::UnknownError("ringlet: unknown exception");
-  }
 }
 
 // A call this rank got wrong, in the words of the library's own refusals:
@@ -468,80 +428,6 @@ class BroadcastOp : public tf::AsyncOpKernel {
   std::string name_;
 };
 
-// ------------------------------------------------------------ join, queries
-
-// Horovod's join(): this rank is out of data; returns the last rank to join.
-// It blocks its thread until every rank has joined, as ringlet::join() does.
-class JoinOp : public tf::OpKernel {
- public:
-  explicit JoinOp(tf::OpKernelConstruction* c) : OpKernel(c) {}
-
-  void Compute(tf::OpKernelContext* ctx) override {
-    int last = 0;
-    try {
-      last = join();
-    } catch (...) {
-      ctx->SetStatus(status_of(std::current_exception()));
-      return;
-    }
-    tf::Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &out));
-    out->scalar<int32_t>()() = last;
-  }
-};
-
-// Horovod's value for a process set this rank does not know
-// (HOROVOD_PROCESS_SET_ERROR_UNKNOWN_SET).
-constexpr int kUnknownSet = -3;
-
-// A process-set query that answers kUnknownSet for an unknown set; before
-// init() it throws like every other call.
-int set_query(int id, int (*query)(int)) {
-  if (!is_initialized()) return size();  // throws: not initialized
-  try {
-    return query(id);
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::kInvalidArgument) return kUnknownSet;
-    throw;
-  }
-}
-
-int world_rank(int) { return rank(); }
-int world_local_rank(int) { return local_rank(); }
-int world_local_size(int) { return local_size(); }
-int world_cross_rank(int) { return cross_rank(); }
-int world_cross_size(int) { return cross_size(); }
-int set_size(int id) { return set_query(id, [](int i) { return process_set_size(i); }); }
-int set_included(int id) {
-  return set_query(id, [](int i) { return process_set_rank(i) >= 0 ? 1 : 0; });
-}
-
-// One int32 scalar read when the op runs, so that a graph built in one job
-// answers for the job it runs in.
-template <int (*kQuery)(int)>
-class QueryOp : public tf::OpKernel {
- public:
-  explicit QueryOp(tf::OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
-  }
-
-  void Compute(tf::OpKernelContext* ctx) override {
-    int value = 0;
-    try {
-      value = kQuery(process_set_);
-    } catch (...) {
-      ctx->SetStatus(status_of(std::current_exception()));
-      return;
-    }
-    tf::Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &out));
-    out->scalar<int32_t>()() = value;
-  }
-
- private:
-  int process_set_ = 0;
-};
-
 }  // namespace
 }  // namespace ringlet::tensorflow_ops
 
@@ -640,85 +526,3 @@ REGISTER_KERNEL_BUILDER(Name("RingletReducescatter").Device(::tensorflow::DEVICE
                         ringlet::tensorflow_ops::ReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("RingletAlltoall").Device(::tensorflow::DEVICE_CPU),
                         ringlet::tensorflow_ops::AlltoallOp);
-
-// Stateful, so that TensorFlow neither folds them into constants while it
-// optimizes a graph nor prunes a join whose output goes unused.
-REGISTER_OP("RingletJoin")
-    .Output("last_rank: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("Waits until every rank has joined; the last rank to join.");
-REGISTER_KERNEL_BUILDER(Name("RingletJoin").Device(::tensorflow::DEVICE_CPU),
-                        ringlet::tensorflow_ops::JoinOp);
-
-// The *_op queries: one int32 scalar each, read when the op runs.
-REGISTER_OP("RingletRank")
-    .Attr("process_set_id: int = 0")
-    .Output("value: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("This process's rank.");
-REGISTER_KERNEL_BUILDER(
-    Name("RingletRank").Device(::tensorflow::DEVICE_CPU),
-    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_rank>);
-
-REGISTER_OP("RingletLocalRank")
-    .Attr("process_set_id: int = 0")
-    .Output("value: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("This process's rank on its host.");
-REGISTER_KERNEL_BUILDER(
-    Name("RingletLocalRank").Device(::tensorflow::DEVICE_CPU),
-    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_rank>);
-
-REGISTER_OP("RingletLocalSize")
-    .Attr("process_set_id: int = 0")
-    .Output("value: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("The ranks on this host.");
-REGISTER_KERNEL_BUILDER(
-    Name("RingletLocalSize").Device(::tensorflow::DEVICE_CPU),
-    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_local_size>);
-
-REGISTER_OP("RingletCrossRank")
-    .Attr("process_set_id: int = 0")
-    .Output("value: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("This host's index among the hosts.");
-REGISTER_KERNEL_BUILDER(
-    Name("RingletCrossRank").Device(::tensorflow::DEVICE_CPU),
-    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_rank>);
-
-REGISTER_OP("RingletCrossSize")
-    .Attr("process_set_id: int = 0")
-    .Output("value: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("The hosts.");
-REGISTER_KERNEL_BUILDER(
-    Name("RingletCrossSize").Device(::tensorflow::DEVICE_CPU),
-    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::world_cross_size>);
-
-REGISTER_OP("RingletSize")
-    .Attr("process_set_id: int = 0")
-    .Output("value: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("The members of process set process_set_id (-3: an unknown set).");
-REGISTER_KERNEL_BUILDER(
-    Name("RingletSize").Device(::tensorflow::DEVICE_CPU),
-    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_size>);
-
-REGISTER_OP("RingletProcessSetIncluded")
-    .Attr("process_set_id: int = 0")
-    .Output("value: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("1 when this rank is a member of process set process_set_id, else 0 (-3: an "
-         "unknown set).");
-REGISTER_KERNEL_BUILDER(
-    Name("RingletProcessSetIncluded").Device(::tensorflow::DEVICE_CPU),
-    ringlet::tensorflow_ops::QueryOp<ringlet::tensorflow_ops::set_included>);
