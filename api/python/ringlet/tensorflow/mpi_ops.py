@@ -95,33 +95,41 @@ def _matching(grads, outputs):
 
 # -------------------------------------------------------------------- allreduce
 
-def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
-                       ignore_name_scope=False, process_set=global_process_set):
-    """The reduction of each tensor over the set, one fused group (Sum by default, as
-    Horovod's op); differentiable: the gradient is the same reduction of the
-    incoming gradients."""
+def _grouped_reduction(kind, tensors, name, op, prescale_factor, postscale_factor,
+                       ignore_name_scope, process_set, run, grads):
+    """A group of reductions as ops of one dtype each: ``run(xs, names, core_op, pre,
+    post, set_id)`` reduces, ``grads(dys, op, pre, post, set_id)`` is the gradient."""
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
     core_op = _basics.core_op(op)
     for t in tensors:
         _check_reducible(t.dtype)
-    names = _names("grouped_allreduce" if len(tensors) > 1 else "allreduce", name,
-                   len(tensors), process_set, ignore_name_scope)
+    names = _names(f"grouped_{kind}" if len(tensors) > 1 else kind, name, len(tensors),
+                   process_set, ignore_name_scope)
     set_id = _set_id(process_set)
     outs = [None] * len(tensors)
     # The library's op takes one dtype; a mixed group is one op per dtype.
     for members in _pyfunc._by_dtype(tensors):
         def forward(xs, members=members):
-            return _impl.allreduce(xs, [names[i] for i in members], core_op, prescale_factor,
-                                   postscale_factor, set_id)
+            return run(xs, [names[i] for i in members], core_op, prescale_factor,
+                       postscale_factor, set_id)
 
         def grad(xs, ys, dys):
-            return _gradients.allreduce_grads(_matching(dys, ys), op, prescale_factor,
-                                              postscale_factor, set_id)
+            return grads(_matching(dys, ys), op, prescale_factor, postscale_factor, set_id)
         for i, out in zip(members, _differentiable(forward, grad, [tensors[i] for i in members])):
             outs[i] = out
     return outs
+
+
+def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+                       ignore_name_scope=False, process_set=global_process_set):
+    """The reduction of each tensor over the set, one fused group (Sum by default, as
+    Horovod's op); differentiable: the gradient is the same reduction of the
+    incoming gradients."""
+    return _grouped_reduction("allreduce", tensors, name, op, prescale_factor,
+                              postscale_factor, ignore_name_scope, process_set,
+                              _impl.allreduce, _gradients.allreduce_grads)
 
 
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
@@ -319,27 +327,9 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
     """This member's rows of each tensor's reduction (Sum by default, as Horovod's
     op), as one op; differentiable (Horovod's rule: the incoming gradients, scaled by
     the set's size for Sum and by the scales, gathered from every member)."""
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
-    if not tensors:
-        return []
-    core_op = _basics.core_op(op)
-    for t in tensors:
-        _check_reducible(t.dtype)
-    names = _names("grouped_reducescatter" if len(tensors) > 1 else "reducescatter", name,
-                   len(tensors), process_set, ignore_name_scope)
-    set_id = _set_id(process_set)
-    outs = [None] * len(tensors)
-    for members in _pyfunc._by_dtype(tensors):
-        def forward(xs, members=members):
-            return _impl.reducescatter(xs, [names[i] for i in members], core_op,
-                                       prescale_factor, postscale_factor, set_id)
-
-        def grad(xs, ys, dys):
-            return _gradients.reducescatter_grads(_matching(dys, ys), op, prescale_factor,
-                                                  postscale_factor, set_id)
-        for i, out in zip(members, _differentiable(forward, grad, [tensors[i] for i in members])):
-            outs[i] = out
-    return outs
+    return _grouped_reduction("reducescatter", tensors, name, op, prescale_factor,
+                              postscale_factor, ignore_name_scope, process_set,
+                              _impl.reducescatter, _gradients.reducescatter_grads)
 
 
 def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
