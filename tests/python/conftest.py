@@ -52,6 +52,16 @@ def rtf():
     hvd.shutdown()
 
 
+@pytest.fixture
+def rk():
+    """ringlet.keras, initialized for one test and shut down after it."""
+    import ringlet.keras as hvd
+    hvd.init()
+    yield hvd
+    hvd.barrier()
+    hvd.shutdown()
+
+
 def same_on_every_rank(hvd, tensor, name):
     """True when every rank holds the same values in `tensor`."""
     flat = tensor.detach().reshape(1, -1).to(torch.float64)

@@ -17,14 +17,6 @@ from ringlet.keras.optimizer import _DistributedOptimizer
 REQUIRED = inspect.Parameter.empty
 
 
-@pytest.fixture
-def rk():
-    hvd.init()
-    yield hvd
-    hvd.barrier()
-    hvd.shutdown()
-
-
 # Every public name of horovod.keras and horovod.tensorflow.keras (0.28.1) but
 # elastic, which Ringlet does not serve.
 HOROVOD_NAMES = [

@@ -9,14 +9,6 @@ import ringlet.keras as hvd
 import tensorflow as tf
 
 
-@pytest.fixture
-def rk():
-    hvd.init()
-    yield hvd
-    hvd.barrier()
-    hvd.shutdown()
-
-
 FAMILIES = {"optimizer": tf.keras.optimizers.SGD, "legacy": tf.keras.optimizers.legacy.SGD}
 STEPS = 2
 

@@ -8,16 +8,8 @@ r + 1, so the average over n ranks is the same multiple of (n + 1) / 2."""
 import numpy as np
 import pytest
 
-import ringlet.keras as hvd
+import ringlet.keras  # noqa: F401  (selects tf-keras before tensorflow is imported)
 import tensorflow as tf
-
-
-@pytest.fixture
-def rk():
-    hvd.init()
-    yield hvd
-    hvd.barrier()
-    hvd.shutdown()
 
 
 FAMILIES = {"optimizer": tf.keras.optimizers.SGD, "legacy": tf.keras.optimizers.legacy.SGD}
