@@ -451,6 +451,27 @@ def test_broadcast_optimizer_state_keeps_no_state_where_the_root_has_none(rt):
     assert torch.equal(opt.state[used.bias]["momentum_buffer"], torch.ones(1))
 
 
+def test_broadcast_optimizer_state_of_channels_last_parameters(rt):
+    # Adam's state takes its parameter's layout: channels_last, not contiguous.
+    # The root keeps its values and every rank gets them.
+    def conv_after_step(rank, stepped):
+        torch.manual_seed(11 + rank)
+        conv = torch.nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+        opt = torch.optim.Adam(conv.parameters(), lr=0.1)
+        if stepped:
+            batch = torch.randn(2, 3, 5, 5).to(memory_format=torch.channels_last)
+            conv(batch).square().sum().backward()
+            opt.step()
+        return conv, opt
+
+    conv, opt = conv_after_step(rt.rank(), stepped=rt.rank() == 0)
+    rt.broadcast_optimizer_state(opt, root_rank=0)
+    _, root_opt = conv_after_step(0, stepped=True)  # the root's state, by plain torch
+    for p, want in zip(conv.parameters(), root_opt.param_groups[0]["params"]):
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(opt.state[p][key], root_opt.state[want][key]), key
+
+
 def test_broadcast_optimizer_state_of_sparse_adam(rt):
     emb = torch.nn.Embedding(5, 2, sparse=True)
     opt = torch.optim.SparseAdam(list(emb.parameters()), lr=0.1)

@@ -116,6 +116,7 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
                          f"{root['sizes']} on the root, rank {root_rank})")
 
     handles, received = [], {}
+    is_root = _ringlet.rank() == root_rank
     for i, entry in sorted(root["state"].items()):
         p, own = params[i], optimizer.state.get(params[i], {})
         received[i] = {}
@@ -126,12 +127,18 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
             _, shape, dtype, on_param_device = description
             device = p.device if on_param_device else torch.device("cpu")
             tensor = own.get(key)
-            if not (isinstance(tensor, torch.Tensor) and tuple(tensor.shape) == shape
-                    and tensor.dtype == dtype and tensor.device == device
-                    and tensor.is_contiguous()):
-                tensor = torch.empty(shape, dtype=dtype, device=device)
+            if is_root:
+                # The root keeps its tensor and sends its values, in a contiguous
+                # copy where its layout is another (a channels_last parameter's state).
+                sent = tensor.contiguous()
+            elif not (isinstance(tensor, torch.Tensor) and tuple(tensor.shape) == shape
+                      and tensor.dtype == dtype and tensor.device == device
+                      and tensor.is_contiguous()):
+                sent = tensor = torch.empty(shape, dtype=dtype, device=device)
+            else:
+                sent = tensor
             received[i][key] = tensor
-            handles.append(broadcast_async_(tensor, root_rank,
+            handles.append(broadcast_async_(sent, root_rank,
                                             name=f"broadcast_optimizer_state.{i}.{key}"))
     for handle in handles:
         synchronize(handle)
