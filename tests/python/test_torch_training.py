@@ -2,6 +2,7 @@
 whole batch on every rank, the broadcast helpers make every rank start from
 the root's state, and SyncBatchNorm normalizes over every rank's batch."""
 
+import gc
 import os
 import tempfile
 import warnings
@@ -286,6 +287,28 @@ def test_set_backward_passes_per_step_and_load_state_dict_reset_the_count(rt):
     passes = [a + b for a, b in zip(ranks_gradients(rt, start, slice(0, 2)),
                                     ranks_gradients(rt, start, slice(2, 4)))]
     assert torch.allclose(start - model.weight.detach(), sum(passes) / rt.size(), rtol=1e-10)
+
+
+def test_a_dropped_optimizer_stops_reducing(rt):
+    # Wrapping the model anew: the first optimizer's hooks go with it, as
+    # Horovod's do once collected, instead of starting allreduces of the same
+    # names beside the second's.
+    model, x, y = linear_model(rt.rank())
+    first = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                    named_parameters=model.named_parameters())
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    first.step()
+    del first
+    gc.collect()
+    second = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                     named_parameters=model.named_parameters())
+    for _ in range(2):
+        start = model.weight.detach().clone()
+        second.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        second.step()
+        want = sum(ranks_gradients(rt, start)) / rt.size()
+        assert torch.allclose(start - model.weight.detach(), want, rtol=1e-10)
 
 
 def test_optimizer_wrapped_without_grad_mode_reduces(rt):

@@ -13,6 +13,7 @@ whatever no hook started, waits for everything and writes the results into
 
 import contextlib
 import warnings
+import weakref
 
 import torch
 
@@ -27,7 +28,8 @@ from ringlet.torch.mpi_ops import (Average, allreduce_async_, grouped_allreduce_
 
 def _after_accumulation(p, hook):
     """Calls ``hook()`` each time backward has accumulated a gradient into ``p.grad``;
-    returns what must stay alive for it to stay registered."""
+    returns what keeps it registered: from PyTorch 2.1 its RemovableHandle (whose
+    remove() unregisters it), before 2.1 the accumulator that holds the hook."""
     if hasattr(p, "register_post_accumulate_grad_hook"):  # PyTorch 2.1 and later
         return p.register_post_accumulate_grad_hook(lambda _: hook())
     # Before 2.1: a hook on the node that accumulates p's gradient, reached
@@ -37,6 +39,15 @@ def _after_accumulation(p, hook):
         accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
     accumulator.register_hook(lambda *_: hook())
     return accumulator
+
+
+def _remove_hooks(keepers):
+    """Unregisters what _after_accumulation returned: a hook on a parameter would
+    otherwise outlive its optimizer (the accumulators of PyTorch before 2.1 let
+    theirs go with the last reference)."""
+    for keeper in keepers:
+        if hasattr(keeper, "remove"):
+            keeper.remove()
 
 
 def _split_evenly(items, n):
@@ -131,9 +142,22 @@ class _DistributedOptimizer:
         hooked = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
         if self._groups is not None:
             self._form_groups(hooked)
+        # The hooks hold the optimizer weakly, and go with it: an optimizer
+        # dropped (wrapping the model anew) must not go on starting allreduces
+        # under the parameters' names, as Horovod's stop once collected.
+        owner = weakref.ref(self)
+
+        def hook_of(p):
+            def hook():
+                optimizer = owner()
+                if optimizer is not None:
+                    optimizer._gradient_accumulated(p)
+            return hook
+
         for p in hooked:
             self._requires_update.append(p)
-            self._hook_keepers.append(_after_accumulation(p, self._make_hook(p)))
+            self._hook_keepers.append(_after_accumulation(p, hook_of(p)))
+        weakref.finalize(self, _remove_hooks, self._hook_keepers)
 
     def _form_groups(self, hooked):
         """Groups in the first member's order of the parameters, the same on every rank
@@ -165,36 +189,35 @@ class _DistributedOptimizer:
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
-    def _make_hook(self, p):
-        def hook():
-            if self._handles.get(p, (None,))[0] is not None and self._allreduce_delay[p] <= 0:
-                raise AssertionError(
-                    "gradients were computed more than backward_passes_per_step times before "
-                    "the call to step(); raise backward_passes_per_step to accumulate "
-                    "gradients locally")
-            if p.grad.requires_grad:
-                raise AssertionError("DistributedOptimizer does not serve gradients that "
-                                     "require grad (backward(create_graph=True))")
-            if self._allreduce_delay[p] <= 0:
-                raise AssertionError(
-                    f"a gradient of {self._parameter_names[p]} was computed again after its "
-                    f"group's allreduce started; call step() or synchronize() first")
-            handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
-                if self._groups is not None:
-                    g = self._group_of[p]
-                    self._group_counts[g] += 1
-                    if self._group_counts[g] == len(self._parameter_groups[g]):
-                        self._group_handles[g] = self._grouped_allreduce_grad_async(g)
-                        for member in self._parameter_groups[g]:
-                            self._handles.pop(member, None)
-                        self._group_counts[g] = 0
-                        return
-                else:
-                    handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
-        return hook
+    def _gradient_accumulated(self, p):
+        """The hook: counts the pass and starts p's allreduce (or its group's) at zero."""
+        if self._handles.get(p, (None,))[0] is not None and self._allreduce_delay[p] <= 0:
+            raise AssertionError(
+                "gradients were computed more than backward_passes_per_step times before "
+                "the call to step(); raise backward_passes_per_step to accumulate "
+                "gradients locally")
+        if p.grad.requires_grad:
+            raise AssertionError("DistributedOptimizer does not serve gradients that "
+                                 "require grad (backward(create_graph=True))")
+        if self._allreduce_delay[p] <= 0:
+            raise AssertionError(
+                f"a gradient of {self._parameter_names[p]} was computed again after its "
+                f"group's allreduce started; call step() or synchronize() first")
+        handle, ctx = None, None
+        self._allreduce_delay[p] -= 1
+        if self._allreduce_delay[p] == 0:
+            if self._groups is not None:
+                g = self._group_of[p]
+                self._group_counts[g] += 1
+                if self._group_counts[g] == len(self._parameter_groups[g]):
+                    self._group_handles[g] = self._grouped_allreduce_grad_async(g)
+                    for member in self._parameter_groups[g]:
+                        self._handles.pop(member, None)
+                    self._group_counts[g] = 0
+                    return
+            else:
+                handle, ctx = self._allreduce_grad_async(p)
+        self._handles[p] = (handle, ctx)
 
     def _allreduce_grad_async(self, p):
         if p.grad is None:
