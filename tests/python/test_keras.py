@@ -125,6 +125,30 @@ def test_broadcast_global_variables_is_refused_eagerly(rk):
         rk.broadcast_global_variables(0)
 
 
+def test_in_a_graph_the_functions_run_in_the_keras_session(rk):
+    """In a tf.compat.v1 graph, as Horovod's Keras functions: the value collectives
+    give their values, and broadcast_global_variables assigns the root's values, both
+    in Keras's session."""
+    n, r = rk.size(), rk.rank()
+    root = n - 1
+    with tf.Graph().as_default():
+        mean = rk.allreduce([1.0 * (r + 1), 2.0])
+        gathered = rk.allgather([[r, r]])
+        bcast = rk.broadcast([r * 10.0], root)
+        share = rk.reducescatter(np.full((n, 2), r + 1.0, np.float32), op=rk.Sum)
+        variable = tf.compat.v1.Variable([float(r)] * 2)
+        session = tf.compat.v1.keras.backend.get_session()
+        session.run(variable.initializer)
+        rk.broadcast_global_variables(root)
+        after = session.run(variable)
+    tf.keras.backend.clear_session()
+    assert isinstance(mean, np.ndarray) and mean.tolist() == [(n + 1) / 2, 2.0]
+    assert gathered.tolist() == [[q, q] for q in range(n)]
+    assert bcast.tolist() == [root * 10.0]
+    assert share.tolist() == [[n * (n + 1) / 2] * 2]
+    assert after.tolist() == [float(root)] * 2
+
+
 def test_distributed_optimizer_refuses_what_horovod_refuses(rk):
     for op in (rk.Adasum, rk.Max):
         with pytest.raises(ValueError, match="Average or Sum"):

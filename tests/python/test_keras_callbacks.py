@@ -72,6 +72,40 @@ def test_broadcast_leaves_local_variables_alone(rk):
         assert np.array_equal(var.numpy(), np.full(var.shape, float(want))), var.name
 
 
+def test_broadcast_and_metric_average_act_in_a_graph(rk):
+    """In a tf.compat.v1 graph, which Keras trains in its session, the broadcast
+    assigns the root's variables there, and the metric average is computed there by
+    one op per metric, built once."""
+    n, r = rk.size(), rk.rank()
+    root = n - 1
+    with tf.Graph().as_default() as graph:
+        constant = tf.keras.initializers.Constant(float(r))
+        model = tf.keras.Sequential([tf.keras.layers.Dense(
+            2, input_shape=(2,), kernel_initializer=constant, bias_initializer=constant)])
+        # A learning rate of 0: only the broadcast changes the weights.
+        model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.legacy.SGD(0.0)),
+                      loss="mse")
+        model.fit(np.ones((1, 2)), np.ones((1, 2)), verbose=0,
+                  callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(root)])
+        weights = model.get_weights()
+        averaging = hvd.callbacks.MetricAverageCallback()
+        averaged = []
+        for epoch in range(2):
+            logs = {"loss": 0.25 * (r + 1) + epoch, "count": r}
+            averaging.on_epoch_end(epoch, logs)
+            averaged.append(logs)
+            if epoch == 0:
+                built = len(graph.get_operations())
+        assert len(graph.get_operations()) == built
+    tf.keras.backend.clear_session()
+    for w in weights:
+        assert np.array_equal(w, np.full(w.shape, float(root)))
+    for epoch, logs in enumerate(averaged):
+        assert type(logs["loss"]) is np.float32
+        assert close(logs["loss"], 0.25 * (n + 1) / 2 + epoch)
+        assert close(logs["count"], (n - 1) / 2)
+
+
 def test_broadcast_takes_one_variable_and_refuses_others(rk):
     var = tf.Variable(1.0)
     callback = hvd.callbacks.BroadcastGlobalVariablesCallback(0, local_variables=var)

@@ -25,6 +25,8 @@ from ringlet.common.basics import Average
 from ringlet.common.process_sets import global_process_set
 from ringlet.keras import callbacks  # noqa: F401
 from ringlet.keras import optimizer as _optimizer
+from ringlet.keras.callbacks import run_in_session as _run_in_session
+from ringlet.tensorflow import legacy as _legacy
 from ringlet.tensorflow import mpi_ops as _ops
 from ringlet.tensorflow.compression import Compression
 from ringlet.tensorflow.functions import (  # noqa: F401
@@ -102,38 +104,41 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sp
 
 
 def broadcast_global_variables(root_rank):
-    """TensorFlow 1's global variables from ``root_rank``: refused when eager, as in
-    Horovod (broadcast the model's and optimizer's variables instead)."""
-    if tf.executing_eagerly():
-        raise RuntimeError("broadcast_global_variables() does not work eagerly: call "
-                           "hvd.broadcast_variables(model.variables, root_rank) and "
-                           "hvd.broadcast_variables(optimizer.variables(), root_rank) instead")
-    raise NotImplementedError("broadcast_global_variables(): TensorFlow 1 graphs and sessions "
-                              "are not served by Ringlet")
+    """Every global variable of the ``tf.compat.v1`` graph takes ``root_rank``'s value,
+    in Keras's session; refused when eager (RuntimeError), as in Horovod: broadcast the
+    model's and the optimizer's variables instead."""
+    return _run_in_session(_legacy.broadcast_global_variables(root_rank))
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
               op=None, compression=Compression.none, process_set=global_process_set):
-    """The reduction (Average by default) of a tensor-compatible value over the ranks,
-    as a tensor."""
-    return _ops.allreduce(tf.constant(value), average=average, name=name, op=op,
-                          prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                          compression=compression, process_set=process_set)
+    """The reduction (Average by default) of a tensor-compatible value over the ranks:
+    a tensor when eager, its value (run in Keras's session) in a graph, as in Horovod."""
+    return _run_in_session(_ops.allreduce(
+        tf.constant(value), average=average, name=name, op=op,
+        prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+        compression=compression, process_set=process_set))
 
 
 def allgather(value, name=None, process_set=global_process_set):
-    """Every rank's value (a tensor-compatible value) concatenated on dimension 0."""
-    return _ops.allgather(tf.constant(value), name=name, process_set=process_set)
+    """Every rank's value (a tensor-compatible value) concatenated on dimension 0 (a
+    tensor when eager, its value in a graph)."""
+    return _run_in_session(_ops.allgather(tf.constant(value), name=name,
+                                          process_set=process_set))
 
 
 def broadcast(value, root_rank, name=None, process_set=global_process_set):
-    """``root_rank``'s value (a tensor-compatible value) on every rank."""
-    return _ops.broadcast(tf.constant(value), root_rank, name=name, process_set=process_set)
+    """``root_rank``'s value (a tensor-compatible value) on every rank (a tensor when
+    eager, its value in a graph)."""
+    return _run_in_session(_ops.broadcast(tf.constant(value), root_rank, name=name,
+                                          process_set=process_set))
 
 
 def reducescatter(value, name=None, op=Average, process_set=global_process_set):
-    """This rank's share of dimension 0 of the reduction of a tensor-compatible value."""
-    return _ops.reducescatter(tf.constant(value), name=name, op=op, process_set=process_set)
+    """This rank's share of dimension 0 of the reduction of a tensor-compatible value (a
+    tensor when eager, its value in a graph)."""
+    return _run_in_session(_ops.reducescatter(tf.constant(value), name=name, op=op,
+                                              process_set=process_set))
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,

@@ -11,6 +11,15 @@ from ringlet.tensorflow.functions import broadcast_variables
 _K = keras.backend
 
 
+def run_in_session(fetches, feed_dict=None):
+    """``fetches`` (tensors or ops) as Horovod's Keras functions give them: as they are
+    when eager; in a ``tf.compat.v1`` graph, run in Keras's session, where Keras
+    trains such a graph (and where its variables live)."""
+    if tf.executing_eagerly():
+        return fetches
+    return tf.compat.v1.keras.backend.get_session().run(fetches, feed_dict=feed_dict)
+
+
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """After the first batch (once the optimizer has made its slots), every rank takes
     ``root_rank``'s model variables, but ``local_variables`` (a tf.Variable or a list of
@@ -43,11 +52,12 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
             return
         with tf.device(self.device):
             shared = [v for v in self.model.variables if v.ref() not in self._local_vars]
-            broadcast_variables(shared, self.root_rank, self.process_set)
             optimizer = self.model.optimizer
             variables = optimizer.variables() if callable(optimizer.variables) else \
                 optimizer.variables
-            broadcast_variables(variables, self.root_rank, self.process_set)
+            # Eagerly these assign at once; in a graph they are ops for Keras's session.
+            run_in_session([broadcast_variables(shared, self.root_rank, self.process_set),
+                            broadcast_variables(variables, self.root_rank, self.process_set)])
         self.broadcast_done = True
 
 
@@ -60,6 +70,20 @@ class MetricAverageCallback(keras.callbacks.Callback):
         super().__init__()
         self.device = device
         self.process_set = process_set
+        self._graph_ops = {}  # key -> (the value fed, its average), in a graph
+
+    def _average(self, key, value):
+        name = f"metric.{key}"
+        if tf.executing_eagerly():
+            return _ops.allreduce(_K.constant(value), name=name,
+                                  process_set=self.process_set).numpy()
+        # In a graph, one op per key, built once and fed every epoch.
+        fed, average = self._graph_ops.get(key, (None, None))
+        if fed is None or fed.graph is not tf.compat.v1.get_default_graph():
+            fed = tf.compat.v1.placeholder(_K.floatx(), shape=None)
+            average = _ops.allreduce(fed, name=name, process_set=self.process_set)
+            self._graph_ops[key] = (fed, average)
+        return run_in_session(average, {fed: value})
 
     def on_epoch_end(self, epoch, logs=None):
         if not logs:
@@ -67,9 +91,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
         # Every rank reduces the same keys in the same (sorted) order.
         with tf.device(self.device):
             for key in sorted(logs):
-                reduced = _ops.allreduce(_K.constant(logs[key]), name=f"metric.{key}",
-                                         process_set=self.process_set)
-                logs[key] = reduced.numpy()
+                logs[key] = self._average(key, logs[key])
 
 
 def _get(optimizer, attribute):
