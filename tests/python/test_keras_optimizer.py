@@ -241,3 +241,43 @@ def test_fit_applies_every_second_batch(rk):
     model.train_on_batch(x, y)
     assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), after))
     assert int(opt.iterations.numpy()) == 3 and int(opt._agg_helper.counter.numpy()) == 1
+
+
+@pytest.mark.parametrize("average", [False, True], ids=["summed", "averaged"])
+def test_aggregation_in_a_graph(rk, average):
+    """tf.compat.v1 Keras (a model built and trained in a graph, in Keras's session)
+    with backward_passes_per_step=2 and the bias a local variable: the second batch
+    applies the two passes' sums, the kernel's averaged over the ranks and the
+    bias's divided by their number; the first and third batches apply nothing."""
+    n, r = rk.size(), rk.rank()
+    divisor = 2 if average else 1
+    with tf.Graph().as_default():
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,),
+                                                           kernel_initializer="ones")])
+        opt = rk.DistributedOptimizer(tf.keras.optimizers.legacy.SGD(0.1),
+                                      backward_passes_per_step=2,
+                                      average_aggregated_gradients=average)
+        opt.register_local_var(model.layers[0].bias)
+        model.compile(optimizer=opt, loss="mse")
+        x = np.array([[1.0, r + 1.0]], np.float32)
+        y = np.array([[0.0]], np.float32)
+        weights = [model.get_weights()]
+        for _ in range(3):
+            model.train_on_batch(x, y)
+            weights.append(model.get_weights())
+        counts = tf.keras.backend.batch_get_value([opt.iterations, opt._agg_helper.counter])
+    tf.keras.backend.clear_session()
+
+    # d/dw (w.x + b)^2 = 2 (w.x + b) x, at w = (1, 1), b = 0: 2 (q + 2) (1, q + 1) on rank q.
+    def kernel_grad(q):
+        return 2.0 * (q + 2) * np.array([[1.0], [q + 1.0]])
+
+    kernel = np.ones((2, 1)) - 0.1 * 2 * sum(kernel_grad(q) for q in range(n)) / n / divisor
+    bias = np.array([-0.1 * 2 * 2.0 * (r + 2) / n / divisor])
+    for got, want in zip(weights[1], weights[0]):
+        assert np.array_equal(got, want)
+    assert np.allclose(weights[2][0], kernel, rtol=1e-6)
+    assert np.allclose(weights[2][1], bias, rtol=1e-6)
+    for got, want in zip(weights[3], weights[2]):
+        assert np.array_equal(got, want)
+    assert counts == [3, 1]

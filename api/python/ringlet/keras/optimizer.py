@@ -150,15 +150,19 @@ class _DistributedOptimizer:
         with tf.init_scope():
             iterations = self.iterations  # a legacy optimizer makes it on first use
 
+        # Each branch's value waits for its update: a tf.compat.v1 graph's branches
+        # run only what their values wait for.
         def apply():
-            super(_DistributedOptimizer, self).apply_gradients(pairs, *args, **kwargs)
-            return tf.identity(iterations)
+            applied = super(_DistributedOptimizer, self).apply_gradients(pairs, *args, **kwargs)
+            with tf.control_dependencies([applied]):
+                return tf.identity(iterations)
 
         def count_only():
-            iterations.assign_add(1)
-            return tf.identity(iterations)
+            with tf.control_dependencies([iterations.assign_add(1)]):
+                return tf.identity(iterations)
 
-        return tf.cond(self._agg_helper.is_applying(), apply, count_only)
+        applying = self._agg_helper.is_applying([g for g, _ in pairs])
+        return tf.cond(applying, apply, count_only)
 
 
 def distributed_class(base, settings):
