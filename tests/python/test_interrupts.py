@@ -171,6 +171,37 @@ def test_an_interrupted_grouped_handle_completes_later(job):
     assert outs[1].tolist() == [float(sum(range(1, n + 1)))] * 3
 
 
+def test_a_group_interrupted_after_a_member_completed_polls_and_completes(job):
+    # The first member ends before the interrupt, the second after it: poll()
+    # says the group is not done (without asking about the member already
+    # released), and synchronize() then gives both results.
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    import ringlet.torch as hvd_torch
+    late, n = hvd.rank() == 0, hvd.size()
+    xs = [torch.full((2,), float(hvd.rank())), torch.full((1,), float(hvd.rank() + 1))]
+    if late:
+        hvd_torch.allgather(xs[0], name="grouped.partly.0")
+    else:
+        h = hvd_torch.grouped_allgather_async(xs, name="partly")
+    hvd.allreduce(np.ones(1), name="first_done")
+    if not late:
+        with sigint_after(SIGNAL_AFTER):
+            with pytest.raises(KeyboardInterrupt):
+                hvd_torch.synchronize(h)
+        try:
+            polled = hvd_torch.poll(h)
+        except Exception as e:  # asserted once rank 0 no longer waits for this one
+            polled = e
+    hvd.allreduce(np.ones(1), name="interrupted")
+    if late:
+        hvd_torch.allgather(xs[1], name="grouped.partly.1")
+        return
+    assert polled is False, polled
+    first, second = hvd_torch.synchronize(h)
+    assert first.tolist() == [float(r) for r in range(n) for _ in range(2)]
+    assert second.tolist() == [float(r + 1) for r in range(n)]
+
+
 def test_sigalrm_handler_interrupts_a_barrier_that_the_next_call_resumes(job):
     late = hvd.rank() == 0
     if not late:

@@ -65,8 +65,11 @@ def poll(handle):
     """True when ``synchronize(handle)`` would return without waiting."""
     with _lock:
         entry = _in_flight.get(handle)
-    members = entry[0] if entry is not None else (handle,)
-    return all(_ringlet.poll(h) for h in members)
+    if entry is None:
+        return _ringlet.poll(handle)
+    # Members an interrupted synchronize() already released are done.
+    members, _, _, outcomes = entry
+    return all(h in outcomes or _ringlet.poll(h) for h in members)
 
 
 def synchronize(handle):
