@@ -67,6 +67,31 @@ def test_a_failed_member_fails_its_group_after_all_are_done(rt):
     still_works(rt)
 
 
+def test_a_group_refused_on_one_member_starts_none(rt):
+    # Rank 0's groups are refused on their second member (a scalar, a bool
+    # reduction); their first members must not be left in flight under their
+    # names, which every rank then uses.
+    x = torch.full((rt.size(), 2), float(rt.rank()))
+    if rt.rank() == 0:
+        with pytest.raises(ValueError, match="scalar"):
+            rt.grouped_allgather_async([x, torch.tensor(1.0)], name="refused_ag")
+        with pytest.raises(ValueError, match="bool"):
+            rt.grouped_reducescatter_async([x, torch.ones(rt.size(), dtype=torch.bool)],
+                                           op=rt.Sum, name="refused_rs")
+    results = []
+    for collective in (lambda: rt.allgather(x, name="grouped.refused_ag.0"),
+                       lambda: rt.reducescatter(x, op=rt.Sum, name="grouped.refused_rs.0")):
+        try:
+            results.append(collective())
+        except ValueError as e:  # "already in flight": asserted once every rank is through
+            results.append(e)
+    still_works(rt)
+    gathered, share = results
+    assert isinstance(gathered, torch.Tensor) and isinstance(share, torch.Tensor), results
+    assert gathered[:, 0].tolist() == [float(r) for r in range(rt.size()) for _ in x], gathered
+    assert share.tolist() == [[float(sum(range(rt.size())))] * 2], share
+
+
 def test_alltoall_splits_must_be_int32_as_in_horovod(rt):
     for splits in (torch.ones(rt.size(), dtype=torch.float32),
                    torch.ones(rt.size(), dtype=torch.int64),

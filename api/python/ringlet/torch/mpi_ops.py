@@ -288,11 +288,23 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     return wait
 
 
+def _submit_group(requests):
+    """Submits the members of a grouped allgather or reducescatter, each
+    (submit, finish, buffer), all of which passed their checks: a member they
+    refuse leaves none of the group in flight, never to be synchronized.
+    Returns the group's one handle."""
+    handles = [submit() for submit, _, _ in requests]
+    finishes = [finish for _, finish, _ in requests]
+    return _handles.register_group(
+        handles, lambda results: tuple(f(*r) for f, r in zip(finishes, results)),
+        *[src for _, _, src in requests])
+
+
 # ---------------------------------------------------------------- allgather
 
-def _start_allgather(tensor, full_name, process_set):
-    """Submits one allgather; returns the core's handle, what turns its result into a
-    tensor, and the buffer the core reads."""
+def _allgather_request(tensor, full_name, process_set):
+    """Checks one allgather; returns what submits it (giving the core's handle), what
+    turns its result into a tensor, and the buffer the core reads."""
     src = _dense(tensor, "allgather")
     dtype, trailing = src.dtype, tuple(src.shape[1:])
     if src.dim() == 0:
@@ -301,7 +313,9 @@ def _start_allgather(tensor, full_name, process_set):
     as_bytes = dtype not in _REDUCIBLE
     if as_bytes:
         src = _as_rows_of_bytes(src.contiguous())
-    handle = _ringlet.allgather_async(full_name, src, _set_id(process_set), _stream_of(src))
+
+    def submit():
+        return _ringlet.allgather_async(full_name, src, _set_id(process_set), _stream_of(src))
 
     def finish(data, shape, splits):
         rows = shape[0]
@@ -310,7 +324,7 @@ def _start_allgather(tensor, full_name, process_set):
                                torch.uint8).view(dtype).reshape((rows,) + trailing)
         return _from_bytes(data, shape, dtype)
 
-    return handle, finish, src
+    return submit, finish, src
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -318,9 +332,9 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
     Ranks may differ in dimension 0 only.
     """
-    handle, finish, src = _start_allgather(tensor, _op_name("allgather", name, process_set),
-                                           process_set)
-    return _register(handle, finish, src)
+    submit, finish, src = _allgather_request(tensor, _op_name("allgather", name, process_set),
+                                             process_set)
+    return _register(submit(), finish, src)
 
 
 class _Allgather(torch.autograd.Function):
@@ -352,13 +366,9 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     if not tensors:
         raise ValueError("grouped_allgather: the list of tensors is empty")
     base = _handles.group_base(name, process_set)
-    started = [_start_allgather(t, _op_name("allgather", f"{base}.{i}", process_set),
-                                process_set) for i, t in enumerate(tensors)]
-    finishes = [finish for _, finish, _ in started]
-    return _handles.register_group(
-        [h for h, _, _ in started],
-        lambda results: tuple(f(*r) for f, r in zip(finishes, results)),
-        *[src for _, _, src in started])
+    requests = [_allgather_request(t, _op_name("allgather", f"{base}.{i}", process_set),
+                                   process_set) for i, t in enumerate(tensors)]
+    return _submit_group(requests)
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -525,20 +535,23 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # ---------------------------------------------------------------- reducescatter
 
-def _start_reducescatter(tensor, full_name, op, process_set, prescale_factor,
-                         postscale_factor):
-    """Submits one reducescatter; returns the core's handle, what turns its result into
-    a tensor, and the buffer the core reads."""
+def _reducescatter_request(tensor, full_name, op, process_set, prescale_factor,
+                           postscale_factor):
+    """Checks one reducescatter; returns what submits it (giving the core's handle),
+    what turns its result into a tensor, and the buffer the core reads."""
     core_op = _basics.core_op(op)
     src = _dense(tensor, "reducescatter")
     if src.dim() == 0:
         raise ValueError(f"reducescatter '{full_name}': a scalar has no rows to scatter")
     _check_reducible(src, "reducescatter_async", full_name)
     dtype = src.dtype
-    handle = _ringlet.reducescatter_async(full_name, src, core_op, float(prescale_factor),
-                                          float(postscale_factor), _set_id(process_set),
-                                          _stream_of(src))
-    return handle, lambda data, shape, splits: _from_bytes(data, shape, dtype), src
+
+    def submit():
+        return _ringlet.reducescatter_async(full_name, src, core_op, float(prescale_factor),
+                                            float(postscale_factor), _set_id(process_set),
+                                            _stream_of(src))
+
+    return submit, lambda data, shape, splits: _from_bytes(data, shape, dtype), src
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
@@ -548,10 +561,10 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     The i-th member receives its share of dimension 0 (an even split, the
     first ones one row more when it does not divide).
     """
-    handle, finish, src = _start_reducescatter(
+    submit, finish, src = _reducescatter_request(
         tensor, _op_name("reducescatter", name, process_set), op, process_set,
         prescale_factor, postscale_factor)
-    return _register(handle, finish, src)
+    return _register(submit(), finish, src)
 
 
 def _reducescatter_gradients(grads, op, process_set, prescale_factor, postscale_factor):
@@ -602,14 +615,11 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     if not tensors:
         raise ValueError("grouped_reducescatter: the list of tensors is empty")
     base = _handles.group_base(name, process_set)
-    started = [_start_reducescatter(t, _op_name("reducescatter", f"{base}.{i}", process_set),
-                                    op, process_set, prescale_factor, postscale_factor)
-               for i, t in enumerate(tensors)]
-    finishes = [finish for _, finish, _ in started]
-    return _handles.register_group(
-        [h for h, _, _ in started],
-        lambda results: tuple(f(*r) for f, r in zip(finishes, results)),
-        *[src for _, _, src in started])
+    requests = [_reducescatter_request(t, _op_name("reducescatter", f"{base}.{i}",
+                                                   process_set),
+                                       op, process_set, prescale_factor, postscale_factor)
+                for i, t in enumerate(tensors)]
+    return _submit_group(requests)
 
 
 class _GroupedReducescatter(torch.autograd.Function):
