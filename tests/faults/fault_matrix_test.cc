@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -40,8 +41,15 @@ std::vector<std::string> processes_holding(const std::string& token) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string pid = e.path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // A process may exit while it is read: libstdc++ then throws from the
+    // stream buffer (ESRCH), and that process holds nothing any more.
+    std::string cmdline;
+    try {
+      std::ifstream f(e.path() / "cmdline", std::ios::binary);
+      cmdline.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     for (char& c : cmdline) {
       if (c == '\0') c = ' ';
     }
