@@ -46,7 +46,8 @@ def _stream_of(tensor):
 
 
 def _dense(tensor, call):
-    """The tensor as the core takes it: without autograd, and refused if not contiguous."""
+    """The tensor as the core takes it: without autograd, and refused if its layout is
+    not strided (sparse, mkldnn, ...). Contiguity is the bindings' check."""
     if tensor.layout != torch.strided:
         raise ValueError(f"{call}: {tensor.layout} tensors are not supported; pass a dense "
                          f"tensor (tensor.to_dense())")
