@@ -239,22 +239,22 @@ def test_grouped_reducescatter(rt_any, dtype, op):
             assert as_list(out) == full[start * width:end * width], (s, pre, post)
 
 
-def _old_rule(total, n, post):
-    """What an average with a postscale gave before: the sum divided toward zero,
-    then scaled and rounded to nearest (ties to even)."""
+def _divide_then_scale(total, n, post):
+    """The rule the inputs below are chosen to tell apart from Horovod's: the sum
+    divided toward zero, then scaled and rounded to nearest (ties to even)."""
     return round(int(total / n) * post)
 
 
 def test_average_with_postscale_rounds_once(rt_any):
     # Sum 39 over 2 ranks with postscale 1.5: Horovod truncates 39 * 0.75 =
-    # 29.25 to 29, where dividing first and then scaling gave 19 * 1.5 -> 28.
+    # 29.25 to 29, where dividing first and then scaling gives 19 * 1.5 -> 28.
     # Over 3 ranks, sum 40 with postscale 2.25: 40 * 0.75 = 30, against
     # 13 * 2.25 = 29.25 -> 29.
     hvd, n, me = rt_any, rt_any.size(), rt_any.rank()
     total, post = (39, 1.5) if n == 2 else (40, 2.25)
     mine = total // n + (1 if me < total % n else 0)
     want = math.trunc(total * (post / n))
-    assert want != _old_rule(total, n, post)
+    assert want != _divide_then_scale(total, n, post)
     for dtype in INTEGERS:
         x = torch.full((4,), mine, dtype=dtype)
         out = hvd.allreduce(x, op=hvd.Average, postscale_factor=post, name="avg")
@@ -265,7 +265,8 @@ def test_average_with_postscale_rounds_once(rt_any):
 
 
 def test_prescale_truncates_toward_zero(rt_any):
-    # 11 x 2.5 = 27.5 is 27 in Horovod (rounding gave 28), -11 x 2.5 is -27.
+    # 11 x 2.5 = 27.5 is 27 in Horovod (rounding to nearest would give 28),
+    # -11 x 2.5 is -27.
     hvd, n = rt_any, rt_any.size()
     for dtype in [torch.int8, torch.int16, torch.int32, torch.int64]:
         x = torch.tensor([11, -11, 3, -3], dtype=dtype)
