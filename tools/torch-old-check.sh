@@ -26,7 +26,7 @@ version=${RINGLET_OLD_TORCH:-1.13.0}
 venv=.venv-torch-old
 python=$venv/bin/python
 # What the suites need beside torch (numpy 1: torch 1.13 was built against
-# its ABI; cloudpickle, which broadcast_object uses where installed).
+# its ABI; cloudpickle, a dependency of the package).
 deps=("numpy==1.26.4" "typing-extensions==4.16.0" "pytest==9.2.0" "cloudpickle==3.1.3")
 
 if [ ! -x "$build/bin/ringletrun" ] || [ ! -d "$build/python/ringlet" ]; then

@@ -528,7 +528,6 @@ def test_broadcast_parameters_takes_a_list_of_tensors(rt):
 
 
 def test_broadcast_object_takes_what_cloudpickle_takes(rt):
-    pytest.importorskip("cloudpickle")
     offset = 100 * rt.rank() + 7  # the root's closure carries its own: 7
     fn = rt.broadcast_object(lambda v: v + offset, root_rank=0)
     assert fn(1) == 8

@@ -1,19 +1,13 @@
 """Helpers that start training from the same state on every rank, and move
 Python objects between ranks."""
 
-import pickle
-
+import cloudpickle
 import torch
 
 from ringlet import _ringlet
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.torch.mpi_ops import (Min, allgather, allreduce, broadcast_, broadcast_async_,
                                    synchronize)
-
-try:  # Horovod pickles with cloudpickle: lambdas and local classes cross too
-    import cloudpickle as _pickler
-except ImportError:
-    _pickler = pickle
 
 
 def broadcast_parameters(params, root_rank, prefix=None):
@@ -153,11 +147,12 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
 
 
 def _to_bytes(obj):
-    return torch.frombuffer(bytearray(_pickler.dumps(obj)), dtype=torch.uint8)
+    # cloudpickle, as Horovod: lambdas and local classes cross too.
+    return torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
 
 
 def _from_bytes(tensor):
-    return pickle.loads(tensor.numpy().tobytes())
+    return cloudpickle.loads(tensor.numpy().tobytes())
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
