@@ -527,6 +527,19 @@ def test_broadcast_parameters_takes_a_list_of_tensors(rt):
     assert torch.equal(tensors[1], torch.full((3,), rt.size() - 0.5))
 
 
+def test_broadcast_parameters_refuses_what_is_not_a_tensor(rt):
+    # As Horovod's, which fails on such an entry; here before broadcasting
+    # any, so that the tensors before it are not left in flight.
+    tensor = torch.full((2,), float(rt.rank()))
+    with pytest.raises(ValueError, match=r"entry 'step' \(int\) is not a tensor"):
+        rt.broadcast_parameters({"a": tensor, "step": 3}, root_rank=0)
+    with pytest.raises(ValueError, match=r"entry at index 1 \(NoneType\) is not a tensor"):
+        rt.broadcast_parameters([tensor, None], root_rank=0)
+    # Nothing was started: the name the first entry had is free.
+    rt.broadcast_parameters({"a": tensor}, root_rank=0)
+    assert tensor.tolist() == [0.0, 0.0]
+
+
 def test_broadcast_object_takes_what_cloudpickle_takes(rt):
     offset = 100 * rt.rank() + 7  # the root's closure carries its own: 7
     fn = rt.broadcast_object(lambda v: v + offset, root_rank=0)

@@ -16,7 +16,8 @@ def broadcast_parameters(params, root_rank, prefix=None):
     ``params`` is a ``state_dict()`` (broadcast in the order of its sorted
     names), a list of (name, tensor) pairs such as
     ``list(model.named_parameters())``, or a list of tensors such as
-    ``list(model.parameters())``. Entries that are not tensors are left alone.
+    ``list(model.parameters())``. An entry that is not a tensor is refused
+    (``ValueError``) before anything is broadcast.
     """
     if isinstance(params, dict):
         items = sorted(params.items())
@@ -29,13 +30,17 @@ def broadcast_parameters(params, root_rank, prefix=None):
                                  "model.named_parameters()")
     else:
         raise ValueError(f"broadcast_parameters: invalid params of type {type(params)}")
+    for i, (name, p) in enumerate(items):
+        if not isinstance(p, torch.Tensor):
+            entry = repr(name) if name is not None else f"at index {i}"
+            raise ValueError(f"broadcast_parameters on rank {_ringlet.rank()}: the entry "
+                             f"{entry} ({type(p).__name__}) is not a tensor; pass tensors only")
     prefix = prefix or ""
     handles = []
     for name, p in items:
-        if isinstance(p, torch.Tensor):
-            target = p.data if isinstance(p, torch.nn.Parameter) else p
-            handles.append(broadcast_async_(target, root_rank,
-                                            name=None if name is None else f"{prefix}{name}"))
+        target = p.data if isinstance(p, torch.nn.Parameter) else p
+        handles.append(broadcast_async_(target, root_rank,
+                                        name=None if name is None else f"{prefix}{name}"))
     for handle in handles:
         synchronize(handle)
 
