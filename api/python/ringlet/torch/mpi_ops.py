@@ -475,13 +475,16 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
     ``splits[i]`` rows of dimension 0 go to the i-th member of the set (an
     even split when None); rows past their sum are not sent. The result is
-    (tensor, received splits).
+    (tensor, received splits), the received splits an int32 tensor on the device of
+    ``splits`` (on the host when ``splits`` is a list or None).
     """
     full_name = _op_name("alltoall", name, process_set)
     src = _dense(tensor, "alltoall")
     if src.dim() == 0:
         raise ValueError(f"alltoall '{full_name}': a scalar has no rows to scatter")
     split_list = _split_list(splits, full_name)
+    # The received splits where Horovod puts them: on the splits' device.
+    splits_device = splits.device if isinstance(splits, torch.Tensor) else torch.device("cpu")
     if split_list and 0 <= sum(split_list) < src.shape[0]:
         src = src.narrow(0, 0, sum(split_list))  # Horovod sends the first rows only
     dtype, trailing = src.dtype, tuple(src.shape[1:])
@@ -498,7 +501,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                               torch.uint8).view(dtype).reshape((rows,) + trailing)
         else:
             out = _from_bytes(data, shape, dtype)
-        return out, torch.tensor(received, dtype=torch.int32)
+        return out, torch.tensor(received, dtype=torch.int32, device=splits_device)
 
     return _register(handle, finish, src)
 
