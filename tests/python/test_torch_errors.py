@@ -92,6 +92,47 @@ def test_a_group_refused_on_one_member_starts_none(rt):
     assert share.tolist() == [[float(sum(range(rt.size())))] * 2], share
 
 
+def test_a_group_the_bindings_would_refuse_starts_none(rt):
+    # Rank 0's groups have a second member that is not contiguous, or on
+    # another device than the first (meta): refused before the first member
+    # is submitted, whose name every rank then uses.
+    x = torch.full((rt.size(), 2), float(rt.rank()))
+    if rt.rank() == 0:
+        strided = torch.ones(2, rt.size()).t()
+        with pytest.raises(ValueError, match="'allgather.grouped.strided_ag.1' is not contiguous"):
+            rt.grouped_allgather_async([x, strided], name="strided_ag")
+        with pytest.raises(ValueError,
+                           match="'reducescatter.grouped.strided_rs.1' is not contiguous"):
+            rt.grouped_reducescatter_async([x, strided], op=rt.Sum, name="strided_rs")
+        with pytest.raises(ValueError, match="share one device"):
+            rt.grouped_allgather_async([x, torch.ones(2, 2, device="meta")], name="mixed_ag")
+        with pytest.raises(ValueError, match="share one device"):
+            rt.grouped_reducescatter_async([x, torch.ones(2, 2, device="meta")],
+                                           name="mixed_rs")
+    results = []
+    for collective in (lambda: rt.allgather(x, name="grouped.strided_ag.0"),
+                       lambda: rt.reducescatter(x, op=rt.Sum, name="grouped.strided_rs.0"),
+                       lambda: rt.allgather(x, name="grouped.mixed_ag.0"),
+                       lambda: rt.reducescatter(x, op=rt.Sum, name="grouped.mixed_rs.0")):
+        try:
+            results.append(collective())
+        except ValueError as e:  # "already in flight": asserted once every rank is through
+            results.append(e)
+    still_works(rt)
+    assert all(isinstance(r, torch.Tensor) for r in results), results
+    for gathered in results[0::2]:
+        assert gathered[:, 0].tolist() == [float(r) for r in range(rt.size()) for _ in x]
+    for share in results[1::2]:
+        assert share.tolist() == [[float(sum(range(rt.size())))] * 2], share
+
+
+def test_a_tensor_on_a_device_ringlet_does_not_serve_says_so(rt):
+    meta = torch.ones(rt.size(), 2, device="meta")
+    with pytest.raises(ValueError, match="lives in meta memory"):
+        rt.grouped_allgather_async([meta, meta], name="on_meta")
+    still_works(rt)
+
+
 def test_alltoall_splits_must_be_int32_as_in_horovod(rt):
     for splits in (torch.ones(rt.size(), dtype=torch.float32),
                    torch.ones(rt.size(), dtype=torch.int64),

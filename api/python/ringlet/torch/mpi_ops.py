@@ -65,6 +65,30 @@ def _check_reducible(tensor, call, full_name):
             f"{dtype}, which is not supported ({', '.join(served[:-1])} and {served[-1]} are)")
 
 
+def _check_submittable(src, call, full_name):
+    """Refuses, in the bindings' words, what they would refuse on submission: a
+    tensor that is not contiguous, or not in host or CUDA memory. A grouped
+    collective checks every member so before submitting any."""
+    why = None
+    if src.device.type not in ("cpu", "cuda"):
+        why = f"lives in {src.device.type} memory; Ringlet serves host memory and CUDA devices"
+    elif not src.is_contiguous():
+        why = "is not contiguous; pass a contiguous tensor (for instance tensor.contiguous())"
+    if why is not None:
+        raise InvalidArgumentError(
+            f"ringlet: {call} on rank {_ringlet.rank()}: tensor '{full_name}' {why}")
+
+
+def _check_one_device(tensors, names, call):
+    """Refuses a group whose members are on different devices, as Horovod does."""
+    for tensor, name in zip(tensors, names):
+        if tensor.device != tensors[0].device:
+            raise InvalidArgumentError(
+                f"ringlet: {call} on rank {_ringlet.rank()}: tensor '{name}' is on "
+                f"{tensor.device} and the group's first on {tensors[0].device}; the members "
+                f"of a group share one device")
+
+
 def _set_rank(process_set):
     return _ringlet.process_set_rank(_set_id(process_set))
 
@@ -314,6 +338,7 @@ def _allgather_request(tensor, full_name, process_set):
     as_bytes = dtype not in _REDUCIBLE
     if as_bytes:
         src = _as_rows_of_bytes(src.contiguous())
+    _check_submittable(src, "allgather_async", full_name)
 
     def submit():
         return _ringlet.allgather_async(full_name, src, _set_id(process_set), _stream_of(src))
@@ -367,9 +392,10 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     if not tensors:
         raise ValueError("grouped_allgather: the list of tensors is empty")
     base = _handles.group_base(name, process_set)
-    requests = [_allgather_request(t, _op_name("allgather", f"{base}.{i}", process_set),
-                                   process_set) for i, t in enumerate(tensors)]
-    return _submit_group(requests)
+    names = [_op_name("allgather", f"{base}.{i}", process_set) for i in range(len(tensors))]
+    _check_one_device(tensors, names, "grouped_allgather_async")
+    return _submit_group([_allgather_request(t, n, process_set)
+                          for t, n in zip(tensors, names)])
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -548,6 +574,7 @@ def _reducescatter_request(tensor, full_name, op, process_set, prescale_factor,
     if src.dim() == 0:
         raise ValueError(f"reducescatter '{full_name}': a scalar has no rows to scatter")
     _check_reducible(src, "reducescatter_async", full_name)
+    _check_submittable(src, "reducescatter_async", full_name)
     dtype = src.dtype
 
     def submit():
@@ -619,11 +646,11 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     if not tensors:
         raise ValueError("grouped_reducescatter: the list of tensors is empty")
     base = _handles.group_base(name, process_set)
-    requests = [_reducescatter_request(t, _op_name("reducescatter", f"{base}.{i}",
-                                                   process_set),
-                                       op, process_set, prescale_factor, postscale_factor)
-                for i, t in enumerate(tensors)]
-    return _submit_group(requests)
+    names = [_op_name("reducescatter", f"{base}.{i}", process_set) for i in range(len(tensors))]
+    _check_one_device(tensors, names, "grouped_reducescatter_async")
+    return _submit_group([_reducescatter_request(t, n, op, process_set, prescale_factor,
+                                                 postscale_factor)
+                          for t, n in zip(tensors, names)])
 
 
 class _GroupedReducescatter(torch.autograd.Function):
