@@ -133,6 +133,20 @@ def test_a_tensor_on_a_device_ringlet_does_not_serve_says_so(rt):
     still_works(rt)
 
 
+def test_a_sparse_allreduce_whose_values_fail_waits_for_its_indices(rt):
+    # The values' dtype differs between the ranks, the indices' does not: the
+    # values' allgather fails, and the indices' is still waited for and
+    # released rather than left pending with its buffer.
+    from ringlet.common import handles
+    dtype = torch.float32 if rt.rank() == 0 else torch.float64
+    sparse = torch.tensor([1.0, 0.0, 1.0], dtype=dtype).to_sparse()
+    wait = rt.sparse_allreduce_async(sparse, name="mixed", op=rt.Sum)
+    with pytest.raises(rt.HorovodInternalError, match="mixed.values"):
+        wait()
+    assert not handles._in_flight, handles._in_flight
+    still_works(rt)
+
+
 def test_alltoall_splits_must_be_int32_as_in_horovod(rt):
     for splits in (torch.ones(rt.size(), dtype=torch.float32),
                    torch.ones(rt.size(), dtype=torch.int64),

@@ -296,15 +296,24 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     if op not in (Average, Sum):
         raise ValueError(f"sparse_allreduce_async '{name}': op {_basics.op_name(op)} is not "
                          f"served; a sparse reduction is Sum or Average")
-    indices = allgather_async(tensor._indices().t().contiguous(), name=f"{name}.indices",
-                              process_set=process_set)
-    values = allgather_async(tensor._values().contiguous(), name=f"{name}.values",
-                             process_set=process_set)
+    # One group of the two allgathers (submitted in this order, as Horovod
+    # does): both are checked before either starts, and waited for before an
+    # error of either is raised.
+    group = _submit_group([
+        _allgather_request(tensor._indices().t().contiguous(),
+                           _op_name("allgather", f"{name}.indices", process_set), process_set),
+        _allgather_request(tensor._values().contiguous(),
+                           _op_name("allgather", f"{name}.values", process_set), process_set)])
     members = _set_size(process_set)
 
     def wait():
-        gathered_values = synchronize(values)
-        gathered_indices = synchronize(indices)
+        # A signal's exception leaves both pending for the next call; once the
+        # result (or the error) was given, the next call gives None, as
+        # synchronize() of a handle synchronized already.
+        gathered = synchronize(group)
+        if gathered is None:
+            return None
+        gathered_indices, gathered_values = gathered
         if op == Average:
             gathered_values = gathered_values / members
         # The legacy constructor, as it takes the entries without checking them
