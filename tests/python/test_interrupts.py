@@ -2,8 +2,9 @@
 Ctrl-C (KeyboardInterrupt) and a SIGALRM handler's exception reach it within
 a second, from synchronize(), barrier(), join() and init()'s rendezvous,
 instead of after the stall timeout. The job stays usable afterwards: the
-interrupted handle can be synchronized again, an interrupted barrier or join
-is resumed by the next call, a failed collective leaves the next one working,
+interrupted handle can be synchronized again, an interrupted synchronous
+collective, barrier or join is resumed by the next call, a failed
+collective leaves the next one working,
 and a rank that leaves after the interrupt fails the others' pending
 collectives with an error naming it.
 
@@ -200,6 +201,42 @@ def test_a_group_interrupted_after_a_member_completed_polls_and_completes(job):
     first, second = hvd_torch.synchronize(h)
     assert first.tolist() == [float(r) for r in range(n) for _ in range(2)]
     assert second.tolist() == [float(r + 1) for r in range(n)]
+
+
+def test_an_interrupted_synchronous_collective_is_resumed_by_its_retry(job):
+    # The retry waits for the collective still in flight instead of
+    # submitting it again, which rank 0 (that submits it once) would never
+    # meet: named, unnamed, and in place into a tensor the retry allocated.
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    import ringlet.torch as hvd_torch
+    late, n = hvd.rank() == 0, hvd.size()
+    x = torch.tensor(rank_values(hvd.rank()))
+
+    def broadcast_into_new_tensor():
+        out = x.clone() if late else torch.zeros(4, dtype=torch.float64)
+        return hvd_torch.broadcast_(out, root_rank=0, name="in_place")
+
+    calls = [lambda: hvd_torch.allreduce(x, name="named", op=hvd_torch.Sum),
+             lambda: hvd_torch.allgather(x),
+             broadcast_into_new_tensor]
+    if not late:
+        for call in calls:
+            with alarm_after(SIGNAL_AFTER):
+                with pytest.raises(Alarm):
+                    call()
+    hvd.allreduce(np.ones(1), name="interrupted")
+    results = []
+    for call in calls:
+        try:
+            results.append(call())
+        except ValueError as e:  # "already in flight": asserted once every rank is through
+            results.append(e)
+    hvd.allreduce(np.ones(1), name="retried")
+    summed, gathered, broadcast = results
+    assert isinstance(summed, torch.Tensor), summed
+    assert np.array_equal(summed.numpy(), sum_of_ranks(n))
+    assert np.array_equal(gathered.numpy(), np.concatenate([rank_values(r) for r in range(n)]))
+    assert np.array_equal(broadcast.numpy(), rank_values(0))
 
 
 def test_sigalrm_handler_interrupts_a_barrier_that_the_next_call_resumes(job):

@@ -24,6 +24,14 @@ _in_flight = {}
 basics.call_at_init(_in_flight.clear)
 
 
+# Synchronous calls a signal interrupted, by (call, name or None, process set
+# id) -> (handle, what the call was given). The collective stays in flight
+# and the other ranks submit it once: the next such call waits for it rather
+# than submitting it a second time.
+_interrupted = {}
+basics.call_at_init(_interrupted.clear)
+
+
 def _next_unnamed(process_set):
     counter = _noname_counters.setdefault(id_of(process_set), itertools.count())
     return next(counter)
@@ -102,3 +110,24 @@ def synchronize(handle):
         if error is not None:
             raise error
     return finish([outcomes[h][0] for h in members])
+
+
+def wait_resuming(key, given, start):
+    """What a synchronous call returns: ``synchronize(start())``, unless a signal
+    interrupted the call of the same ``key`` (call, name or None, process set id)
+    with the same ``given`` (a description of its tensors and arguments): then
+    the result of that call's collective, still in flight, without submitting
+    it a second time. A signal that interrupts this wait leaves the collective
+    to the next such call.
+    """
+    with _lock:
+        pending = _interrupted.pop(key, None)
+    # A call given other tensors is another collective: it is submitted, and
+    # meets the interrupted one's name in flight if it has one.
+    handle = pending[0] if pending is not None and pending[1] == given else start()
+    try:
+        return synchronize(handle)
+    finally:
+        with _lock:
+            if handle in _in_flight:  # interrupted, not failed: resumed by the next call
+                _interrupted[key] = (handle, given)

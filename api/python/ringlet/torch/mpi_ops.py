@@ -65,6 +65,29 @@ def _check_reducible(tensor, call, full_name):
             f"{dtype}, which is not supported ({', '.join(served[:-1])} and {served[-1]} are)")
 
 
+def _given(tensors, **arguments):
+    """What a synchronous call was given, as a retry must give it again to resume the
+    call a signal interrupted: each tensor's dtype, shape and device, and the rest."""
+    described = ", ".join(f"{str(t.dtype).replace('torch.', '')} {tuple(t.shape)} on {t.device}"
+                          for t in tensors)
+    return f"[{described}]" + "".join(f", {k}={v!r}" for k, v in arguments.items())
+
+
+def _wait(call, name, process_set, given, start):
+    """``synchronize(start())`` for a synchronous call, which resumes the call of the same
+    function, name and process set that a signal interrupted (handles.wait_resuming)."""
+    return _handles.wait_resuming((call, name, _set_id(process_set)), given, start)
+
+
+def _into(targets, results):
+    """The in-place result: a resumed call wrote into the interrupted call's tensors,
+    which its retry may have allocated anew."""
+    for target, result in zip(targets, results):
+        if result is not target:
+            target.copy_(result)
+    return targets
+
+
 def _check_submittable(src, call, full_name):
     """Refuses, in the bindings' words, what they would refuse on submission: a
     tensor that is not contiguous, or not in host or CUDA memory. A grouped
@@ -122,8 +145,9 @@ def _rows_before(counts, process_set):
     One allgather of every count: member i's row of the gathered table holds
     its counts, so the rows before this rank are the sums of the rows above.
     """
-    table = synchronize(allgather_async(torch.tensor([counts], dtype=torch.int64), None,
-                                        process_set))
+    mine = torch.tensor([counts], dtype=torch.int64)
+    table = _wait("allgather.rows_before", None, process_set, _given([mine]),
+                  lambda: allgather_async(mine, None, process_set))
     return [int(v) for v in table[:_set_rank(process_set)].sum(0).tolist()]
 
 
@@ -167,8 +191,10 @@ class _Allreduce(torch.autograd.Function):
         ctx.op = op
         ctx.scales = (prescale_factor, postscale_factor)
         ctx.process_set = process_set
-        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
-                                           postscale_factor, process_set))
+        return _wait("allreduce", name, process_set,
+                     _given([tensor], op=op, scales=ctx.scales),
+                     lambda: allreduce_async(tensor, None, name, op, prescale_factor,
+                                             postscale_factor, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -195,8 +221,12 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces ``tensor`` over the ranks in place and returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    op = _basics.resolve_op(op, average)
+    result = _wait("allreduce_", name, process_set,
+                   _given([tensor], op=op, scales=(prescale_factor, postscale_factor)),
+                   lambda: allreduce_async_(tensor, None, name, op, prescale_factor,
+                                            postscale_factor, process_set))
+    return _into([tensor], [result])[0]
 
 
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
@@ -245,9 +275,11 @@ class _GroupedAllreduce(torch.autograd.Function):
         ctx.op = op
         ctx.scales = (prescale_factor, postscale_factor)
         ctx.process_set = process_set
-        return synchronize(grouped_allreduce_async(list(tensors), None, name, op,
-                                                   prescale_factor, postscale_factor,
-                                                   process_set))
+        return _wait("grouped_allreduce", name, process_set,
+                     _given(tensors, op=op, scales=ctx.scales),
+                     lambda: grouped_allreduce_async(list(tensors), None, name, op,
+                                                     prescale_factor, postscale_factor,
+                                                     process_set))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -274,8 +306,12 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors in place (one fused collective); returns them as a tuple."""
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, process_set))
+    op = _basics.resolve_op(op, average)
+    results = _wait("grouped_allreduce_", name, process_set,
+                    _given(tensors, op=op, scales=(prescale_factor, postscale_factor)),
+                    lambda: grouped_allreduce_async_(tensors, None, name, op, prescale_factor,
+                                                     postscale_factor, process_set))
+    return tuple(_into(list(tensors), results))
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
@@ -380,7 +416,8 @@ class _Allgather(torch.autograd.Function):
     def forward(ctx, tensor, name, process_set):
         ctx.rows = tensor.shape[0]
         ctx.process_set = process_set
-        return synchronize(allgather_async(tensor, name, process_set))
+        return _wait("allgather", name, process_set, _given([tensor]),
+                     lambda: allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -415,7 +452,8 @@ class _GroupedAllgather(torch.autograd.Function):
     def forward(ctx, name, process_set, *tensors):
         ctx.rows = [t.shape[0] for t in tensors]
         ctx.process_set = process_set
-        return synchronize(grouped_allgather_async(list(tensors), name, process_set))
+        return _wait("grouped_allgather", name, process_set, _given(tensors),
+                     lambda: grouped_allgather_async(list(tensors), name, process_set))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -469,7 +507,8 @@ class _Broadcast(torch.autograd.Function):
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank = root_rank
         ctx.process_set = process_set
-        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+        return _wait("broadcast", name, process_set, _given([tensor], root_rank=root_rank),
+                     lambda: broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -488,7 +527,9 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it."""
-    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    result = _wait("broadcast_", name, process_set, _given([tensor], root_rank=root_rank),
+                   lambda: broadcast_async_(tensor, root_rank, name, process_set))
+    return _into([tensor], [result])[0]
 
 
 # ---------------------------------------------------------------- alltoall
@@ -548,7 +589,9 @@ class _Alltoall(torch.autograd.Function):
     def forward(ctx, tensor, splits, name, process_set):
         ctx.process_set = process_set
         ctx.rows = tensor.shape[0]
-        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        listed = splits.tolist() if isinstance(splits, torch.Tensor) else splits
+        output, received = _wait("alltoall", name, process_set, _given([tensor], splits=listed),
+                                 lambda: alltoall_async(tensor, splits, name, process_set))
         ctx.received = received
         ctx.mark_non_differentiable(received)
         return output, received
@@ -628,8 +671,10 @@ class _Reducescatter(torch.autograd.Function):
         ctx.op = op
         ctx.process_set = process_set
         ctx.scales = (prescale_factor, postscale_factor)
-        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
-                                               postscale_factor))
+        return _wait("reducescatter", name, process_set,
+                     _given([tensor], op=op, scales=ctx.scales),
+                     lambda: reducescatter_async(tensor, name, op, process_set,
+                                                 prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -671,8 +716,10 @@ class _GroupedReducescatter(torch.autograd.Function):
         ctx.op = op
         ctx.process_set = process_set
         ctx.scales = (prescale_factor, postscale_factor)
-        return synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
-                                                       prescale_factor, postscale_factor))
+        return _wait("grouped_reducescatter", name, process_set,
+                     _given(tensors, op=op, scales=ctx.scales),
+                     lambda: grouped_reducescatter_async(list(tensors), name, op, process_set,
+                                                         prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, *grad_outputs):

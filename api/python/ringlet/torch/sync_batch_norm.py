@@ -7,11 +7,14 @@ import torch.nn.functional as F
 
 from ringlet import _ringlet
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
-from ringlet.torch.mpi_ops import Sum, allreduce_async, synchronize
+from ringlet.torch.mpi_ops import Sum, _given, _wait, allreduce_async
 
 
 def _sum_over_ranks(tensor, process_set):
-    return synchronize(allreduce_async(tensor, op=Sum, process_set=process_set))
+    # As the synchronous collectives wait: a call a signal interrupted is
+    # resumed by the next one rather than submitted twice.
+    return _wait("SyncBatchNorm", None, process_set, _given([tensor]),
+                 lambda: allreduce_async(tensor, op=Sum, process_set=process_set))
 
 
 class _SyncBatchNorm(torch.autograd.Function):
