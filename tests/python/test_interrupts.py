@@ -3,8 +3,8 @@ Ctrl-C (KeyboardInterrupt) and a SIGALRM handler's exception reach it within
 a second, from synchronize(), barrier(), join() and init()'s rendezvous,
 instead of after the stall timeout. The job stays usable afterwards: the
 interrupted handle can be synchronized again, an interrupted synchronous
-collective, barrier or join is resumed by the next call, a failed
-collective leaves the next one working,
+collective, DistributedOptimizer.synchronize(), barrier or join is resumed
+by the next call, a failed collective leaves the next one working,
 and a rank that leaves after the interrupt fails the others' pending
 collectives with an error naming it.
 
@@ -237,6 +237,43 @@ def test_an_interrupted_synchronous_collective_is_resumed_by_its_retry(job):
     assert np.array_equal(summed.numpy(), sum_of_ranks(n))
     assert np.array_equal(gathered.numpy(), np.concatenate([rank_values(r) for r in range(n)]))
     assert np.array_equal(broadcast.numpy(), rank_values(0))
+
+
+def test_an_interrupted_optimizer_synchronize_resumes_without_reducing_twice(job):
+    # a's allreduce (started by its hook) completes before the alarm, b's
+    # after it: synchronize() again writes b's without reducing a's again
+    # (op=Sum would double it) or failing on a's handle, synchronized already.
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    import ringlet.torch as hvd_torch
+    late, n = hvd.rank() == 0, hvd.size()
+
+    def gradients(rank):
+        return (torch.full((2,), rank + 1.0, dtype=torch.float64),
+                torch.arange(3, dtype=torch.float64) * (rank + 1))
+
+    grad_a, grad_b = gradients(hvd.rank())
+    if late:
+        # Rank 0 submits the optimizer's two allreduces itself, b's once the
+        # others were interrupted waiting for it.
+        hvd_torch.allreduce_(grad_a.clone(), name="a", op=hvd_torch.Sum)
+        hvd.allreduce(np.ones(1), name="a_done")
+        hvd.allreduce(np.ones(1), name="interrupted")
+        hvd_torch.allreduce_(grad_b.clone(), name="b", op=hvd_torch.Sum)
+        return
+    a = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    opt = hvd_torch.DistributedOptimizer(torch.optim.SGD([a, b], lr=1.0), op=hvd_torch.Sum,
+                                         named_parameters=[("a", a), ("b", b)])
+    (a * grad_a).sum().backward()  # a's hook starts its allreduce
+    hvd.allreduce(np.ones(1), name="a_done")
+    b.grad = grad_b.clone()  # synchronize() starts b's
+    with alarm_after(SIGNAL_AFTER):
+        with pytest.raises(Alarm):
+            opt.synchronize()
+    hvd.allreduce(np.ones(1), name="interrupted")
+    opt.synchronize()
+    assert torch.equal(a.grad, sum(gradients(r)[0] for r in range(n)))
+    assert torch.equal(b.grad, sum(gradients(r)[1] for r in range(n)))
 
 
 def test_sigalrm_handler_interrupts_a_barrier_that_the_next_call_resumes(job):

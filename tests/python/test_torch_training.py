@@ -84,6 +84,25 @@ def test_backward_passes_per_step_accumulates_locally(rt):
         assert same_on_every_rank(rt, value, name=f"bpps.{name}")
 
 
+def test_synchronize_after_a_failed_allreduce_raises_it_again_and_keeps_the_others(rt):
+    # b's dtype differs between the ranks, so its allreduce fails on every
+    # rank, after a's succeeded: the retry reduces b anew (and fails again),
+    # without reducing a a second time (op=Sum would double it) nor tripping
+    # on a's handle, synchronized already.
+    a = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(3, dtype=torch.float64 if rt.rank() == 0 else torch.float32,
+                    requires_grad=True)
+    opt = rt.DistributedOptimizer(torch.optim.SGD([a, b], lr=1.0), op=rt.Sum,
+                                  named_parameters=[("a", a), ("b", b)])
+    a.grad = torch.full((2,), rt.rank() + 1.0, dtype=torch.float64)
+    b.grad = torch.ones_like(b)
+    for _ in range(2):
+        with pytest.raises(rt.HorovodInternalError, match="'allreduce.b'"):
+            opt.synchronize()
+    want = sum(r + 1.0 for r in range(rt.size()))
+    assert a.grad.tolist() == [want, want]
+
+
 def test_optimizer_guards(rt):
     model, x, y = model_and_data(rt.rank())
     opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),

@@ -19,6 +19,7 @@ import torch
 
 from ringlet import _ringlet
 from ringlet.common import basics as _basics
+from ringlet.common import exceptions
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.torch.compression import Compression
 from ringlet.torch.functions import broadcast_object
@@ -79,6 +80,10 @@ class _DistributedOptimizer:
         self._handles = {}
         # index of a group -> (the grouped allreduce's handle, the contexts)
         self._group_handles = {}
+        # Parameters whose reduced gradient this step's synchronize() applied
+        # already: a synchronize() that a signal or a failure stopped is
+        # resumed by the next, which must not reduce them again.
+        self._reduced = set()
         self._requires_update = []
         self._hook_keepers = []
         self._synchronized = False
@@ -204,6 +209,8 @@ class _DistributedOptimizer:
                 f"a gradient of {self._parameter_names[p]} was computed again after its "
                 f"group's allreduce started; call step() or synchronize() first")
         handle, ctx = None, None
+        if self._allreduce_delay[p] == self.backward_passes_per_step:
+            self._reduced.discard(p)  # the first pass of a new step
         self._allreduce_delay[p] -= 1
         if self._allreduce_delay[p] == 0:
             if self._groups is not None:
@@ -254,11 +261,15 @@ class _DistributedOptimizer:
 
     def synchronize(self):
         """Waits for every gradient's allreduce, starting those no hook started (gradients
-        this rank did not compute are reduced as zeros), and writes them into ``p.grad``."""
+        this rank did not compute are reduced as zeros), and writes them into ``p.grad``.
+
+        A signal handler's exception or a failed allreduce stops it with the
+        gradients written so far kept: calling it again waits for the rest
+        (and reduces the failed ones anew) without reducing any twice."""
         if not self._included():
             self._synchronized = True
             return
-        started = set(self._handles)
+        started = set(self._handles) | self._reduced
         for g in self._group_handles:
             started.update(self._parameter_groups[g])
         for p in self._requires_update:
@@ -268,14 +279,30 @@ class _DistributedOptimizer:
             if handle is None:  # fewer backward passes than backward_passes_per_step
                 self._handles[p] = self._allreduce_grad_async(p)
 
-        for g, (handle, ctxs) in self._group_handles.items():
-            outputs = synchronize(handle)
+        # Each entry goes as its result is written (or its failure raised): a
+        # call after an interruption waits for the ones still pending alone.
+        for g, (handle, ctxs) in list(self._group_handles.items()):
+            try:
+                outputs = synchronize(handle)
+            except exceptions.FAILURES:  # reduced anew by the next call
+                for p in self._parameter_groups[g]:
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+                self._group_counts[g] = 0
+                del self._group_handles[g]
+                raise
             for p, output, ctx in zip(self._parameter_groups[g], outputs, ctxs):
                 self._allreduce_delay[p] = self.backward_passes_per_step
                 p.grad.set_(self._compression.decompress(output, ctx))
+                self._reduced.add(p)
             self._group_counts[g] = 0
-        for p, (handle, ctx) in self._handles.items():
-            output = handle() if callable(handle) else synchronize(handle)
+            del self._group_handles[g]
+        for p, (handle, ctx) in list(self._handles.items()):
+            try:
+                output = handle() if callable(handle) else synchronize(handle)
+            except exceptions.FAILURES:  # reduced anew by the next call
+                self._allreduce_delay[p] = self.backward_passes_per_step
+                del self._handles[p]
+                raise
             self._allreduce_delay[p] = self.backward_passes_per_step
             if self._groups is not None:
                 self._group_counts[self._group_of[p]] = 0
@@ -286,8 +313,9 @@ class _DistributedOptimizer:
                 p.grad.zero_().add_(reduced if reduced.is_sparse else reduced.to_sparse())
             else:
                 p.grad.set_(reduced)
-        self._handles.clear()
-        self._group_handles.clear()
+            self._reduced.add(p)
+            del self._handles[p]
+        self._reduced.clear()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -317,6 +345,7 @@ class _DistributedOptimizer:
                 "optimizer.zero_grad() was called after loss.backward() but before "
                 "optimizer.step() or optimizer.synchronize(): the allreduces in flight would "
                 "race with it")
+        self._reduced.clear()  # a new step: nothing of it is reduced yet
         return super().zero_grad(*args, **kwargs)
 
     def load_state_dict(self, *args, **kwargs):
@@ -324,6 +353,7 @@ class _DistributedOptimizer:
         backward passes counted so far."""
         self._handles = {}
         self._group_handles = {}
+        self._reduced = set()
         self._synchronized = False
         self._should_synchronize = True
         for p in self._allreduce_delay:
