@@ -70,6 +70,10 @@ def test_distributed_optimizer_applies_the_average_gradient(rt, variant):
 
 
 def test_backward_passes_per_step_accumulates_locally(rt):
+    def passes(model, x, y):
+        for half in (x[:3], x[3:]):
+            torch.nn.functional.mse_loss(model(half), y[:3]).backward()
+
     model, x, y = model_and_data(rt.rank())
     rt.broadcast_parameters(model.state_dict(), root_rank=0)
     opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
@@ -77,10 +81,24 @@ def test_backward_passes_per_step_accumulates_locally(rt):
                                   backward_passes_per_step=2)
     for _ in range(3):
         opt.zero_grad()
-        for half in (x[:3], x[3:]):
-            torch.nn.functional.mse_loss(model(half), y[:3]).backward()
+        passes(model, x, y)
         opt.step()
+    # The reference, by plain torch from rank 0's start: each step applies the
+    # average over the ranks of each rank's two passes summed.
+    ref, _, _ = model_and_data(0)
+    data = [model_and_data(r)[1:] for r in range(rt.size())]
+    for _ in range(3):
+        total = [torch.zeros_like(p) for p in ref.parameters()]
+        for xr, yr in data:
+            ref.zero_grad()
+            passes(ref, xr, yr)
+            total = [t + p.grad for t, p in zip(total, ref.parameters())]
+        with torch.no_grad():
+            for p, t in zip(ref.parameters(), total):
+                p -= 0.05 * t / rt.size()
+    want = ref.state_dict()
     for name, value in model.state_dict().items():
+        assert torch.allclose(value, want[name], rtol=1e-5, atol=1e-6), name
         assert same_on_every_rank(rt, value, name=f"bpps.{name}")
 
 
