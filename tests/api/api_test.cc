@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bootstrap/store.h"
 #include "ringlet/ringlet.h"
 #include "ringlet/ringlet_c.h"
 
@@ -458,6 +459,49 @@ TEST_F(ApiTest, AnInterruptedInitStartsNothing) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_EQ(asked, 5);
   EXPECT_FALSE(ringlet::is_initialized());
+  for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET"})
+    unsetenv(name);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+}
+
+// An init interrupted after this rank joined the rendezvous (rank 0's store
+// counts it in) cannot be resumed: it says the job must be started again,
+// and init() of that job again fails at once instead of waiting for the
+// start timeout. The test serves rank 0's store itself; rank 0 never comes.
+TEST_F(ApiTest, AnInitInterruptedAfterJoiningEndsTheJobsRendezvous) {
+  const char* secret = "00112233445566778899aabbccddeeff";
+  ringlet::core::StoreServer store(0, secret);
+  setenv("RINGLET_RANK", "1", 1);
+  setenv("RINGLET_SIZE", "2", 1);
+  setenv("RINGLET_RENDEZVOUS", ("127.0.0.1:" + std::to_string(store.port())).c_str(), 1);
+  setenv("RINGLET_SECRET", secret, 1);
+  int asked = 0;
+  try {
+    ringlet::init_with_runtime({}, [&asked] { return ++asked >= 5; });
+    FAIL() << "init met a rank 0 that does not exist";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kAborted) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ringlet: init on rank 1: interrupted while waiting for"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("after this rank had joined the rendezvous"), std::string::npos) << what;
+    EXPECT_NE(what.find("the job must be started again"), std::string::npos) << what;
+  }
+  EXPECT_EQ(asked, 5);
+  EXPECT_FALSE(ringlet::is_initialized());
+
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ringlet_init(), RINGLET_ERR_ABORTED);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_NE(last_error().find("ringlet: init on rank 1: an earlier init of this process was "
+                              "interrupted after this rank had joined the rendezvous"),
+            std::string::npos)
+      << last_error();
+  EXPECT_NE(last_error().find("the job must be started again"), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_is_initialized(), 0);
+
+  // Another job (here: a lone rank) starts as ever.
   for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET"})
     unsetenv(name);
   ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();

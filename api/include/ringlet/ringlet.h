@@ -68,7 +68,12 @@ void init_with_runtime(const std::vector<std::vector<int>>& process_sets = {});
 // init_with_runtime() that asks `interrupted`, on this thread, every 50 ms
 // while the rendezvous waits for ranks that have not arrived yet; when it
 // returns true, init gives up, starts nothing and throws Error kAborted. For
-// bindings that must serve their signals during a long rendezvous.
+// bindings that must serve their signals during a long rendezvous. An init
+// interrupted before this rank reached rank 0's store may be called again.
+// One interrupted after it joined the rendezvous (the other ranks count it
+// in) ends this job's rendezvous for this process: its error says the job
+// must be started again, and a later init() of the same job (the same
+// RINGLET_RENDEZVOUS and RINGLET_SECRET) throws kAborted at once.
 void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
                        std::function<bool()> interrupted);
 void shutdown();

@@ -113,7 +113,16 @@ void init_interruptibly(const std::vector<std::vector<int>>& process_sets) {
       failed.emplace(e);
     }
   }
-  if (raised) throw std::move(*raised);
+  if (raised) {
+    // The handler's exception goes on as it is, caused by Ringlet's account
+    // of what the interrupt left: nothing (init may be called again), or a
+    // rendezvous this rank had joined, so that the job must start again.
+    if (failed) {
+      nb::object cause = as_python(*failed, /*during_init=*/true);
+      if (cause.is_valid()) PyException_SetCause(raised->value().ptr(), cause.release().ptr());
+    }
+    throw std::move(*raised);
+  }
   if (failed) throw_as_python(*failed, /*during_init=*/true);
 }
 

@@ -6,7 +6,8 @@
 // Python runs them). A handler's exception propagates as it is, and what was
 // waited for stays pending, so the process goes on: a handle can be
 // synchronized again, an interrupted barrier or join is resumed by the next
-// call, and an interrupted init() started nothing.
+// call, and an interrupted init() started nothing (but see
+// init_interruptibly for one interrupted after this rank joined).
 //
 // Call with the GIL held; each throws nanobind::python_error for a
 // handler's exception and ringlet::Error for Ringlet's own failures.
@@ -46,7 +47,11 @@ void barrier_interruptibly(int process_set);
 int join_interruptibly();
 
 // init_with_runtime(), whose rendezvous runs the handlers while it waits for
-// the ranks that have not arrived. A failure raises init()'s ValueError.
+// the ranks that have not arrived. A failure raises init()'s ValueError. A
+// handler's exception is raised with Ringlet's InitError (code kAborted) as
+// its __cause__: interrupted before this rank reached the rendezvous, init()
+// may be called again; after it joined, the job must be started again, and
+// a later init() raises that InitError at once.
 void init_interruptibly(const std::vector<std::vector<int>>& process_sets);
 
 // Forgets the interrupted barriers and join, and lets go of every handle's
