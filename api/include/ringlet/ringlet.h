@@ -87,7 +87,10 @@ int local_size();
 int cross_rank();
 int cross_size();
 
-// Counts are elements of `dtype`. send == recv is in place.
+// Counts are elements of `dtype`. send == recv is in place. kAvg is the sum
+// times 1/size, applied once; integers are truncated toward zero in double,
+// as Horovod averages (so 49 ranks averaging a 1 each get 0: see ReduceOp in
+// ringlet/types.h).
 void allreduce(const void* send, void* recv, size_t count, DataType dtype,
                ReduceOp op = ReduceOp::kSum);
 // Rank r contributes recv_counts[r] elements (send holds this rank's).
@@ -144,7 +147,13 @@ struct Result {
   int device = -1;
 };
 
-// out may be in (in place). Horovod's default op is Average.
+// out may be in (in place). Horovod's default op is Average. The result is
+// postscale * op(prescale * inputs): each rank's input is scaled by prescale
+// as it is read, and the reduction's result by one factor, postscale (for
+// kAvg, postscale / n with n the set's size), in the dtype's compute type;
+// integers are scaled in double and truncated toward zero (Horovod's rule,
+// not an exact division: see ReduceOp in ringlet/types.h). The same holds
+// for reducescatter_async and grouped_allreduce_async.
 int64_t allreduce_async(const std::string& name, Tensor in, Tensor out,
                         ReduceOp op = ReduceOp::kAvg, double prescale = 1.0, double postscale = 1.0,
                         int process_set = 0);

@@ -53,6 +53,11 @@ typedef enum {
   RINGLET_UINT16 = 9,
 } ringlet_dtype;
 
+/* RINGLET_AVG is the sum times postscale / n (n: the members), applied once;
+ * integers are scaled in double and truncated toward zero, as Horovod
+ * averages, which is not an exact division for every n (49 ranks averaging a
+ * 1 each get 0; see ReduceOp in ringlet/types.h). The prescale scales each
+ * input as it is read, the postscale the result. */
 typedef enum {
   RINGLET_SUM = 0,
   RINGLET_PROD = 1,
