@@ -17,7 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -27,6 +26,7 @@
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/runtime/runtime.h"
+#include "core/timeline/timeline.h"
 #include "status_error.h"
 #include "validate.h"
 
@@ -41,7 +41,8 @@ struct Session {
   std::shared_ptr<Runtime> rt;
   core::World world;
   std::atomic<uint64_t> sync_sequence{0};
-  std::optional<std::pair<std::string, bool>> pending_timeline;  // file, mark_cycles
+  // Rank 0's timeline asked for before the runtime ran: open, waiting for it.
+  std::shared_ptr<core::timeline::Timeline> pending_timeline;
   bool starting = false;  // an init() is meeting the other ranks
 };
 
@@ -77,10 +78,11 @@ auto with_runtime(std::string_view call, Body&& body, bool start = true) {
                       ": no asynchronous call was made, so there is no such handle");
     }
     if (!s.rt) {
-      s.rt = std::make_shared<Runtime>(std::move(s.comm));
-      if (s.pending_timeline) {
-        s.rt->start_timeline(s.pending_timeline->first, s.pending_timeline->second);
-        s.pending_timeline.reset();
+      try {
+        s.rt = std::make_shared<Runtime>(std::move(s.comm));
+        s.rt->start_timeline(std::move(s.pending_timeline));
+      } catch (...) {
+        api::rethrow_as_error(call, s.world.rank);
       }
     }
     rt = s.rt;
@@ -620,7 +622,9 @@ int64_t barrier_async(int process_set) {
 
 // The timeline records the runtime's work; before the runtime runs there is
 // none, and starting it here on the ranks that call (often rank 0 alone)
-// would leave the others behind. So the request waits for the runtime.
+// would leave the others behind. So rank 0, the one that writes, opens the
+// file now (a path it cannot write fails this call) and the timeline waits
+// for the runtime.
 void start_timeline(const std::string& file, bool mark_cycles) {
   if (file.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "ringlet: the timeline file name is empty");
@@ -630,7 +634,12 @@ void start_timeline(const std::string& file, bool mark_cycles) {
     std::lock_guard lock(s.mu);
     if (!initialized(s)) not_initialized("start_timeline");
     if (!s.rt) {
-      s.pending_timeline = {file, mark_cycles};
+      if (s.world.rank != 0) return;
+      try {
+        s.pending_timeline = Runtime::open_timeline(file, mark_cycles, s.comm->config().timeout);
+      } catch (...) {
+        api::rethrow_as_error("start_timeline", s.world.rank);
+      }
       return;
     }
   }

@@ -320,13 +320,22 @@ Stats Runtime::stats() const {
   return stats_;
 }
 
+std::shared_ptr<timeline::Timeline> Runtime::open_timeline(
+    const std::string& path, bool mark_cycles, std::chrono::milliseconds writer_timeout) {
+  return std::make_shared<timeline::Timeline>(
+      path, mark_cycles, writer_timeout,
+      [](const std::string& error) { common::log(common::LogLevel::kError, "%s", error.c_str()); });
+}
+
 void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
   if (rank_ != 0) return;
-  auto tl = std::make_shared<timeline::Timeline>(
-      path, mark_cycles, peer_timeout_,
-      [](const std::string& error) { common::log(common::LogLevel::kError, "%s", error.c_str()); });
+  start_timeline(open_timeline(path, mark_cycles, peer_timeout_));
+}
+
+void Runtime::start_timeline(std::shared_ptr<timeline::Timeline> timeline) {
+  if (rank_ != 0 || !timeline) return;
   std::lock_guard lock(mu_);
-  timeline_ = std::move(tl);
+  timeline_ = std::move(timeline);
 }
 
 void Runtime::stop_timeline() {

@@ -192,7 +192,15 @@ class Runtime {
   // stop_timeline() returns once the file is complete and closed (the loop
   // lets go of it at the end of its cycle).
   void start_timeline(const std::string& path, bool mark_cycles = false);
+  // A timeline opened by open_timeline(), e.g. before the runtime ran (rank
+  // 0's start_timeline() before the first asynchronous call), which the
+  // runtime now writes to.
+  void start_timeline(std::shared_ptr<timeline::Timeline> timeline);
   void stop_timeline();
+  // Creates (truncates) the file; throws the invalid-argument Failure of
+  // timeline::Timeline when it cannot. `writer_timeout`: the peer timeout.
+  static std::shared_ptr<timeline::Timeline> open_timeline(
+      const std::string& path, bool mark_cycles, std::chrono::milliseconds writer_timeout);
 
   Stats stats() const;
 

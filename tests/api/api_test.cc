@@ -545,6 +545,50 @@ TEST_F(ApiTest, AnUnwritableTimelineIsRefusedAsWhatGaveIt) {
   EXPECT_EQ(ringlet_is_initialized(), 0);
 }
 
+// Before the runtime runs, start_timeline() on rank 0 opens the file at
+// once: a path it cannot write fails that call, formatted like every
+// error, rather than the later call that starts the runtime.
+TEST_F(ApiTest, AnUnwritableTimelineFailsStartTimelineBeforeTheRuntimeRuns) {
+  const std::string file = "/nonexistent/dir/x.json";
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  try {
+    ringlet::start_timeline(file);
+    FAIL() << "started a timeline in a directory that does not exist";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("ringlet: start_timeline on rank 0: cannot open timeline file '" + file +
+                             "' for writing: ",
+                         0),
+              0u)
+        << what;
+  }
+  EXPECT_EQ(ringlet_start_timeline(file.c_str(), 1), RINGLET_ERR_INVALID_ARGUMENT);
+  // Nothing is left pending: the call that starts the runtime works.
+  float x[2] = {1, 2};
+  int64_t h = 0;
+  ASSERT_EQ(ringlet_allreduce_async("after", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK)
+      << last_error();
+  ASSERT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  EXPECT_EQ(x[0], 1.0f);
+  EXPECT_EQ(x[1], 2.0f);
+
+  // A good path asked for early is written once the runtime runs.
+  ASSERT_EQ(ringlet_shutdown(), RINGLET_OK);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  const std::string good = testing::TempDir() + "ringlet_api_early_timeline.json";
+  ASSERT_EQ(ringlet_start_timeline(good.c_str(), 0), RINGLET_OK) << last_error();
+  ASSERT_EQ(ringlet_allreduce_async("early", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK);
+  ASSERT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  ASSERT_EQ(ringlet_stop_timeline(), RINGLET_OK) << last_error();
+  std::ifstream in(good);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("early"), std::string::npos) << text.str();
+}
+
 TEST_F(ApiTest, StatusStringsNameEveryCode) {
   std::vector<std::string> seen;
   for (int code = RINGLET_OK; code <= RINGLET_ERR_ABORTED; ++code) {
