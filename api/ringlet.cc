@@ -562,23 +562,36 @@ std::chrono::milliseconds checked_timeout(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+// A handle the runtime stopped without completing is not "complete": wait()
+// throws the failure synchronize() would, and wait_for() says it would not
+// block, leaving that failure to synchronize().
 void wait(int64_t handle, std::chrono::milliseconds timeout) {
   with_runtime(
       "wait",
       [&](Runtime& rt) {
-        if (!rt.wait(handle, checked_timeout(timeout))) {
-          throw Error(ErrorCode::kTimeout, "ringlet: wait on rank " + std::to_string(rt.rank()) +
-                                               ": handle " + std::to_string(handle) +
-                                               " did not complete within " +
-                                               std::to_string(timeout.count()) + " ms");
+        switch (rt.wait(handle, checked_timeout(timeout))) {
+          case core::runtime::HandleTable::Waited::kCompleted:
+            return;
+          case core::runtime::HandleTable::Waited::kAbandoned:
+            throw rt.abandoned(handle);
+          case core::runtime::HandleTable::Waited::kTimedOut:
+            break;
         }
+        throw Error(ErrorCode::kTimeout, "ringlet: wait on rank " + std::to_string(rt.rank()) +
+                                             ": handle " + std::to_string(handle) +
+                                             " did not complete within " +
+                                             std::to_string(timeout.count()) + " ms");
       },
       /*start=*/false);
 }
 
 bool wait_for(int64_t handle, std::chrono::milliseconds timeout) {
   return with_runtime(
-      "wait_for", [&](Runtime& rt) { return rt.wait(handle, checked_timeout(timeout)); },
+      "wait_for",
+      [&](Runtime& rt) {
+        return rt.wait(handle, checked_timeout(timeout)) !=
+               core::runtime::HandleTable::Waited::kTimedOut;
+      },
       /*start=*/false);
 }
 

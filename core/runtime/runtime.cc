@@ -221,7 +221,7 @@ void Runtime::barrier(int32_t process_set) {
 }
 
 // The caller's time blocked on the others shows in Nsight beside its kernels.
-bool Runtime::wait(Handle h, std::chrono::nanoseconds timeout) const {
+HandleTable::Waited Runtime::wait(Handle h, std::chrono::nanoseconds timeout) const {
   nvtx::Range range("WAIT");
   return handles_.wait(h, timeout, peer_timeout_);
 }

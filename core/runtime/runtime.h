@@ -171,9 +171,11 @@ class Runtime {
   std::vector<int32_t> process_set_ids() const;
 
   bool poll(Handle h) const { return handles_.poll(h); }
-  // True once synchronize() would not block (HandleTable::wait, with the
-  // peer timeout as the grace after the loop ended).
-  bool wait(Handle h, std::chrono::nanoseconds timeout) const;
+  // Waits up to `timeout` for synchronize() not to block (HandleTable::wait,
+  // with the peer timeout as the grace after the loop ended).
+  HandleTable::Waited wait(Handle h, std::chrono::nanoseconds timeout) const;
+  // The failure synchronize() throws for a handle wait() found abandoned.
+  RuntimeError abandoned(Handle h) const { return handles_.abandoned(h, peer_timeout_); }
   // Waits, releases the handle, and returns its result or throws RuntimeError.
   Result synchronize(Handle h);
   // synchronize() without a waiting thread (HandleTable::take_then).

@@ -220,15 +220,16 @@ TEST(HandleTable, CompleteFailAndRelease) {
   HandleTable t;
   Handle a = t.create(), b = t.create();
   EXPECT_FALSE(t.poll(a));
-  EXPECT_FALSE(t.wait(a, std::chrono::milliseconds(1)));
+  constexpr auto kGrace = std::chrono::seconds(30);
+  EXPECT_EQ(t.wait(a, std::chrono::milliseconds(1), kGrace), HandleTable::Waited::kTimedOut);
   std::thread th([&] { t.complete(a, Result{{}, {3}, {}}); });
-  EXPECT_TRUE(t.wait(a, std::chrono::seconds(10)));
+  EXPECT_EQ(t.wait(a, std::chrono::seconds(10), kGrace), HandleTable::Waited::kCompleted);
   th.join();
-  EXPECT_EQ(t.take(a).shape, std::vector<int64_t>{3});
+  EXPECT_EQ(t.take(a, kGrace).shape, std::vector<int64_t>{3});
   EXPECT_TRUE(test::throws_failure(common::FailureKind::kInvalidArgument, [&] { t.poll(a); }));
   t.fail(b, ErrorKind::kPeerLost, "boom");
   try {
-    t.take(b);
+    t.take(b, kGrace);
     ADD_FAILURE() << "take() of a failed handle returned";
   } catch (const RuntimeError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kPeerLost);

@@ -33,6 +33,7 @@ namespace ringlet::test {
 namespace {
 
 using core::runtime::Handle;
+using core::runtime::HandleTable;
 using core::runtime::Runtime;
 using core::runtime::RuntimeError;
 
@@ -293,7 +294,7 @@ TEST(Runtime, DuplicateNameRefusedAtOnce) {
 TEST(Runtime, PollAndWait) {
   std::vector<float> a(1024, 1.0f);
   Handle h = rt().enqueue_allreduce("poll", a.data(), a.data(), {1024}, DataType::kFloat32);
-  EXPECT_TRUE(rt().wait(h, std::chrono::seconds(20)));
+  EXPECT_EQ(rt().wait(h, std::chrono::seconds(20)), HandleTable::Waited::kCompleted);
   EXPECT_TRUE(rt().poll(h));
   EXPECT_EQ(error_of(h), "");
   // Released by synchronize.

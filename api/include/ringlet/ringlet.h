@@ -179,8 +179,10 @@ std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& nam
                                              double postscale = 1.0, int process_set = 0);
 // True once the handle completed (done or failed). Unknown handle: Error.
 bool poll(int64_t handle);
-// Waits up to `timeout` for the handle to complete; throws Error on timeout
-// (the handle stays valid).
+// Waits up to `timeout` for the handle to complete (done or failed); throws
+// Error kTimeout when it did not (the handle stays valid), and the failure
+// synchronize() would throw (kAborted) when the runtime stopped without
+// completing it.
 void wait(int64_t handle, std::chrono::milliseconds timeout);
 // Waits up to `timeout`; true once synchronize() would return at once (the
 // handle completed, or the runtime stopped without completing it, and
