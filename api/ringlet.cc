@@ -601,6 +601,12 @@ Result synchronize(int64_t handle) {
       /*start=*/false);
 }
 
+Result synchronize(int64_t handle, const std::function<bool()>& interrupted) {
+  return with_runtime(
+      "synchronize", [&](Runtime& rt) { return to_public(rt.synchronize(handle, interrupted)); },
+      /*start=*/false);
+}
+
 void synchronize_then(int64_t handle, std::function<void(Result, std::exception_ptr)> done) {
   if (!done) throw Error(ErrorCode::kInvalidArgument, "ringlet: synchronize_then: no callback");
   with_runtime(

@@ -231,6 +231,21 @@ Result Runtime::synchronize(Handle h) {
   return handles_.take(h, peer_timeout_);
 }
 
+Result Runtime::synchronize(Handle h, const std::function<bool()>& interrupted) {
+  // How long `interrupted` waits to be asked: a binding's signal handlers
+  // run within it.
+  constexpr std::chrono::milliseconds kSlice{50};
+  nvtx::Range range("SYNCHRONIZE");
+  while (handles_.wait(h, kSlice, peer_timeout_) == HandleTable::Waited::kTimedOut) {
+    if (interrupted && interrupted()) {
+      throw RuntimeError(ErrorKind::kShutdown, rank_,
+                         "interrupted while waiting for handle " + std::to_string(h) +
+                             ", which stays pending: synchronize it again");
+    }
+  }
+  return handles_.take(h, peer_timeout_);
+}
+
 Handle Runtime::enqueue_join() {
   std::lock_guard lock(mu_);
   if (!stopped_.empty())

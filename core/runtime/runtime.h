@@ -44,6 +44,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -178,6 +179,10 @@ class Runtime {
   RuntimeError abandoned(Handle h) const { return handles_.abandoned(h, peer_timeout_); }
   // Waits, releases the handle, and returns its result or throws RuntimeError.
   Result synchronize(Handle h);
+  // synchronize() that asks `interrupted`, on this thread, every 50 ms while
+  // the handle is pending; true gives up with a kShutdown RuntimeError and
+  // leaves the handle pending. One SYNCHRONIZE range covers the whole wait.
+  Result synchronize(Handle h, const std::function<bool()>& interrupted);
   // synchronize() without a waiting thread (HandleTable::take_then).
   void synchronize_then(Handle h, HandleTable::Continuation then) {
     handles_.take_then(h, std::move(then));

@@ -354,6 +354,62 @@ def test_init_that_times_out_is_a_value_error_naming_the_cause(monkeypatch):
         hvd.shutdown()
 
 
+@contextlib.contextmanager
+def sigterm_shuts_down_after(seconds):
+    """Sends this process SIGTERM after `seconds`, whose handler calls
+    hvd.shutdown() and returns; yields a list that then holds the monotonic
+    time the handler ran."""
+    ran = []
+
+    def handler(signum, frame):
+        ran.append(time.monotonic())
+        hvd.shutdown()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    timer = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        yield ran
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_handler_that_shuts_down_ends_the_wait_as_aborted():
+    # A SIGTERM handler that shuts Ringlet down while the main thread waits
+    # in synchronize(): the wait ends with the handle's failure, aborted by
+    # the shutdown, not as a call made before init().
+    hvd.init()
+    late = hvd.rank() == 0
+    if late:
+        # The others shut down while they wait for this rank, which stops
+        # the runtime here too.
+        time.sleep(SIGNAL_AFTER + 1.5)
+    else:
+        h = hvd.allreduce_async(np.ones(2), name="shut")
+        with sigterm_shuts_down_after(SIGNAL_AFTER) as ran:
+            with pytest.raises(exceptions.HorovodInternalError) as failed:
+                hvd.synchronize(h)
+            woke = time.monotonic()
+        assert ran and woke - ran[0] < LATENCY_BOUND, f"woke {woke - ran[0]:.3f} s late"
+        assert isinstance(failed.value, exceptions.AbortedError), repr(failed.value)
+        assert failed.value.code == 8, failed.value
+        message = str(failed.value)
+        assert "'allreduce.shut'" in message and "shut down" in message, message
+        assert not hvd.is_initialized()
+    hvd.shutdown()
+    # Nothing of that session lingers: the job starts again.
+    if not late:
+        let_rank_zero_close_its_store()
+    hvd.init()
+    try:
+        assert np.array_equal(hvd.allreduce(rank_values(hvd.rank()), name="again", op=hvd.Sum),
+                              sum_of_ranks(hvd.size()))
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
 def test_a_rank_that_leaves_after_an_interrupt_fails_the_others_naming_it():
     # Last: rank 1 leaves the job as a script ended by Ctrl-C does (its
     # shutdown runs at exit), while the others wait for a collective it

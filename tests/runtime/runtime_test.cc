@@ -291,6 +291,41 @@ TEST(Runtime, DuplicateNameRefusedAtOnce) {
   EXPECT_EQ(error_of(rt().enqueue_allreduce("dup", b.data(), b.data(), {8}, DataType::kFloat32)), "");
 }
 
+// A wait its caller may interrupt (a binding serving signals): asked every
+// 50 ms while the handle is pending, it gives up with kShutdown and leaves
+// the handle pending, and a later synchronize() completes it. Rank 0 comes
+// late; the others are interrupted waiting for it.
+TEST(Runtime, AnInterruptedSynchronizeLeavesTheHandlePending) {
+  const int n = rt().size(), me = rt().rank();
+  std::vector<float> x(4, static_cast<float>(me + 1));
+  rt().barrier();
+  if (me == 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    Handle h = rt().enqueue_allreduce("interrupted", x.data(), x.data(), {4}, DataType::kFloat32);
+    int asked = 0;
+    rt().synchronize(h, [&asked] { return ++asked > 1000; });  // never gives up here
+  } else {
+    Handle h = rt().enqueue_allreduce("interrupted", x.data(), x.data(), {4}, DataType::kFloat32);
+    int asked = 0;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      rt().synchronize(h, [&asked] { return ++asked == 3; });
+      ADD_FAILURE() << "the wait was not interrupted";
+    } catch (const RuntimeError& e) {
+      EXPECT_EQ(e.kind(), common::FailureKind::kShutdown) << e.what();
+      EXPECT_EQ(e.body(), "interrupted while waiting for handle " + std::to_string(h) +
+                              ", which stays pending: synchronize it again");
+    }
+    EXPECT_EQ(asked, 3);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, std::chrono::milliseconds(100));  // asked between 50 ms slices
+    EXPECT_LT(waited, std::chrono::milliseconds(900));
+    EXPECT_FALSE(rt().poll(h));
+    EXPECT_NO_THROW(rt().synchronize(h));
+  }
+  for (float v : x) EXPECT_EQ(v, static_cast<float>(n * (n + 1) / 2));
+}
+
 TEST(Runtime, PollAndWait) {
   std::vector<float> a(1024, 1.0f);
   Handle h = rt().enqueue_allreduce("poll", a.data(), a.data(), {1024}, DataType::kFloat32);

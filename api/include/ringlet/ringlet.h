@@ -192,6 +192,12 @@ void wait(int64_t handle, std::chrono::milliseconds timeout);
 bool wait_for(int64_t handle, std::chrono::milliseconds timeout);
 // Waits for the handle, releases it, and returns its result or throws Error.
 Result synchronize(int64_t handle);
+// synchronize() that asks `interrupted`, on this thread, every 50 ms while
+// the handle is pending; when it returns true, throws Error kAborted and
+// leaves the handle pending (synchronize it again later). For bindings that
+// must serve their signals while they wait: `interrupted` may even call
+// shutdown(), after which this throws the handle's kAborted failure.
+Result synchronize(int64_t handle, const std::function<bool()>& interrupted);
 // synchronize() without a waiting thread, for frameworks whose ops finish by
 // callback (TensorFlow's asynchronous kernels): `done` receives the handle's
 // result, or the Error synchronize() would throw, once the handle completes:

@@ -29,12 +29,6 @@ Interrupted& interrupted() {
   return *state;
 }
 
-// Runs the handlers of the signals that arrived; a handler's exception
-// propagates.
-void serve_signals() {
-  if (PyErr_CheckSignals() != 0) throw nb::python_error();
-}
-
 // Waits for the handle an interrupted call left (`pending`), or for a fresh
 // one from start(); when a handler interrupts this time, keep(handle) leaves
 // it for the next call.
@@ -56,22 +50,26 @@ void hold_until_synchronized(int64_t handle, Buffers buffers) {
 }
 
 Result synchronize_interruptibly(int64_t handle) {
-  for (;;) {
-    std::optional<Result> result;
-    try {
-      nb::gil_scoped_release released;
-      // One release of the GIL for the wait and the result.
-      if (wait_for(handle, kSlice)) result = synchronize(handle);
-    } catch (const Error&) {
-      interrupted().held.erase(handle);  // the handle is gone, and the collective's use of them
-      throw;
-    }
-    if (result) {
-      interrupted().held.erase(handle);
-      return std::move(*result);
-    }
-    serve_signals();
+  // The library waits in slices and asks between them (one SYNCHRONIZE
+  // range in a profile for the whole wait). A handler may call shutdown():
+  // the wait then ends with the handle's kAborted failure.
+  std::optional<nb::python_error> raised;
+  std::optional<Result> result;
+  try {
+    nb::gil_scoped_release released;
+    result = synchronize(handle, [&raised] {
+      nb::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() == 0) return false;
+      raised.emplace();  // takes the exception the handler raised
+      return true;
+    });
+  } catch (const Error&) {
+    if (raised) throw std::move(*raised);  // the handle stays pending, its buffers held
+    interrupted().held.erase(handle);      // the handle is gone, and the collective's use of them
+    throw;
   }
+  interrupted().held.erase(handle);
+  return std::move(*result);
 }
 
 void barrier_interruptibly(int process_set) {

@@ -1,9 +1,10 @@
 // Waits on other ranks that Python's signal handlers can interrupt. A rank
 // waiting for peers that never come would otherwise sit in C++ until the
 // stall timeout, with Ctrl-C (KeyboardInterrupt) and SIGALRM handlers queued
-// behind it: these wait with the GIL released in slices of kSlice and run
-// the handlers between slices (PyErr_CheckSignals: on the main thread, as
-// Python runs them). A handler's exception propagates as it is, and what was
+// behind it: these wait with the GIL released, and the library asks every
+// 50 ms whether to give up (the interrupted overloads of synchronize() and
+// init_with_runtime()), which runs the handlers (PyErr_CheckSignals: on the
+// main thread, as Python runs them). A handler's exception propagates as it is, and what was
 // waited for stays pending, so the process goes on: a handle can be
 // synchronized again, an interrupted barrier or join is resumed by the next
 // call, and an interrupted init() started nothing (but see
@@ -16,16 +17,12 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include "ringlet/ringlet.h"
 
 namespace ringlet::python {
-
-// Longest a signal waits for its handler while a call waits on other ranks.
-inline constexpr std::chrono::milliseconds kSlice{50};
 
 // The arrays a handle's collective reads or writes, held from submission
 // until the handle is synchronized: a caller whose wait was interrupted may
