@@ -410,6 +410,44 @@ def test_a_handler_that_shuts_down_ends_the_wait_as_aborted():
         hvd.shutdown()
 
 
+def test_a_barrier_left_by_a_handler_that_shut_down_is_not_resumed_in_the_next_session():
+    # The handler shuts Ringlet down and then raises while the main thread
+    # waits in barrier(): that barrier belonged to the session that ended,
+    # and the next session (whose handles are numbered afresh) must start
+    # its own barrier rather than resume the old one's handle.
+    hvd.init()
+    late = hvd.rank() == 0
+    if late:
+        time.sleep(SIGNAL_AFTER + 1.5)
+    else:
+        def handler(signum, frame):
+            hvd.shutdown()
+            raise Alarm()
+
+        previous = signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, SIGNAL_AFTER)
+        try:
+            with pytest.raises(Alarm):
+                hvd.barrier()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert not hvd.is_initialized()
+    # The handler's shutdown() was this session's last word on the others.
+    if late:
+        hvd.shutdown()
+    else:
+        let_rank_zero_close_its_store()
+    hvd.init()
+    try:
+        hvd.barrier()
+        assert np.array_equal(hvd.allreduce(rank_values(hvd.rank()), name="next", op=hvd.Sum),
+                              sum_of_ranks(hvd.size()))
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
 def test_a_rank_that_leaves_after_an_interrupt_fails_the_others_naming_it():
     # Last: rank 1 leaves the job as a script ended by Ctrl-C does (its
     # shutdown runs at exit), while the others wait for a collective it

@@ -18,10 +18,16 @@ namespace {
 // The barriers (by process set) and the join a signal handler interrupted,
 // still pending in the runtime, and the buffers of the handles not yet
 // synchronized. Read and written with the GIL held.
+//
+// Handles are numbered afresh by each runtime, so all of it belongs to one
+// session: forget_interrupted() ends it (`session` counts them), and a call
+// that was waiting across it (a handler shut down, then raised) leaves
+// nothing behind for the next session to take for its own.
 struct Interrupted {
   std::map<int, int64_t> barriers;
   std::optional<int64_t> join;
   std::unordered_map<int64_t, Buffers> held;
+  uint64_t session = 0;
 };
 
 Interrupted& interrupted() {
@@ -35,10 +41,11 @@ Interrupted& interrupted() {
 template <class Start, class Keep>
 Result resume_or_start(std::optional<int64_t> pending, Start&& start, Keep&& keep) {
   const int64_t handle = pending ? *pending : start();
+  const uint64_t session = interrupted().session;
   try {
     return synchronize_interruptibly(handle);
   } catch (const nb::python_error&) {
-    keep(handle);
+    if (interrupted().session == session) keep(handle);
     throw;
   }
 }
@@ -55,6 +62,12 @@ Result synchronize_interruptibly(int64_t handle) {
   // the wait then ends with the handle's kAborted failure.
   std::optional<nb::python_error> raised;
   std::optional<Result> result;
+  const uint64_t session = interrupted().session;
+  // The buffers go once the collective is over, unless a handler ended the
+  // session meanwhile (forget_interrupted() let go of them).
+  auto release_buffers = [&] {
+    if (interrupted().session == session) interrupted().held.erase(handle);
+  };
   try {
     nb::gil_scoped_release released;
     result = synchronize(handle, [&raised] {
@@ -65,10 +78,10 @@ Result synchronize_interruptibly(int64_t handle) {
     });
   } catch (const Error&) {
     if (raised) throw std::move(*raised);  // the handle stays pending, its buffers held
-    interrupted().held.erase(handle);      // the handle is gone, and the collective's use of them
+    release_buffers();                     // the handle is gone, and the collective's use of them
     throw;
   }
-  interrupted().held.erase(handle);
+  release_buffers();
   return std::move(*result);
 }
 
@@ -125,9 +138,11 @@ void init_interruptibly(const std::vector<std::vector<int>>& process_sets) {
 }
 
 void forget_interrupted() {
-  interrupted().barriers.clear();
-  interrupted().join.reset();
-  interrupted().held.clear();
+  Interrupted& state = interrupted();
+  state.barriers.clear();
+  state.join.reset();
+  state.held.clear();
+  ++state.session;
 }
 
 }  // namespace ringlet::python

@@ -52,8 +52,10 @@ int join_interruptibly();
 void init_interruptibly(const std::vector<std::vector<int>>& process_sets);
 
 // Forgets the interrupted barriers and join, and lets go of every handle's
-// buffers: after shutdown(), which fails what was pending and returns once
-// nothing will touch them.
+// buffers: after shutdown(), whether it returned or threw (it ends the
+// session either way, and failed what was pending once it returns nothing
+// touches them). A call still waiting across it (in a signal handler's
+// shutdown()) leaves nothing for the next session.
 void forget_interrupted();
 
 }  // namespace ringlet::python
