@@ -44,6 +44,9 @@ struct Session {
   // Rank 0's timeline asked for before the runtime ran: open, waiting for it.
   std::shared_ptr<core::timeline::Timeline> pending_timeline;
   bool starting = false;  // an init() is meeting the other ranks
+  // shutdown() was called while it did: that init() gives up (read by its
+  // interrupt, on its thread, without the lock).
+  std::atomic<bool> cancel_start{false};
 };
 
 Session& session() {
@@ -185,9 +188,18 @@ Result to_public(core::runtime::Result&& r) {
 
 namespace {
 
+[[noreturn]] void cancelled_by_shutdown(int rank, const std::string& detail) {
+  throw Error(ErrorCode::kAborted, "ringlet: init on rank " + std::to_string(rank) +
+                                       ": shutdown() was called while init was meeting the "
+                                       "other ranks" +
+                                       (detail.empty() ? std::string() : " (" + detail + ")"));
+}
+
 // The session lock is not held while the ranks meet: `interrupted` may wait
 // for a binding's own lock (Python's GIL), which another thread may hold
-// while it asks is_initialized(). A second init meanwhile is refused.
+// while it asks is_initialized(). A second init meanwhile is refused, and a
+// shutdown() meanwhile (another thread's, or a signal handler's run inside
+// `interrupted`) ends this one as an interrupt does.
 void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_start,
            std::function<bool()> interrupted = {}) {
   Session& s = session();
@@ -203,33 +215,62 @@ void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_
                   "ringlet: init called while another thread's init is meeting the other ranks");
     }
     s.starting = true;
+    s.cancel_start = false;
   }
+  auto cancelled = [&s] { return s.cancel_start.load(); };
+  auto give_up = [&cancelled, interrupted = std::move(interrupted)] {
+    if (cancelled()) return true;
+    return (interrupted && interrupted()) || cancelled();
+  };
   int rank = -1;
+  std::unique_ptr<core::Communicator> comm;
+  std::shared_ptr<Runtime> rt;
   try {
     core::Config config = core::load_config();
     core::LaunchInfo launch = core::detect_launch();
     rank = launch.rank;
     launch = complete_launch(std::move(launch));
-    std::unique_ptr<core::Communicator> comm =
-        core::Communicator::create(config, launch, std::move(interrupted));
+    comm = core::Communicator::create(config, launch, give_up);
     const core::World world = comm->world();
-    std::shared_ptr<Runtime> rt;
     if (!config.timeline.empty() || !process_sets.empty() || runtime_from_start) {
       rt = std::make_shared<Runtime>(std::move(comm), process_sets);
     }
     std::lock_guard lock(s.mu);
-    s.world = world;
-    s.sync_sequence.store(0, std::memory_order_relaxed);
-    s.comm = std::move(comm);
-    s.rt = std::move(rt);
     s.starting = false;
+    if (!s.cancel_start) {
+      s.world = world;
+      s.sync_sequence.store(0, std::memory_order_relaxed);
+      s.comm = std::move(comm);
+      s.rt = std::move(rt);
+      return;
+    }
   } catch (...) {
     {
       std::lock_guard lock(s.mu);
       s.starting = false;
     }
-    api::rethrow_as_error("init", rank);
+    if (!cancelled()) api::rethrow_as_error("init", rank);
+    try {
+      throw;
+    } catch (const common::Failure& f) {
+      cancelled_by_shutdown(rank, f.body());
+    } catch (const std::exception& e) {
+      cancelled_by_shutdown(rank, e.what());
+    } catch (...) {
+      cancelled_by_shutdown(rank, "");
+    }
   }
+  // Met the others, but shutdown() came first: leave as shutdown() would
+  // have (the runtime's shutdown tells the other ranks).
+  if (rt) {
+    try {
+      rt->shutdown();
+    } catch (...) {
+    }
+  }
+  rt.reset();
+  comm.reset();
+  cancelled_by_shutdown(rank, "");
 }
 
 }  // namespace
@@ -248,13 +289,15 @@ void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
 }
 
 // Shutting down what is not running is a no-op, so that cleanup paths
-// (atexit handlers, destructors) need not track whether init() succeeded.
+// (atexit handlers, destructors) need not track whether init() succeeded;
+// shutting down while an init() meets the other ranks ends that init().
 void shutdown() {
   std::shared_ptr<Runtime> rt;
   std::unique_ptr<core::Communicator> comm;
   {
     Session& s = session();
     std::lock_guard lock(s.mu);
+    if (s.starting) s.cancel_start = true;
     rt = std::move(s.rt);
     comm = std::move(s.comm);
     s.rt.reset();

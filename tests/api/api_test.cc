@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/bootstrap/store.h"
@@ -502,6 +503,57 @@ TEST_F(ApiTest, AnInitInterruptedAfterJoiningEndsTheJobsRendezvous) {
   EXPECT_EQ(ringlet_is_initialized(), 0);
 
   // Another job (here: a lone rank) starts as ever.
+  for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET"})
+    unsetenv(name);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+}
+
+// shutdown() while init() meets the other ranks ends that init() with
+// kAborted saying so, whether it comes from the init's own interrupt (a
+// binding's signal handler runs there) or from another thread; init() then
+// starts afresh. Rank 0 never comes (nothing serves port 1).
+TEST_F(ApiTest, AShutdownDuringInitEndsThatInit) {
+  setenv("RINGLET_RANK", "1", 1);
+  setenv("RINGLET_SIZE", "2", 1);
+  setenv("RINGLET_RENDEZVOUS", "127.0.0.1:1", 1);
+  setenv("RINGLET_SECRET", "00112233445566778899aabbccddeeff", 1);
+  auto expect_cancelled = [](const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kAborted) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("ringlet: init on rank 1: shutdown() was called while "
+                                          "init was meeting the other ranks (interrupted while "
+                                          "waiting for",
+                                          0),
+              0u)
+        << e.what();
+  };
+  int asked = 0;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ringlet::init_with_runtime({}, [&asked] {
+      if (++asked == 3) ringlet::shutdown();
+      return false;
+    });
+    FAIL() << "init went on after shutdown()";
+  } catch (const ringlet::Error& e) {
+    expect_cancelled(e);
+  }
+  EXPECT_EQ(asked, 3);
+  EXPECT_FALSE(ringlet::is_initialized());
+
+  std::thread other([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ringlet::shutdown();
+  });
+  try {
+    ringlet::init();
+    FAIL() << "init went on after shutdown()";
+  } catch (const ringlet::Error& e) {
+    expect_cancelled(e);
+  }
+  other.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_FALSE(ringlet::is_initialized());
+
   for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET"})
     unsetenv(name);
   ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();

@@ -331,6 +331,30 @@ def test_sigint_wakes_init_waiting_for_a_rank_that_has_not_come():
         hvd.shutdown()
 
 
+def test_a_handler_that_shuts_down_during_init_ends_that_init():
+    late = os.environ["RINGLET_RANK"] == "0"
+    if late:
+        time.sleep(SIGNAL_AFTER + 2.0)
+    else:
+        let_rank_zero_close_its_store()
+        with sigterm_shuts_down_after(SIGNAL_AFTER) as ran:
+            with pytest.raises(exceptions.InitError) as failed:
+                hvd.init()
+            woke = time.monotonic()
+        assert ran and woke - ran[0] < LATENCY_BOUND, f"woke {woke - ran[0]:.3f} s late"
+        assert failed.value.code == 8, failed.value
+        assert "shutdown() was called while init was meeting the other ranks" in str(
+            failed.value), failed.value
+        assert not hvd.is_initialized()
+    # It had not reached rank 0's store: init again meets it.
+    hvd.init()
+    try:
+        assert hvd.allreduce(np.ones(1), name="met", op=hvd.Sum)[0] == hvd.size()
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
 def test_init_that_times_out_is_a_value_error_naming_the_cause(monkeypatch):
     late = os.environ["RINGLET_RANK"] == "0"
     if late:

@@ -76,6 +76,9 @@ void init_with_runtime(const std::vector<std::vector<int>>& process_sets = {});
 // RINGLET_RENDEZVOUS and RINGLET_SECRET) throws kAborted at once.
 void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
                        std::function<bool()> interrupted);
+// shutdown() while an init() meets the other ranks (from another thread, or
+// from init_with_runtime's `interrupted`) makes that init() give up with
+// Error kAborted saying so.
 void shutdown();
 bool is_initialized();
 
