@@ -82,11 +82,19 @@ TEST(Wire, MalformedMessageIsATransportFailureNamingTheSender) {
       EXPECT_NE(f.cause().find("negotiation message"), std::string::npos) << f.cause();
     }
   }
-  try {
-    decode(encode(bad_dtype), 1);
-  } catch (const common::Failure& f) {
-    EXPECT_EQ(f.cause(),
-              "rank 1 sent a malformed negotiation message: tensor 'fc1.weight' has data type 99");
+  const std::pair<std::string, std::string> causes[] = {
+      {truncated, "rank 1 sent a truncated negotiation message"},
+      {trailing, "rank 1 sent a negotiation message with trailing bytes"},
+      {encode(bad_dtype),
+       "rank 1 sent a malformed negotiation message: tensor 'fc1.weight' has data type 99"},
+  };
+  for (const auto& [bytes, cause] : causes) {
+    try {
+      decode(bytes, 1);
+      ADD_FAILURE() << "decoded a malformed message";
+    } catch (const common::Failure& f) {
+      EXPECT_EQ(f.cause(), cause);
+    }
   }
   // Unattributed (a fuzzer, a test): the same kind, no peer.
   EXPECT_TRUE(test::throws_failure(common::FailureKind::kTransport, [&] { decode(truncated); }));
