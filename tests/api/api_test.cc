@@ -231,6 +231,11 @@ TEST_F(ApiTest, InvalidArgumentsAreRefusedWithTheirName) {
   EXPECT_EQ(ringlet_allreduce(x, x, 2, 42, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown dtype 42"), std::string::npos) << last_error();
   EXPECT_NE(last_error().find("rank 0"), std::string::npos) << last_error();
+  // Every dtype the C ABI names, in the order of its values.
+  EXPECT_NE(last_error().find("(expected 0..9: float32, float64, float16, bfloat16, int8, uint8, "
+                              "int32, int64, int16, uint16)"),
+            std::string::npos)
+      << last_error();
   EXPECT_EQ(ringlet_allreduce(x, x, 2, -1, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ringlet_allreduce(x, x, 2, RINGLET_FLOAT32, 9), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown reduce op 9"), std::string::npos) << last_error();

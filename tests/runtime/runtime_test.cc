@@ -585,7 +585,7 @@ bool is_allreduce_phase_sequence(const std::vector<std::string>& a) {
     } else {
       size_t j = i + (at(i) == "PRESCALE" ? 1 : 0);  // one tensor on the ring
       if (at(j) != "RING_REDUCESCATTER" || at(j + 1) != "RING_ALLGATHER") return false;
-      i = j + 2 + (at(j + 2) == "POSTSCALE" ? 1 : 0);
+      i = j + 2;  // the result is scaled within RING_REDUCESCATTER
     }
     any = true;
   }
