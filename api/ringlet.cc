@@ -189,10 +189,10 @@ Result to_public(core::runtime::Result&& r) {
 namespace {
 
 [[noreturn]] void cancelled_by_shutdown(int rank, const std::string& detail) {
-  throw Error(ErrorCode::kAborted, "ringlet: init on rank " + std::to_string(rank) +
-                                       ": shutdown() was called while init was meeting the "
-                                       "other ranks" +
-                                       (detail.empty() ? std::string() : " (" + detail + ")"));
+  throw Error(ErrorCode::kAborted,
+              "ringlet: init" + (rank >= 0 ? " on rank " + std::to_string(rank) : std::string()) +
+                  ": shutdown() was called while init was meeting the other ranks" +
+                  (detail.empty() ? std::string() : " (" + detail + ")"));
 }
 
 // The session lock is not held while the ranks meet: `interrupted` may wait
