@@ -17,7 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -27,6 +26,7 @@
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/runtime/runtime.h"
+#include "core/timeline/timeline.h"
 #include "status_error.h"
 #include "validate.h"
 
@@ -41,8 +41,12 @@ struct Session {
   std::shared_ptr<Runtime> rt;
   core::World world;
   std::atomic<uint64_t> sync_sequence{0};
-  std::optional<std::pair<std::string, bool>> pending_timeline;  // file, mark_cycles
+  // Rank 0's timeline asked for before the runtime ran: open, waiting for it.
+  std::shared_ptr<core::timeline::Timeline> pending_timeline;
   bool starting = false;  // an init() is meeting the other ranks
+  // shutdown() was called while it did: that init() gives up (read by its
+  // interrupt, on its thread, without the lock).
+  std::atomic<bool> cancel_start{false};
 };
 
 Session& session() {
@@ -77,10 +81,11 @@ auto with_runtime(std::string_view call, Body&& body, bool start = true) {
                       ": no asynchronous call was made, so there is no such handle");
     }
     if (!s.rt) {
-      s.rt = std::make_shared<Runtime>(std::move(s.comm));
-      if (s.pending_timeline) {
-        s.rt->start_timeline(s.pending_timeline->first, s.pending_timeline->second);
-        s.pending_timeline.reset();
+      try {
+        s.rt = std::make_shared<Runtime>(std::move(s.comm));
+        s.rt->start_timeline(std::move(s.pending_timeline));
+      } catch (...) {
+        api::rethrow_as_error(call, s.world.rank);
       }
     }
     rt = s.rt;
@@ -183,9 +188,18 @@ Result to_public(core::runtime::Result&& r) {
 
 namespace {
 
+[[noreturn]] void cancelled_by_shutdown(int rank, const std::string& detail) {
+  throw Error(ErrorCode::kAborted,
+              "ringlet: init" + (rank >= 0 ? " on rank " + std::to_string(rank) : std::string()) +
+                  ": shutdown() was called while init was meeting the other ranks" +
+                  (detail.empty() ? std::string() : " (" + detail + ")"));
+}
+
 // The session lock is not held while the ranks meet: `interrupted` may wait
 // for a binding's own lock (Python's GIL), which another thread may hold
-// while it asks is_initialized(). A second init meanwhile is refused.
+// while it asks is_initialized(). A second init meanwhile is refused, and a
+// shutdown() meanwhile (another thread's, or a signal handler's run inside
+// `interrupted`) ends this one as an interrupt does.
 void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_start,
            std::function<bool()> interrupted = {}) {
   Session& s = session();
@@ -201,33 +215,62 @@ void start(const std::vector<std::vector<int>>& process_sets, bool runtime_from_
                   "ringlet: init called while another thread's init is meeting the other ranks");
     }
     s.starting = true;
+    s.cancel_start = false;
   }
+  auto cancelled = [&s] { return s.cancel_start.load(); };
+  auto give_up = [&cancelled, interrupted = std::move(interrupted)] {
+    if (cancelled()) return true;
+    return (interrupted && interrupted()) || cancelled();
+  };
   int rank = -1;
+  std::unique_ptr<core::Communicator> comm;
+  std::shared_ptr<Runtime> rt;
   try {
     core::Config config = core::load_config();
     core::LaunchInfo launch = core::detect_launch();
     rank = launch.rank;
     launch = complete_launch(std::move(launch));
-    std::unique_ptr<core::Communicator> comm =
-        core::Communicator::create(config, launch, std::move(interrupted));
+    comm = core::Communicator::create(config, launch, give_up);
     const core::World world = comm->world();
-    std::shared_ptr<Runtime> rt;
     if (!config.timeline.empty() || !process_sets.empty() || runtime_from_start) {
       rt = std::make_shared<Runtime>(std::move(comm), process_sets);
     }
     std::lock_guard lock(s.mu);
-    s.world = world;
-    s.sync_sequence.store(0, std::memory_order_relaxed);
-    s.comm = std::move(comm);
-    s.rt = std::move(rt);
     s.starting = false;
+    if (!s.cancel_start) {
+      s.world = world;
+      s.sync_sequence.store(0, std::memory_order_relaxed);
+      s.comm = std::move(comm);
+      s.rt = std::move(rt);
+      return;
+    }
   } catch (...) {
     {
       std::lock_guard lock(s.mu);
       s.starting = false;
     }
-    api::rethrow_as_error("init", rank);
+    if (!cancelled()) api::rethrow_as_error("init", rank);
+    try {
+      throw;
+    } catch (const common::Failure& f) {
+      cancelled_by_shutdown(rank, f.body());
+    } catch (const std::exception& e) {
+      cancelled_by_shutdown(rank, e.what());
+    } catch (...) {
+      cancelled_by_shutdown(rank, "");
+    }
   }
+  // Met the others, but shutdown() came first: leave as shutdown() would
+  // have (the runtime's shutdown tells the other ranks).
+  if (rt) {
+    try {
+      rt->shutdown();
+    } catch (...) {
+    }
+  }
+  rt.reset();
+  comm.reset();
+  cancelled_by_shutdown(rank, "");
 }
 
 }  // namespace
@@ -246,13 +289,15 @@ void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
 }
 
 // Shutting down what is not running is a no-op, so that cleanup paths
-// (atexit handlers, destructors) need not track whether init() succeeded.
+// (atexit handlers, destructors) need not track whether init() succeeded;
+// shutting down while an init() meets the other ranks ends that init().
 void shutdown() {
   std::shared_ptr<Runtime> rt;
   std::unique_ptr<core::Communicator> comm;
   {
     Session& s = session();
     std::lock_guard lock(s.mu);
+    if (s.starting) s.cancel_start = true;
     rt = std::move(s.rt);
     comm = std::move(s.comm);
     s.rt.reset();
@@ -560,29 +605,48 @@ std::chrono::milliseconds checked_timeout(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+// A handle the runtime stopped without completing is not "complete": wait()
+// throws the failure synchronize() would, and wait_for() says it would not
+// block, leaving that failure to synchronize().
 void wait(int64_t handle, std::chrono::milliseconds timeout) {
   with_runtime(
       "wait",
       [&](Runtime& rt) {
-        if (!rt.wait(handle, checked_timeout(timeout))) {
-          throw Error(ErrorCode::kTimeout, "ringlet: wait on rank " + std::to_string(rt.rank()) +
-                                               ": handle " + std::to_string(handle) +
-                                               " did not complete within " +
-                                               std::to_string(timeout.count()) + " ms");
+        switch (rt.wait(handle, checked_timeout(timeout))) {
+          case core::runtime::HandleTable::Waited::kCompleted:
+            return;
+          case core::runtime::HandleTable::Waited::kAbandoned:
+            throw rt.abandoned(handle);
+          case core::runtime::HandleTable::Waited::kTimedOut:
+            break;
         }
+        throw Error(ErrorCode::kTimeout, "ringlet: wait on rank " + std::to_string(rt.rank()) +
+                                             ": handle " + std::to_string(handle) +
+                                             " did not complete within " +
+                                             std::to_string(timeout.count()) + " ms");
       },
       /*start=*/false);
 }
 
 bool wait_for(int64_t handle, std::chrono::milliseconds timeout) {
   return with_runtime(
-      "wait_for", [&](Runtime& rt) { return rt.wait(handle, checked_timeout(timeout)); },
+      "wait_for",
+      [&](Runtime& rt) {
+        return rt.wait(handle, checked_timeout(timeout)) !=
+               core::runtime::HandleTable::Waited::kTimedOut;
+      },
       /*start=*/false);
 }
 
 Result synchronize(int64_t handle) {
   return with_runtime(
       "synchronize", [&](Runtime& rt) { return to_public(rt.synchronize(handle)); },
+      /*start=*/false);
+}
+
+Result synchronize(int64_t handle, const std::function<bool()>& interrupted) {
+  return with_runtime(
+      "synchronize", [&](Runtime& rt) { return to_public(rt.synchronize(handle, interrupted)); },
       /*start=*/false);
 }
 
@@ -620,7 +684,9 @@ int64_t barrier_async(int process_set) {
 
 // The timeline records the runtime's work; before the runtime runs there is
 // none, and starting it here on the ranks that call (often rank 0 alone)
-// would leave the others behind. So the request waits for the runtime.
+// would leave the others behind. So rank 0, the one that writes, opens the
+// file now (a path it cannot write fails this call) and the timeline waits
+// for the runtime.
 void start_timeline(const std::string& file, bool mark_cycles) {
   if (file.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "ringlet: the timeline file name is empty");
@@ -630,7 +696,12 @@ void start_timeline(const std::string& file, bool mark_cycles) {
     std::lock_guard lock(s.mu);
     if (!initialized(s)) not_initialized("start_timeline");
     if (!s.rt) {
-      s.pending_timeline = {file, mark_cycles};
+      if (s.world.rank != 0) return;
+      try {
+        s.pending_timeline = Runtime::open_timeline(file, mark_cycles, s.comm->config().timeout);
+      } catch (...) {
+        api::rethrow_as_error("start_timeline", s.world.rank);
+      }
       return;
     }
   }

@@ -57,8 +57,6 @@ void rethrow_as_error(std::string_view call, int rank) {
     throw;
   } catch (const common::Failure& e) {
     throw error_of(e, call, rank);
-  } catch (const std::invalid_argument& e) {
-    throw Error(ErrorCode::kInvalidArgument, where(call, rank) + ": " + e.what());
   } catch (const std::bad_alloc&) {
     throw Error(ErrorCode::kInternal, where(call, rank) + ": out of memory");
   } catch (const std::exception& e) {

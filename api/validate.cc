@@ -8,14 +8,18 @@
 namespace ringlet::api {
 
 void check_dtype(DataType dtype) {
+  // The names of ringlet_dtype, in the order of their values.
+  static_assert(kNumDataTypes == 10, "name every dtype below");
   if (!is_valid(dtype)) {
     throw common::caller_error("unknown dtype " + std::to_string(static_cast<int32_t>(dtype)) +
                                " (expected 0.." + std::to_string(kNumDataTypes - 1) +
-                               ": float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+                               ": float32, float64, float16, bfloat16, int8, uint8, int32, int64, "
+                               "int16, uint16)");
   }
 }
 
 void check_op(ReduceOp op) {
+  static_assert(kNumReduceOps == 5, "name every reduce op below");
   if (!is_valid(op)) {
     throw common::caller_error("unknown reduce op " + std::to_string(static_cast<int32_t>(op)) +
                                " (expected 0.." + std::to_string(kNumReduceOps - 1) +

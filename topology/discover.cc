@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "ringlet/common/failure.h"
 #include "ringlet/topology/topology.h"
@@ -31,7 +33,42 @@ void check(int rc, const char* call) {
   }
 }
 
+// The files are read and written here rather than by hwloc, whose calls do
+// not say why they failed (errno after them may be anything): each failure
+// names the file and its own errno, taken at once.
+std::string read_xml(const std::string& path) {
+  auto failed = [&path](int err) {
+    return common::caller_error("topology: cannot read hwloc XML '" + path +
+                                "': " + std::strerror(err));
+  };
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw failed(errno);
+  std::string text;
+  char buf[64 * 1024];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const int err = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (err != 0) throw failed(err);
+  return text;
+}
+
+void write_xml(const std::string& path, const char* text, size_t size) {
+  auto failed = [&path](int err) {
+    return common::caller_error("topology: cannot write hwloc XML to '" + path +
+                                "': " + std::strerror(err));
+  };
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw failed(errno);
+  const bool written = std::fwrite(text, 1, size, f) == size;
+  int err = written ? 0 : errno;
+  if (std::fclose(f) != 0 && err == 0) err = errno;
+  if (err != 0) throw failed(err);
+}
+
 HwlocTopology open_topology(const std::string* xml_path) {
+  // Read before hwloc is asked anything, and kept until it has loaded.
+  const std::string xml = xml_path != nullptr ? read_xml(*xml_path) : std::string();
   hwloc_topology_t raw = nullptr;
   check(hwloc_topology_init(&raw), "hwloc_topology_init");
   HwlocTopology topo(raw);
@@ -47,9 +84,10 @@ HwlocTopology open_topology(const std::string* xml_path) {
     hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, slow);
   }
   if (xml_path != nullptr) {
-    if (hwloc_topology_set_xml(raw, xml_path->c_str()) != 0) {
-      throw common::caller_error("topology: cannot read hwloc XML '" + *xml_path +
-                                 "': " + std::strerror(errno));
+    // The size counts the terminating NUL, as hwloc asks.
+    if (xml.size() >= INT_MAX ||
+        hwloc_topology_set_xmlbuffer(raw, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0) {
+      throw common::caller_error("topology: '" + *xml_path + "' is not XML hwloc can read");
     }
     // The XML describes another machine: keep what it says it supported.
     hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_IMPORT_SUPPORT);
@@ -205,10 +243,13 @@ Topology load_hwloc_xml(const std::string& path) {
 
 void save_hwloc_xml(const std::string& path) {
   HwlocTopology topo = open_topology(nullptr);
-  if (hwloc_topology_export_xml(topo.get(), path.c_str(), 0) != 0) {
-    throw common::caller_error("topology: cannot write hwloc XML to '" + path +
-                               "': " + std::strerror(errno));
-  }
+  char* text = nullptr;
+  int size = 0;  // with the terminating NUL
+  check(hwloc_topology_export_xmlbuffer(topo.get(), &text, &size, 0),
+        "hwloc_topology_export_xmlbuffer");
+  std::unique_ptr<char, std::function<void(char*)>> owned(
+      text, [&topo](char* p) { hwloc_free_xmlbuffer(topo.get(), p); });
+  write_xml(path, text, size > 0 ? static_cast<size_t>(size - 1) : 0);
 }
 
 int Host::core_count() const {

@@ -58,7 +58,12 @@ class StoreClient : public transport::KeyValue {
   // the store to come up or to answer, the rendezvous's waits for ranks that
   // have not arrived); true abandons the call with a kShutdown
   // common::Failure, so that set-up on a caller's thread can serve that
-  // caller's signals. It runs on the waiting thread.
+  // caller's signals. It runs on the waiting thread. Once this client has
+  // changed the store (a set or an add went out), the other ranks count this
+  // one in: an interrupt then abandons the rendezvous for this process, the
+  // failure says the job must be started again, and a later client of the
+  // same rendezvous (address and secret) here throws that kShutdown failure
+  // at once.
   using Interrupt = std::function<bool()>;
   StoreClient(const std::string& host_port, std::string secret, int rank,
               transport::Deadline deadline, Interrupt interrupted = {});

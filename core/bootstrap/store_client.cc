@@ -6,6 +6,11 @@
 // Before its first request on a connection the client asks the store for its
 // identity (see Instances below), so that init -> shutdown -> init never
 // rendezvouses through rank 0's previous store while it closes.
+//
+// A rendezvous is joined once: its counters (world/joined, the barriers')
+// count each rank's first request. So a client interrupted after it changed
+// the store marks that rendezvous as abandoned by this process, and a later
+// client of it here is refused at once (see Instances::abandoned).
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,6 +31,7 @@
 #include "core/bootstrap/store_wire.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/failure.h"
+#include "ringlet/common/hmac.h"
 #include "ringlet/common/host_name.h"
 #include "ringlet/transport/random.h"
 
@@ -48,10 +54,17 @@ constexpr std::chrono::milliseconds kInterruptSlice{50};
 // will vanish mid-rendezvous. The first client of a store in this process (the
 // communicator's) retires it when destroyed; later connections to a retired
 // store are refused and retried until the new one answers.
+//
+// Rendezvous this process abandoned: an interrupt came after this rank had
+// changed the store (its host name set, the count of joined ranks raised),
+// so the other ranks count it in and joining again would count it twice.
+// Keyed by the address's MAC under the job secret: the same address and
+// secret are the same job.
 struct Instances {
   std::mutex mu;
   std::map<std::vector<uint8_t>, const void*> owner;  // store -> its first client here
   std::set<std::vector<uint8_t>> retired;
+  std::set<common::Digest> abandoned;
 };
 
 Instances& instances() {
@@ -131,8 +144,15 @@ struct StoreClient::Impl {
   std::string where() const { return "the rendezvous store at " + address + " (rank 0)"; }
 
   void connect(Deadline deadline);
-  // Throws a kShutdown Failure when the interrupt says to give up waiting for `what`.
+  // Throws a kShutdown Failure when the interrupt says to give up waiting for
+  // `what`; after this client changed the store, one that says the
+  // rendezvous is abandoned (Instances::abandoned).
   void check_interrupted(const std::string& what);
+  // This rendezvous in Instances::abandoned.
+  common::Digest rendezvous_id() const {
+    return hmac.compute(
+        {std::span(reinterpret_cast<const uint8_t*>(address.data()), address.size())});
+  }
   // poll() of one descriptor until it is ready or the deadline passes (0),
   // asking the interrupt between slices.
   int poll_until(pollfd& p, Deadline deadline, const std::string& what);
@@ -154,6 +174,7 @@ struct StoreClient::Impl {
   std::string local_address;      // of the first connection (see local_address())
   std::vector<uint8_t> instance;  // the store's identity, once checked (empty: not tracked)
   bool verified = false;          // this connection's store passed check_identity()
+  bool changed_store = false;     // a set or add went out: the rendezvous counts this rank
   int rank;
   Interrupt interrupted;
   Hmac hmac;
@@ -187,8 +208,20 @@ void StoreClient::Impl::connect(Deadline deadline) {
 void StoreClient::Impl::check_interrupted(const std::string& what) {
   if (!interrupted || !interrupted()) return;
   fd.reset();  // a reply may still come: the next call starts afresh
+  if (!changed_store) {
+    throw common::Failure(common::FailureKind::kShutdown, rank, -1,
+                          "interrupted while waiting for " + what);
+  }
+  {
+    Instances& all = instances();
+    std::lock_guard lock(all.mu);
+    all.abandoned.insert(rendezvous_id());
+  }
   throw common::Failure(common::FailureKind::kShutdown, rank, -1,
-                        "interrupted while waiting for " + what);
+                        "interrupted while waiting for " + what +
+                            ", after this rank had joined the rendezvous at " + address +
+                            ": the other ranks count it in, so it cannot join again, and the "
+                            "job must be started again");
 }
 
 int StoreClient::Impl::poll_until(pollfd& p, Deadline deadline, const std::string& what) {
@@ -272,7 +305,9 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
   Instances& all = instances();
   std::lock_guard lock(all.mu);
   if (!id.empty() && all.retired.count(id)) {
-    why = "reached the previous session's store, which is still closing";
+    why =
+        "reached a store this process has finished with (a previous session's, or one an init "
+        "that failed had joined), which is still up";
     return false;
   }
   instance = std::move(id);
@@ -306,6 +341,8 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
     check_interrupted(what + " from " + where());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  // Counted before it goes: the store may apply it even if no reply comes.
+  if (op == wire::Op::kSet || op == wire::Op::kAdd) changed_store = true;
   return exchange(op, payload, deadline, what);
 }
 
@@ -381,6 +418,17 @@ StoreClient::StoreClient(const std::string& host_port, std::string secret, int r
                                "the rendezvous store unauthenticated");
   }
   impl_ = std::make_unique<Impl>(host_port, secret, rank);
+  {
+    Instances& all = instances();
+    std::lock_guard lock(all.mu);
+    if (all.abandoned.count(impl_->rendezvous_id())) {
+      throw common::Failure(common::FailureKind::kShutdown, rank, -1,
+                            "an earlier init of this process was interrupted after this rank had "
+                            "joined the rendezvous at " +
+                                host_port +
+                                ": it cannot join again, and the job must be started again");
+    }
+  }
   impl_->interrupted = std::move(interrupted);
   impl_->connect(deadline);
   sockaddr_storage addr{};

@@ -34,7 +34,9 @@ void ring_allreduce(Communicator& comm, const void* send, void* recv, size_t cou
                     ReduceOp op, double postscale, size_t first = 0,
                     size_t end = PhaseObserver::kAllTensors);
 // Several tensors through the fusion buffer, piece by piece (one tensor: in
-// its own memory). Results: postscale * op(prescale * inputs).
+// its own memory). Each input is scaled by prescale as it is packed; the
+// result's one factor is applied by ring_reducescatter (above), so the unpack
+// is a copy.
 void ring_allreduce_segments(Communicator& comm, const Segments& s, ReduceOp op, double prescale,
                              double postscale);
 void ring_broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root);
@@ -44,8 +46,9 @@ void ring_barrier(Communicator& comm);
 
 // Direct, through the shared-memory window (one host).
 // Allreduce of one or several tensors (Segments: one message), staged
-// straight from and gathered straight into the tensors, with the scales
-// applied on those copies: postscale * op(prescale * inputs).
+// straight from the tensors (scaled by prescale on that copy) and gathered
+// straight into them: each part's owner scales it by the result's one factor
+// once it has reduced it, so the gather is a copy.
 void direct_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double prescale,
                       double postscale);
 void onestep_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double prescale,

@@ -131,7 +131,7 @@ void direct_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double
           size_t lo;
           if (size_t len = range(p, k, lo)) {
             if (p != me) v.wait_at_least(p, &SegmentControl::reduced, flag_value(g, k + 1));
-            s.write(v.staging(p, g) + lo * es, off + lo, len, 1.0, out_store);
+            s.write(v.staging(p, g) + lo * es, off + lo, len, out_store);
           }
         }
       }

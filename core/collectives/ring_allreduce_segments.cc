@@ -54,7 +54,7 @@ void ring_allreduce_segments(Communicator& comm, const Segments& s, ReduceOp op,
     }
     ring_allreduce(comm, fused, fused, n, dtype, op, postscale, first, end);
     PhaseScope phase(ws, "MEMCPY_OUT_FUSION_BUFFER", first, end);
-    s.write(fused, lo, n, 1.0, cpu::Store::kNormal);
+    s.write(fused, lo, n, cpu::Store::kNormal);
   }
 }
 

@@ -32,6 +32,7 @@ struct ReduceScatterPolicy {
   DataType dtype;
   ReduceOp op;
   double factor;  // the result's scale, applied once by the block's owner
+  bool scaled;    // factor != 1.0, decided once rather than per sub-chunk
 
   std::byte* recv_target(int, size_t, size_t, std::byte* slot) { return slot; }
   const std::byte* first_send(int block, size_t first) {
@@ -42,7 +43,7 @@ struct ReduceScatterPolicy {
     const bool last = s == plan.n - 2;
     std::byte* out = last ? own_out + first * plan.es : slot;
     kernels::cpu::reduce(dtype, op, out, slot, mine, count);
-    if (last) kernels::cpu::scale(dtype, out, count, factor);
+    if (last && scaled) kernels::cpu::scale(dtype, out, count, factor);
     return slot;
   }
 };
@@ -67,7 +68,7 @@ void ring_reducescatter(Communicator& comm, const void* send, void* own_out,
     out = temp.data();
   }
   const double factor = kernels::ops::result_scale(op, postscale, comm.size());
-  ReduceScatterPolicy pol{plan, in, out, dtype, op, factor};
+  ReduceScatterPolicy pol{plan, in, out, dtype, op, factor, factor != 1.0};
   run_ring(comm, plan, 0, pol);
   if (!temp.empty()) std::memcpy(own_out, temp.data(), own_bytes);
 }

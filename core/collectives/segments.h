@@ -54,12 +54,12 @@ struct Segments {
       copy_scaled(dst + (x - lo) * es, src, n, factor, store);
     });
   }
-  // outputs' message[lo, lo+len) = factor * src[0, len).
-  void write(const std::byte* src, size_t lo, size_t len, double factor,
-             kernels::cpu::Store store) const {
+  // outputs' message[lo, lo+len) = src[0, len): results are scaled where
+  // they are reduced, so this is a copy.
+  void write(const std::byte* src, size_t lo, size_t len, kernels::cpu::Store store) const {
     for_each(lo, len, [&](size_t i, size_t at, size_t x, size_t n) {
       std::byte* dst = static_cast<std::byte*>(out[i].data) + at * es;
-      copy_scaled(dst, src + (x - lo) * es, n, factor, store);
+      kernels::cpu::copy(dst, src + (x - lo) * es, n * es, store);
     });
   }
 

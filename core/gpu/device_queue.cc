@@ -98,7 +98,7 @@ void DeviceQueue::finish(DataType dtype, ReduceOp op, void* buf, size_t count, i
                          double postscale) {
   check(kernels::cuda::scale(dtype, buf, count, kernels::ops::result_scale(op, postscale, ranks),
                              stream.get()),
-        "the postscale kernel");
+        "the kernel that scales the result (postscale, with an average's 1/n)");
 }
 
 std::shared_ptr<Event> DeviceQueue::record() {

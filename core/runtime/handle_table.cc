@@ -105,25 +105,39 @@ bool HandleTable::poll(Handle h) const {
   return find(h).done;
 }
 
-bool HandleTable::wait(Handle h, std::chrono::nanoseconds timeout,
-                       std::chrono::nanoseconds grace) const {
+HandleTable::Waited HandleTable::wait(Handle h, std::chrono::nanoseconds timeout,
+                                      std::chrono::nanoseconds grace) const {
   using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
   find(h);
   const auto deadline = Clock::now() + timeout;
-  // Nothing notifies when a closed table's grace runs out: wake for it.
-  auto settled = [&] {
+  auto state = [&] {
     auto it = states_.find(h);
-    if (it == states_.end() || it->second->done) return true;
-    return closed_ && Clock::now() >= closed_at_ + grace;
+    if (it == states_.end() || it->second->done) return Waited::kCompleted;
+    if (closed_ && Clock::now() >= closed_at_ + grace) return Waited::kAbandoned;
+    return Waited::kTimedOut;
   };
-  while (!settled()) {
+  for (;;) {
+    const Waited now = state();
+    if (now != Waited::kTimedOut || Clock::now() >= deadline) return now;
+    // Nothing notifies when a closed table's grace runs out: wake for it.
     const auto until = closed_ ? std::min(deadline, closed_at_ + grace) : deadline;
-    if (cv_.wait_until(lock, until) == std::cv_status::timeout && Clock::now() >= deadline) {
-      return settled();
-    }
+    cv_.wait_until(lock, until);
   }
-  return true;
+}
+
+RuntimeError HandleTable::abandoned_locked(Handle h, std::chrono::nanoseconds grace) const {
+  const auto seconds = std::chrono::duration_cast<std::chrono::milliseconds>(grace).count() / 1e3;
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return RuntimeError(ErrorKind::kShutdown, "handle " + std::to_string(h) + " was still pending " +
+                                                text + " s after the runtime stopped (" +
+                                                closed_why_ + "); nothing will complete it");
+}
+
+RuntimeError HandleTable::abandoned(Handle h, std::chrono::nanoseconds grace) const {
+  std::lock_guard lock(mu_);
+  return abandoned_locked(h, grace);
 }
 
 Result HandleTable::take(Handle h, std::chrono::nanoseconds grace) {
@@ -134,15 +148,7 @@ Result HandleTable::take(Handle h, std::chrono::nanoseconds grace) {
     return it == states_.end() || it->second->done;
   };
   cv_.wait(lock, [&] { return closed_ || done(); });
-  if (!done() && !cv_.wait_until(lock, closed_at_ + grace, done)) {
-    const auto seconds = std::chrono::duration_cast<std::chrono::milliseconds>(grace).count() / 1e3;
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", seconds);
-    throw RuntimeError(ErrorKind::kShutdown,
-                       "handle " + std::to_string(h) + " was still pending " + text +
-                           " s after the runtime stopped (" + closed_why_ +
-                           "); nothing will complete it");
-  }
+  if (!done() && !cv_.wait_until(lock, closed_at_ + grace, done)) throw abandoned_locked(h, grace);
   auto it = states_.find(h);
   if (it == states_.end())
     throw common::caller_error("handle " + std::to_string(h) + " released while waited on");

@@ -60,14 +60,21 @@ class HandleTable {
 
   // Throws an invalid-argument common::Failure for an unknown (never issued or released) handle.
   bool poll(Handle h) const;
-  // True once take() would not block, within `timeout`: the handle
-  // completed, or the table closed `grace` ago (take() then fails it).
-  bool wait(Handle h, std::chrono::nanoseconds timeout,
-            std::chrono::nanoseconds grace = std::chrono::seconds(30)) const;
+  // How wait() ended.
+  enum class Waited {
+    kCompleted,  // the handle completed: take() hands back its result or failure
+    kTimedOut,   // still pending after `timeout`
+    kAbandoned,  // still pending `grace` after close(): take() throws abandoned()
+  };
+  // Waits up to `timeout` for take() not to block, leaving the handle.
+  Waited wait(Handle h, std::chrono::nanoseconds timeout, std::chrono::nanoseconds grace) const;
   // Waits for completion, releases the handle and returns its result, or
   // throws RuntimeError with the handle's error. After close(), a handle still
-  // pending `grace` later fails with kShutdown, naming why the runtime ended.
-  Result take(Handle h, std::chrono::nanoseconds grace = std::chrono::seconds(30));
+  // pending `grace` later fails with abandoned(h, grace).
+  Result take(Handle h, std::chrono::nanoseconds grace);
+  // The kShutdown failure of a handle still pending `grace` after close(),
+  // naming why the runtime ended.
+  RuntimeError abandoned(Handle h, std::chrono::nanoseconds grace) const;
   void release(Handle h);
 
   // What a handle ended with: its result, or the failure take() would throw.
@@ -103,6 +110,7 @@ class HandleTable {
   static void run_then(std::unique_ptr<State> s);  // mu_ not held
   // A continued handle's failure when the runtime stopped first. mu_ held.
   common::Failure stopped_before(Handle h) const;
+  RuntimeError abandoned_locked(Handle h, std::chrono::nanoseconds grace) const;  // mu_ held
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  // notified on every completion

@@ -52,7 +52,7 @@ namespace {
 void check_arrived(const Metadata& m) {
   auto bad = [&](const std::string& what) {
     throw common::Failure(common::FailureKind::kTransport,
-                          "malformed negotiation message: tensor '" + m.name + "' " + what);
+                          "a malformed negotiation message: tensor '" + m.name + "' " + what);
   };
   if (static_cast<uint8_t>(m.kind) > static_cast<uint8_t>(CollectiveKind::kAlltoall)) {
     bad("has collective kind " + std::to_string(static_cast<int>(m.kind)));
@@ -81,15 +81,16 @@ void check_arrived(const Metadata& m) {
   if (m.group_size < 0) bad("has group size " + std::to_string(m.group_size));
 }
 
+// `what`: the message as a noun phrase ("a truncated negotiation message"),
+// which decode() prefixes with the rank that sent it.
 [[noreturn]] void malformed(const char* what) {
-  throw common::Failure(common::FailureKind::kTransport,
-                        std::string(what) + " negotiation message");
+  throw common::Failure(common::FailureKind::kTransport, what);
 }
 
 RankMessage decode_fields(std::string_view bytes) {
   RankMessage m;
   if (bytes.empty()) return m;
-  if (bytes.size() < 5) malformed("truncated");
+  if (bytes.size() < 5) malformed("a truncated negotiation message");
   m.shutdown = (bytes[0] & 1) != 0;
   m.join = (bytes[0] & 2) != 0;
   uint32_t n;
@@ -100,26 +101,26 @@ RankMessage decode_fields(std::string_view bytes) {
     check_arrived(m.ready.back());
   }
   uint32_t a;
-  if (at + sizeof a > bytes.size()) malformed("truncated");
+  if (at + sizeof a > bytes.size()) malformed("a truncated negotiation message");
   std::memcpy(&a, bytes.data() + at, sizeof a);
   at += sizeof a;
-  if (a > bytes.size() - at) malformed("truncated");
+  if (a > bytes.size() - at) malformed("a truncated negotiation message");
   m.abort.assign(bytes.data() + at, a);
   at += a;
   auto read_u32 = [&] {
     uint32_t x;
-    if (at + sizeof x > bytes.size()) malformed("truncated");
+    if (at + sizeof x > bytes.size()) malformed("a truncated negotiation message");
     std::memcpy(&x, bytes.data() + at, sizeof x);
     at += sizeof x;
     return x;
   };
   const uint32_t b = read_u32();
-  if (b > bytes.size() - at) malformed("truncated");
+  if (b > bytes.size() - at) malformed("a truncated negotiation message");
   m.cached_bits.assign(bytes.data() + at, bytes.data() + at + b);
   at += b;
   const uint32_t v = read_u32();
   if (static_cast<size_t>(v) * sizeof(uint32_t) > bytes.size() - at) {
-    malformed("truncated");
+    malformed("a truncated negotiation message");
   }
   m.invalidate.resize(v);
   if (v > 0) std::memcpy(m.invalidate.data(), bytes.data() + at, v * sizeof(uint32_t));
@@ -130,7 +131,7 @@ RankMessage decode_fields(std::string_view bytes) {
     change.remove_id = static_cast<int32_t>(read_u32());
     const uint32_t k = read_u32();
     if (static_cast<size_t>(k) * sizeof(int32_t) > bytes.size() - at) {
-      malformed("truncated");
+      malformed("a truncated negotiation message");
     }
     change.ranks.resize(k);
     if (k > 0) std::memcpy(change.ranks.data(), bytes.data() + at, k * sizeof(int32_t));
@@ -142,13 +143,13 @@ RankMessage decode_fields(std::string_view bytes) {
     StalledName s;
     for (std::string* text : {&s.name, &s.error}) {
       const uint32_t k = read_u32();
-      if (k > bytes.size() - at) malformed("truncated");
+      if (k > bytes.size() - at) malformed("a truncated negotiation message");
       text->assign(bytes.data() + at, k);
       at += k;
     }
     m.stalled.push_back(std::move(s));
   }
-  if (at != bytes.size()) malformed("trailing bytes in");
+  if (at != bytes.size()) malformed("a negotiation message with trailing bytes");
   return m;
 }
 
@@ -159,7 +160,7 @@ RankMessage decode(std::string_view bytes, int from) {
     return decode_fields(bytes);
   } catch (common::Failure& f) {
     f.with_peer(from);
-    if (from >= 0) f.set_cause("rank " + std::to_string(from) + " sent a " + f.cause());
+    if (from >= 0) f.set_cause("rank " + std::to_string(from) + " sent " + f.cause());
     throw;
   }
 }

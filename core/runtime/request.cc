@@ -63,7 +63,7 @@ namespace {
 // What a peer sent cannot be read: a protocol failure, which the caller
 // attributes to the rank that sent it.
 [[noreturn]] void truncated() {
-  throw common::Failure(common::FailureKind::kTransport, "truncated negotiation message");
+  throw common::Failure(common::FailureKind::kTransport, "a truncated negotiation message");
 }
 
 template <class T>

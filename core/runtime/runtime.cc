@@ -221,13 +221,28 @@ void Runtime::barrier(int32_t process_set) {
 }
 
 // The caller's time blocked on the others shows in Nsight beside its kernels.
-bool Runtime::wait(Handle h, std::chrono::nanoseconds timeout) const {
+HandleTable::Waited Runtime::wait(Handle h, std::chrono::nanoseconds timeout) const {
   nvtx::Range range("WAIT");
   return handles_.wait(h, timeout, peer_timeout_);
 }
 
 Result Runtime::synchronize(Handle h) {
   nvtx::Range range("SYNCHRONIZE");
+  return handles_.take(h, peer_timeout_);
+}
+
+Result Runtime::synchronize(Handle h, const std::function<bool()>& interrupted) {
+  // How long `interrupted` waits to be asked: a binding's signal handlers
+  // run within it.
+  constexpr std::chrono::milliseconds kSlice{50};
+  nvtx::Range range("SYNCHRONIZE");
+  while (handles_.wait(h, kSlice, peer_timeout_) == HandleTable::Waited::kTimedOut) {
+    if (interrupted && interrupted()) {
+      throw RuntimeError(ErrorKind::kShutdown, rank_,
+                         "interrupted while waiting for handle " + std::to_string(h) +
+                             ", which stays pending: synchronize it again");
+    }
+  }
   return handles_.take(h, peer_timeout_);
 }
 
@@ -320,13 +335,22 @@ Stats Runtime::stats() const {
   return stats_;
 }
 
+std::shared_ptr<timeline::Timeline> Runtime::open_timeline(
+    const std::string& path, bool mark_cycles, std::chrono::milliseconds writer_timeout) {
+  return std::make_shared<timeline::Timeline>(
+      path, mark_cycles, writer_timeout,
+      [](const std::string& error) { common::log(common::LogLevel::kError, "%s", error.c_str()); });
+}
+
 void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
   if (rank_ != 0) return;
-  auto tl = std::make_shared<timeline::Timeline>(
-      path, mark_cycles, peer_timeout_,
-      [](const std::string& error) { common::log(common::LogLevel::kError, "%s", error.c_str()); });
+  start_timeline(open_timeline(path, mark_cycles, peer_timeout_));
+}
+
+void Runtime::start_timeline(std::shared_ptr<timeline::Timeline> timeline) {
+  if (rank_ != 0 || !timeline) return;
   std::lock_guard lock(mu_);
-  timeline_ = std::move(tl);
+  timeline_ = std::move(timeline);
 }
 
 void Runtime::stop_timeline() {

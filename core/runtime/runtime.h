@@ -44,6 +44,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -171,11 +172,17 @@ class Runtime {
   std::vector<int32_t> process_set_ids() const;
 
   bool poll(Handle h) const { return handles_.poll(h); }
-  // True once synchronize() would not block (HandleTable::wait, with the
-  // peer timeout as the grace after the loop ended).
-  bool wait(Handle h, std::chrono::nanoseconds timeout) const;
+  // Waits up to `timeout` for synchronize() not to block (HandleTable::wait,
+  // with the peer timeout as the grace after the loop ended).
+  HandleTable::Waited wait(Handle h, std::chrono::nanoseconds timeout) const;
+  // The failure synchronize() throws for a handle wait() found abandoned.
+  RuntimeError abandoned(Handle h) const { return handles_.abandoned(h, peer_timeout_); }
   // Waits, releases the handle, and returns its result or throws RuntimeError.
   Result synchronize(Handle h);
+  // synchronize() that asks `interrupted`, on this thread, every 50 ms while
+  // the handle is pending; true gives up with a kShutdown RuntimeError and
+  // leaves the handle pending. One SYNCHRONIZE range covers the whole wait.
+  Result synchronize(Handle h, const std::function<bool()>& interrupted);
   // synchronize() without a waiting thread (HandleTable::take_then).
   void synchronize_then(Handle h, HandleTable::Continuation then) {
     handles_.take_then(h, std::move(then));
@@ -192,7 +199,15 @@ class Runtime {
   // stop_timeline() returns once the file is complete and closed (the loop
   // lets go of it at the end of its cycle).
   void start_timeline(const std::string& path, bool mark_cycles = false);
+  // A timeline opened by open_timeline(), e.g. before the runtime ran (rank
+  // 0's start_timeline() before the first asynchronous call), which the
+  // runtime now writes to.
+  void start_timeline(std::shared_ptr<timeline::Timeline> timeline);
   void stop_timeline();
+  // Creates (truncates) the file; throws the invalid-argument Failure of
+  // timeline::Timeline when it cannot. `writer_timeout`: the peer timeout.
+  static std::shared_ptr<timeline::Timeline> open_timeline(
+      const std::string& path, bool mark_cycles, std::chrono::milliseconds writer_timeout);
 
   Stats stats() const;
 

@@ -8,8 +8,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/bootstrap/store.h"
 #include "ringlet/ringlet.h"
 #include "ringlet/ringlet_c.h"
 
@@ -229,6 +231,11 @@ TEST_F(ApiTest, InvalidArgumentsAreRefusedWithTheirName) {
   EXPECT_EQ(ringlet_allreduce(x, x, 2, 42, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown dtype 42"), std::string::npos) << last_error();
   EXPECT_NE(last_error().find("rank 0"), std::string::npos) << last_error();
+  // Every dtype the C ABI names, in the order of its values.
+  EXPECT_NE(last_error().find("(expected 0..9: float32, float64, float16, bfloat16, int8, uint8, "
+                              "int32, int64, int16, uint16)"),
+            std::string::npos)
+      << last_error();
   EXPECT_EQ(ringlet_allreduce(x, x, 2, -1, RINGLET_SUM), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ringlet_allreduce(x, x, 2, RINGLET_FLOAT32, 9), RINGLET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown reduce op 9"), std::string::npos) << last_error();
@@ -463,6 +470,100 @@ TEST_F(ApiTest, AnInterruptedInitStartsNothing) {
   ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
 }
 
+// An init interrupted after this rank joined the rendezvous (rank 0's store
+// counts it in) cannot be resumed: it says the job must be started again,
+// and init() of that job again fails at once instead of waiting for the
+// start timeout. The test serves rank 0's store itself; rank 0 never comes.
+TEST_F(ApiTest, AnInitInterruptedAfterJoiningEndsTheJobsRendezvous) {
+  const char* secret = "00112233445566778899aabbccddeeff";
+  ringlet::core::StoreServer store(0, secret);
+  setenv("RINGLET_RANK", "1", 1);
+  setenv("RINGLET_SIZE", "2", 1);
+  setenv("RINGLET_RENDEZVOUS", ("127.0.0.1:" + std::to_string(store.port())).c_str(), 1);
+  setenv("RINGLET_SECRET", secret, 1);
+  int asked = 0;
+  try {
+    ringlet::init_with_runtime({}, [&asked] { return ++asked >= 5; });
+    FAIL() << "init met a rank 0 that does not exist";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kAborted) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ringlet: init on rank 1: interrupted while waiting for"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("after this rank had joined the rendezvous"), std::string::npos) << what;
+    EXPECT_NE(what.find("the job must be started again"), std::string::npos) << what;
+  }
+  EXPECT_EQ(asked, 5);
+  EXPECT_FALSE(ringlet::is_initialized());
+
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ringlet_init(), RINGLET_ERR_ABORTED);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_NE(last_error().find("ringlet: init on rank 1: an earlier init of this process was "
+                              "interrupted after this rank had joined the rendezvous"),
+            std::string::npos)
+      << last_error();
+  EXPECT_NE(last_error().find("the job must be started again"), std::string::npos) << last_error();
+  EXPECT_EQ(ringlet_is_initialized(), 0);
+
+  // Another job (here: a lone rank) starts as ever.
+  for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET"})
+    unsetenv(name);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+}
+
+// shutdown() while init() meets the other ranks ends that init() with
+// kAborted saying so, whether it comes from the init's own interrupt (a
+// binding's signal handler runs there) or from another thread; init() then
+// starts afresh. Rank 0 never comes (nothing serves port 1).
+TEST_F(ApiTest, AShutdownDuringInitEndsThatInit) {
+  setenv("RINGLET_RANK", "1", 1);
+  setenv("RINGLET_SIZE", "2", 1);
+  setenv("RINGLET_RENDEZVOUS", "127.0.0.1:1", 1);
+  setenv("RINGLET_SECRET", "00112233445566778899aabbccddeeff", 1);
+  auto expect_cancelled = [](const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kAborted) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("ringlet: init on rank 1: shutdown() was called while "
+                                          "init was meeting the other ranks (interrupted while "
+                                          "waiting for",
+                                          0),
+              0u)
+        << e.what();
+  };
+  int asked = 0;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ringlet::init_with_runtime({}, [&asked] {
+      if (++asked == 3) ringlet::shutdown();
+      return false;
+    });
+    FAIL() << "init went on after shutdown()";
+  } catch (const ringlet::Error& e) {
+    expect_cancelled(e);
+  }
+  EXPECT_EQ(asked, 3);
+  EXPECT_FALSE(ringlet::is_initialized());
+
+  std::thread other([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ringlet::shutdown();
+  });
+  try {
+    ringlet::init();
+    FAIL() << "init went on after shutdown()";
+  } catch (const ringlet::Error& e) {
+    expect_cancelled(e);
+  }
+  other.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_FALSE(ringlet::is_initialized());
+
+  for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET"})
+    unsetenv(name);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+}
+
 TEST_F(ApiTest, TimelineStartsAndStopsAtRunTime) {
   ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
   const std::string file = testing::TempDir() + "ringlet_api_timeline.json";
@@ -499,6 +600,50 @@ TEST_F(ApiTest, AnUnwritableTimelineIsRefusedAsWhatGaveIt) {
   EXPECT_NE(last_error().find("HOROVOD_TIMELINE"), std::string::npos) << last_error();
   EXPECT_NE(last_error().find(file), std::string::npos) << last_error();
   EXPECT_EQ(ringlet_is_initialized(), 0);
+}
+
+// Before the runtime runs, start_timeline() on rank 0 opens the file at
+// once: a path it cannot write fails that call, formatted like every
+// error, rather than the later call that starts the runtime.
+TEST_F(ApiTest, AnUnwritableTimelineFailsStartTimelineBeforeTheRuntimeRuns) {
+  const std::string file = "/nonexistent/dir/x.json";
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  try {
+    ringlet::start_timeline(file);
+    FAIL() << "started a timeline in a directory that does not exist";
+  } catch (const ringlet::Error& e) {
+    EXPECT_EQ(e.code(), ringlet::ErrorCode::kInvalidArgument) << e.what();
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("ringlet: start_timeline on rank 0: cannot open timeline file '" + file +
+                             "' for writing: ",
+                         0),
+              0u)
+        << what;
+  }
+  EXPECT_EQ(ringlet_start_timeline(file.c_str(), 1), RINGLET_ERR_INVALID_ARGUMENT);
+  // Nothing is left pending: the call that starts the runtime works.
+  float x[2] = {1, 2};
+  int64_t h = 0;
+  ASSERT_EQ(ringlet_allreduce_async("after", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK)
+      << last_error();
+  ASSERT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  EXPECT_EQ(x[0], 1.0f);
+  EXPECT_EQ(x[1], 2.0f);
+
+  // A good path asked for early is written once the runtime runs.
+  ASSERT_EQ(ringlet_shutdown(), RINGLET_OK);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  const std::string good = testing::TempDir() + "ringlet_api_early_timeline.json";
+  ASSERT_EQ(ringlet_start_timeline(good.c_str(), 0), RINGLET_OK) << last_error();
+  ASSERT_EQ(ringlet_allreduce_async("early", x, x, 2, RINGLET_FLOAT32, RINGLET_SUM, 1, 1, &h),
+            RINGLET_OK);
+  ASSERT_EQ(ringlet_synchronize(h), RINGLET_OK) << last_error();
+  ASSERT_EQ(ringlet_stop_timeline(), RINGLET_OK) << last_error();
+  std::ifstream in(good);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("early"), std::string::npos) << text.str();
 }
 
 TEST_F(ApiTest, StatusStringsNameEveryCode) {

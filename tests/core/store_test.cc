@@ -184,6 +184,58 @@ TEST(Store, AnInterruptEndsTheWaitsWithinASlice) {
   EXPECT_EQ(text(c.get("k", Clock::now() + 5s)), "v");
 }
 
+// Once a client has changed the store, the others count it in: an interrupt
+// then abandons that rendezvous for this process, and a later client of it
+// (same address, same secret) is refused at once rather than joining twice.
+// Another job's rendezvous, and the store's own data, are untouched.
+TEST(Store, AnInterruptAfterJoiningAbandonsThatRendezvous) {
+  StoreServer server(0, kSecret);
+  int asked = 0;
+  StoreClient c(at(server.port()), kSecret, 3, Clock::now() + 5s, [&asked] { return ++asked > 3; });
+  c.add("world/joined", 1);
+  try {
+    c.get("world/hosts", Clock::now() + 30s);
+    FAIL() << "got a key nobody set";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kShutdown) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("key 'world/hosts'"), std::string::npos) << what;
+    EXPECT_NE(what.find("after this rank had joined the rendezvous at " + at(server.port())),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("the job must be started again"), std::string::npos) << what;
+  }
+
+  const auto start = Clock::now();
+  try {
+    StoreClient again(at(server.port()), kSecret, 3, Clock::now() + 30s);
+    FAIL() << "joined an abandoned rendezvous again";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kShutdown) << e.what();
+    EXPECT_EQ(e.rank(), 3) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("an earlier init of this process was interrupted after this rank had "
+                        "joined the rendezvous at " +
+                        at(server.port())),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("the job must be started again"), std::string::npos) << what;
+  }
+  EXPECT_LT(Clock::now() - start, 1s);
+
+  // Another secret is another job at the same address: it is not refused here.
+  EXPECT_NO_THROW(StoreClient(at(server.port()), "another job's secret", 0, Clock::now() + 5s));
+}
+
+TEST(Store, AnInterruptBeforeChangingTheStoreLeavesItJoinable) {
+  StoreServer server(0, kSecret);
+  int asked = 0;
+  StoreClient c(at(server.port()), kSecret, 5, Clock::now() + 5s, [&asked] { return ++asked > 3; });
+  EXPECT_THROW(c.get("world/hosts", Clock::now() + 30s), common::Failure);
+  StoreClient again(at(server.port()), kSecret, 5, Clock::now() + 5s);
+  EXPECT_EQ(again.add("world/joined", 1), 1);
+}
+
 TEST(Store, ServerDeathIsReported) {
   auto server = std::make_unique<StoreServer>(0, kSecret);
   const uint16_t port = server->port();

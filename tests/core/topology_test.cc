@@ -66,21 +66,40 @@ TEST(Topology, SavedXmlReloadsToTheSameMachine) {
   EXPECT_EQ(loaded, here);
 }
 
-// The file is the caller's argument: a bad one is an invalid argument.
+// The file is the caller's argument: a bad one is an invalid argument, and
+// the message says what was wrong with it (not an errno hwloc left behind).
 TEST(Topology, MissingXmlIsAnInvalidArgumentNamingTheFile) {
   try {
     load_hwloc_xml("/nonexistent/ringlet.xml");
     FAIL() << "loaded a missing file";
   } catch (const common::Failure& e) {
     EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/ringlet.xml"), std::string::npos);
+    EXPECT_EQ(e.cause(),
+              "topology: cannot read hwloc XML '/nonexistent/ringlet.xml': No such file or "
+              "directory");
   }
   try {
     save_hwloc_xml("/nonexistent/dir/ringlet.xml");
     FAIL() << "wrote into a missing directory";
   } catch (const common::Failure& e) {
     EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/ringlet.xml"), std::string::npos);
+    EXPECT_EQ(e.cause(),
+              "topology: cannot write hwloc XML to '/nonexistent/dir/ringlet.xml': No such file "
+              "or directory");
+  }
+  TempFile file;
+  {
+    std::FILE* f = std::fopen(file.path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("this is not XML", f);
+    std::fclose(f);
+  }
+  try {
+    load_hwloc_xml(file.path);
+    FAIL() << "loaded a file that is not XML";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kInvalidArgument) << e.what();
+    EXPECT_NE(e.cause().find("'" + file.path + "' is not"), std::string::npos) << e.what();
   }
 }
 

@@ -331,6 +331,30 @@ def test_sigint_wakes_init_waiting_for_a_rank_that_has_not_come():
         hvd.shutdown()
 
 
+def test_a_handler_that_shuts_down_during_init_ends_that_init():
+    late = os.environ["RINGLET_RANK"] == "0"
+    if late:
+        time.sleep(SIGNAL_AFTER + 2.0)
+    else:
+        let_rank_zero_close_its_store()
+        with sigterm_shuts_down_after(SIGNAL_AFTER) as ran:
+            with pytest.raises(exceptions.InitError) as failed:
+                hvd.init()
+            woke = time.monotonic()
+        assert ran and woke - ran[0] < LATENCY_BOUND, f"woke {woke - ran[0]:.3f} s late"
+        assert failed.value.code == 8, failed.value
+        assert "shutdown() was called while init was meeting the other ranks" in str(
+            failed.value), failed.value
+        assert not hvd.is_initialized()
+    # It had not reached rank 0's store: init again meets it.
+    hvd.init()
+    try:
+        assert hvd.allreduce(np.ones(1), name="met", op=hvd.Sum)[0] == hvd.size()
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
 def test_init_that_times_out_is_a_value_error_naming_the_cause(monkeypatch):
     late = os.environ["RINGLET_RANK"] == "0"
     if late:
@@ -349,6 +373,100 @@ def test_init_that_times_out_is_a_value_error_naming_the_cause(monkeypatch):
     hvd.init()
     try:
         assert hvd.allreduce(np.ones(1), name="met", op=hvd.Sum)[0] == hvd.size()
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
+@contextlib.contextmanager
+def sigterm_shuts_down_after(seconds):
+    """Sends this process SIGTERM after `seconds`, whose handler calls
+    hvd.shutdown() and returns; yields a list that then holds the monotonic
+    time the handler ran."""
+    ran = []
+
+    def handler(signum, frame):
+        ran.append(time.monotonic())
+        hvd.shutdown()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    timer = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        yield ran
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_handler_that_shuts_down_ends_the_wait_as_aborted():
+    # A SIGTERM handler that shuts Ringlet down while the main thread waits
+    # in synchronize(): the wait ends with the handle's failure, aborted by
+    # the shutdown, not as a call made before init().
+    hvd.init()
+    late = hvd.rank() == 0
+    if late:
+        # The others shut down while they wait for this rank, which stops
+        # the runtime here too.
+        time.sleep(SIGNAL_AFTER + 1.5)
+    else:
+        h = hvd.allreduce_async(np.ones(2), name="shut")
+        with sigterm_shuts_down_after(SIGNAL_AFTER) as ran:
+            with pytest.raises(exceptions.HorovodInternalError) as failed:
+                hvd.synchronize(h)
+            woke = time.monotonic()
+        assert ran and woke - ran[0] < LATENCY_BOUND, f"woke {woke - ran[0]:.3f} s late"
+        assert isinstance(failed.value, exceptions.AbortedError), repr(failed.value)
+        assert failed.value.code == 8, failed.value
+        message = str(failed.value)
+        assert "'allreduce.shut'" in message and "shut down" in message, message
+        assert not hvd.is_initialized()
+    hvd.shutdown()
+    # Nothing of that session lingers: the job starts again.
+    if not late:
+        let_rank_zero_close_its_store()
+    hvd.init()
+    try:
+        assert np.array_equal(hvd.allreduce(rank_values(hvd.rank()), name="again", op=hvd.Sum),
+                              sum_of_ranks(hvd.size()))
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
+def test_a_barrier_left_by_a_handler_that_shut_down_is_not_resumed_in_the_next_session():
+    # The handler shuts Ringlet down and then raises while the main thread
+    # waits in barrier(): that barrier belonged to the session that ended,
+    # and the next session (whose handles are numbered afresh) must start
+    # its own barrier rather than resume the old one's handle.
+    hvd.init()
+    late = hvd.rank() == 0
+    if late:
+        time.sleep(SIGNAL_AFTER + 1.5)
+    else:
+        def handler(signum, frame):
+            hvd.shutdown()
+            raise Alarm()
+
+        previous = signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, SIGNAL_AFTER)
+        try:
+            with pytest.raises(Alarm):
+                hvd.barrier()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert not hvd.is_initialized()
+    # The handler's shutdown() was this session's last word on the others.
+    if late:
+        hvd.shutdown()
+    else:
+        let_rank_zero_close_its_store()
+    hvd.init()
+    try:
+        hvd.barrier()
+        assert np.array_equal(hvd.allreduce(rank_values(hvd.rank()), name="next", op=hvd.Sum),
+                              sum_of_ranks(hvd.size()))
         hvd.barrier()
     finally:
         hvd.shutdown()

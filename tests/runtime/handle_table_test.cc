@@ -53,30 +53,48 @@ TEST(HandleTable, ACompletionWithinTheGraceStillCounts) {
   EXPECT_NO_THROW(t.take(done, 0ms));
 }
 
-// wait() says when take() would not block: at the completion, or once a
-// closed table's grace has run out (take() then fails the handle); a wait
-// that times out leaves the handle as it was.
-TEST(HandleTable, WaitReturnsWhenTakeWouldNotBlock) {
+// wait() says when take() would not block, and why: at the completion, or
+// once a closed table's grace has run out, when the handle is abandoned
+// (take() then fails it with abandoned()'s failure), which is not a
+// completion; a wait that times out leaves the handle as it was.
+TEST(HandleTable, WaitSaysWhetherTheHandleCompletedOrWasAbandoned) {
+  using Waited = HandleTable::Waited;
   HandleTable t;
   const Handle h = t.create();
-  EXPECT_FALSE(t.wait(h, 20ms, 50ms));
+  EXPECT_EQ(t.wait(h, 20ms, 50ms), Waited::kTimedOut);
   std::thread done([&] {
     std::this_thread::sleep_for(20ms);
     t.complete(h, Result{{}, {3}, {}});
   });
-  EXPECT_TRUE(t.wait(h, 10s, 50ms));
+  EXPECT_EQ(t.wait(h, 10s, 50ms), Waited::kCompleted);
   done.join();
-  EXPECT_EQ(t.take(h).shape, std::vector<int64_t>{3});
+  EXPECT_EQ(t.take(h, 50ms).shape, std::vector<int64_t>{3});
 
   const Handle stranded = t.create();
+  const Handle failed = t.create();
   t.close("stopped");
+  t.fail(failed, ErrorKind::kShutdown, "failed at the stop");
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_FALSE(t.wait(stranded, 10ms, 200ms));  // within the grace
-  EXPECT_TRUE(t.wait(stranded, 10s, 200ms));    // woken when the grace ran out
+  EXPECT_EQ(t.wait(stranded, 10ms, 200ms), Waited::kTimedOut);  // within the grace
+  EXPECT_EQ(t.wait(stranded, 10s, 200ms), Waited::kAbandoned);  // woken when it ran out
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_GE(waited, 200ms);
   EXPECT_LT(waited, 5s);
-  EXPECT_THROW(t.take(stranded, 200ms), RuntimeError);
+  EXPECT_FALSE(t.poll(stranded));  // the wait left it
+  const std::string expected =
+      "handle 2 was still pending 0.2 s after the runtime stopped (stopped); nothing will "
+      "complete it";
+  EXPECT_EQ(std::string(t.abandoned(stranded, 200ms).what()), expected);
+  EXPECT_EQ(t.abandoned(stranded, 200ms).kind(), ErrorKind::kShutdown);
+  try {
+    t.take(stranded, 200ms);
+    ADD_FAILURE() << "take() returned an abandoned handle";
+  } catch (const RuntimeError& e) {
+    EXPECT_EQ(std::string(e.what()), expected);
+  }
+  // A handle that failed is complete: its failure is take()'s to throw.
+  EXPECT_EQ(t.wait(failed, 10ms, 200ms), Waited::kCompleted);
+  EXPECT_THROW(t.take(failed, 200ms), RuntimeError);
 }
 
 TEST(HandleTable, TakeThenRunsOnceWithTheOutcomeAndReleasesTheHandle) {

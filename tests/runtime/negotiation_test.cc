@@ -82,11 +82,19 @@ TEST(Wire, MalformedMessageIsATransportFailureNamingTheSender) {
       EXPECT_NE(f.cause().find("negotiation message"), std::string::npos) << f.cause();
     }
   }
-  try {
-    decode(encode(bad_dtype), 1);
-  } catch (const common::Failure& f) {
-    EXPECT_EQ(f.cause(),
-              "rank 1 sent a malformed negotiation message: tensor 'fc1.weight' has data type 99");
+  const std::pair<std::string, std::string> causes[] = {
+      {truncated, "rank 1 sent a truncated negotiation message"},
+      {trailing, "rank 1 sent a negotiation message with trailing bytes"},
+      {encode(bad_dtype),
+       "rank 1 sent a malformed negotiation message: tensor 'fc1.weight' has data type 99"},
+  };
+  for (const auto& [bytes, cause] : causes) {
+    try {
+      decode(bytes, 1);
+      ADD_FAILURE() << "decoded a malformed message";
+    } catch (const common::Failure& f) {
+      EXPECT_EQ(f.cause(), cause);
+    }
   }
   // Unattributed (a fuzzer, a test): the same kind, no peer.
   EXPECT_TRUE(test::throws_failure(common::FailureKind::kTransport, [&] { decode(truncated); }));
@@ -220,15 +228,16 @@ TEST(HandleTable, CompleteFailAndRelease) {
   HandleTable t;
   Handle a = t.create(), b = t.create();
   EXPECT_FALSE(t.poll(a));
-  EXPECT_FALSE(t.wait(a, std::chrono::milliseconds(1)));
+  constexpr auto kGrace = std::chrono::seconds(30);
+  EXPECT_EQ(t.wait(a, std::chrono::milliseconds(1), kGrace), HandleTable::Waited::kTimedOut);
   std::thread th([&] { t.complete(a, Result{{}, {3}, {}}); });
-  EXPECT_TRUE(t.wait(a, std::chrono::seconds(10)));
+  EXPECT_EQ(t.wait(a, std::chrono::seconds(10), kGrace), HandleTable::Waited::kCompleted);
   th.join();
-  EXPECT_EQ(t.take(a).shape, std::vector<int64_t>{3});
+  EXPECT_EQ(t.take(a, kGrace).shape, std::vector<int64_t>{3});
   EXPECT_TRUE(test::throws_failure(common::FailureKind::kInvalidArgument, [&] { t.poll(a); }));
   t.fail(b, ErrorKind::kPeerLost, "boom");
   try {
-    t.take(b);
+    t.take(b, kGrace);
     ADD_FAILURE() << "take() of a failed handle returned";
   } catch (const RuntimeError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kPeerLost);

@@ -450,6 +450,29 @@ TEST_F(TcpSecurity, ListensOnLoopbackUnlessTold) {
   EXPECT_EQ(std::string(published.begin(), published.end()).rfind("127.0.0.1:", 0), 0u);
 }
 
+// An address a peer published that is not host:port (a port that is not a
+// number, or out of range) is a transport failure naming that peer, not this
+// rank's invalid argument.
+TEST_F(TcpSecurity, ABadPublishedAddressNamesThePeer) {
+  for (const std::string bad : {"127.0.0.1:http", "127.0.0.1:70000", "127.0.0.1:", "nocolon"}) {
+    FileStore store(job_.dir);
+    store.set("tcp/addr/0", {bad.begin(), bad.end()});
+    CarrierOptions options{1, 2, job_.job_id, &store, "", "", job_.secret};
+    auto carrier = make_tcp_carrier(options);
+    try {
+      carrier->connect(0, Clock::now() + seconds(5));
+      ADD_FAILURE() << "connected to '" << bad << "'";
+    } catch (const Timeout& e) {
+      ADD_FAILURE() << "timed out on '" << bad << "': " << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.peer(), 0) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad tcp address '" + bad + "' for rank 0"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // A rank with another secret reaches the listener but neither side takes the
 // link: the dialer fails naming the secret, the acceptor keeps waiting.
 TEST_F(TcpSecurity, ADifferentSecretNeverConnects) {

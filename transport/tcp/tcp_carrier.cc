@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <memory>
 
@@ -155,15 +156,19 @@ class TcpCarrier final : public Carrier {
         get_or_timeout(*store_, "tcp/addr/" + std::to_string(peer), deadline, rank_, peer,
                        "connecting to rank " + std::to_string(peer) + " over tcp");
     std::string address(value.begin(), value.end());
-    size_t colon = address.rfind(':');
-    if (colon == std::string::npos) {
+    const size_t colon = address.rfind(':');
+    unsigned port = 0;
+    const char* const digits = address.data() + (colon == std::string::npos ? 0 : colon + 1);
+    const char* const end = address.data() + address.size();
+    const auto [past, ec] = std::from_chars(digits, end, port);
+    if (colon == std::string::npos || ec != std::errc() || past != end || digits == end ||
+        port > 65535) {
       throw Error(rank_, peer,
                   "bad tcp address '" + address + "' for rank " + std::to_string(peer));
     }
     std::string host = address.substr(0, colon);
-    auto port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
     for (;;) {
-      Fd socket = connect_until(host, port, deadline);
+      Fd socket = connect_until(host, static_cast<uint16_t>(port), deadline);
       if (!socket.valid()) timed_out(peer);
       if (dial_handshake(socket.get(), peer, address, deadline)) return socket;
       if (Clock::now() >= deadline) timed_out(peer);

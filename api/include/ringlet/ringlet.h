@@ -68,9 +68,17 @@ void init_with_runtime(const std::vector<std::vector<int>>& process_sets = {});
 // init_with_runtime() that asks `interrupted`, on this thread, every 50 ms
 // while the rendezvous waits for ranks that have not arrived yet; when it
 // returns true, init gives up, starts nothing and throws Error kAborted. For
-// bindings that must serve their signals during a long rendezvous.
+// bindings that must serve their signals during a long rendezvous. An init
+// interrupted before this rank reached rank 0's store may be called again.
+// One interrupted after it joined the rendezvous (the other ranks count it
+// in) ends this job's rendezvous for this process: its error says the job
+// must be started again, and a later init() of the same job (the same
+// RINGLET_RENDEZVOUS and RINGLET_SECRET) throws kAborted at once.
 void init_with_runtime(const std::vector<std::vector<int>>& process_sets,
                        std::function<bool()> interrupted);
+// shutdown() while an init() meets the other ranks (from another thread, or
+// from init_with_runtime's `interrupted`) makes that init() give up with
+// Error kAborted saying so.
 void shutdown();
 bool is_initialized();
 
@@ -82,7 +90,10 @@ int local_size();
 int cross_rank();
 int cross_size();
 
-// Counts are elements of `dtype`. send == recv is in place.
+// Counts are elements of `dtype`. send == recv is in place. kAvg is the sum
+// times 1/size, applied once; integers are truncated toward zero in double,
+// as Horovod averages (so 49 ranks averaging a 1 each get 0: see ReduceOp in
+// ringlet/types.h).
 void allreduce(const void* send, void* recv, size_t count, DataType dtype,
                ReduceOp op = ReduceOp::kSum);
 // Rank r contributes recv_counts[r] elements (send holds this rank's).
@@ -139,7 +150,13 @@ struct Result {
   int device = -1;
 };
 
-// out may be in (in place). Horovod's default op is Average.
+// out may be in (in place). Horovod's default op is Average. The result is
+// postscale * op(prescale * inputs): each rank's input is scaled by prescale
+// as it is read, and the reduction's result by one factor, postscale (for
+// kAvg, postscale / n with n the set's size), in the dtype's compute type;
+// integers are scaled in double and truncated toward zero (Horovod's rule,
+// not an exact division: see ReduceOp in ringlet/types.h). The same holds
+// for reducescatter_async and grouped_allreduce_async.
 int64_t allreduce_async(const std::string& name, Tensor in, Tensor out,
                         ReduceOp op = ReduceOp::kAvg, double prescale = 1.0, double postscale = 1.0,
                         int process_set = 0);
@@ -165,8 +182,10 @@ std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& nam
                                              double postscale = 1.0, int process_set = 0);
 // True once the handle completed (done or failed). Unknown handle: Error.
 bool poll(int64_t handle);
-// Waits up to `timeout` for the handle to complete; throws Error on timeout
-// (the handle stays valid).
+// Waits up to `timeout` for the handle to complete (done or failed); throws
+// Error kTimeout when it did not (the handle stays valid), and the failure
+// synchronize() would throw (kAborted) when the runtime stopped without
+// completing it.
 void wait(int64_t handle, std::chrono::milliseconds timeout);
 // Waits up to `timeout`; true once synchronize() would return at once (the
 // handle completed, or the runtime stopped without completing it, and
@@ -176,6 +195,12 @@ void wait(int64_t handle, std::chrono::milliseconds timeout);
 bool wait_for(int64_t handle, std::chrono::milliseconds timeout);
 // Waits for the handle, releases it, and returns its result or throws Error.
 Result synchronize(int64_t handle);
+// synchronize() that asks `interrupted`, on this thread, every 50 ms while
+// the handle is pending; when it returns true, throws Error kAborted and
+// leaves the handle pending (synchronize it again later). For bindings that
+// must serve their signals while they wait: `interrupted` may even call
+// shutdown(), after which this throws the handle's kAborted failure.
+Result synchronize(int64_t handle, const std::function<bool()>& interrupted);
 // synchronize() without a waiting thread, for frameworks whose ops finish by
 // callback (TensorFlow's asynchronous kernels): `done` receives the handle's
 // result, or the Error synchronize() would throw, once the handle completes:

@@ -53,6 +53,11 @@ typedef enum {
   RINGLET_UINT16 = 9,
 } ringlet_dtype;
 
+/* RINGLET_AVG is the sum times postscale / n (n: the members), applied once;
+ * integers are scaled in double and truncated toward zero, as Horovod
+ * averages, which is not an exact division for every n (49 ranks averaging a
+ * 1 each get 0; see ReduceOp in ringlet/types.h). The prescale scales each
+ * input as it is read, the postscale the result. */
 typedef enum {
   RINGLET_SUM = 0,
   RINGLET_PROD = 1,
@@ -149,8 +154,9 @@ ringlet_status ringlet_grouped_allreduce_async(int n, const char* const* names,
                                                int process_set, int64_t* handles);
 /* *done = 1 once the handle completed (done or failed), else 0. */
 ringlet_status ringlet_poll(int64_t handle, int* done);
-/* Waits up to timeout_seconds (>= 0) for the handle to complete;
- * RINGLET_ERR_TIMEOUT when it did not (the handle stays valid). */
+/* Waits up to timeout_seconds (>= 0) for the handle to complete (done or
+ * failed); RINGLET_ERR_TIMEOUT when it did not (the handle stays valid), and
+ * RINGLET_ERR_ABORTED when the runtime stopped without completing it. */
 ringlet_status ringlet_wait(int64_t handle, double timeout_seconds);
 /* Waits for the handle and releases it; its failure is the status and
  * message: RINGLET_ERR_MISMATCH (the ranks disagree), _PEER_LOST, _TIMEOUT,

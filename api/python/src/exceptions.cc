@@ -8,6 +8,17 @@ namespace ringlet::python {
 namespace {
 
 void raise(const Error& e, bool during_init) {
+  nb::object error = as_python(e, during_init);
+  if (!error.is_valid()) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return;
+  }
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+}
+
+}  // namespace
+
+nb::object as_python(const Error& e, bool during_init) {
   // The classes live in Python, where users import them from; the module is
   // part of this package, so importing it cannot fail short of a broken
   // install, and then the error still reaches the caller as RuntimeError.
@@ -17,13 +28,11 @@ void raise(const Error& e, bool during_init) {
         exceptions.attr("exception_for_code")(static_cast<int>(e.code()), during_init);
     nb::object error = type(e.what());
     error.attr("code") = static_cast<int>(e.code());
-    PyErr_SetObject(type.ptr(), error.ptr());
+    return error;
   } catch (const nb::python_error&) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nb::steal(PyObject_CallFunction(PyExc_RuntimeError, "s", e.what()));
   }
 }
-
-}  // namespace
 
 void throw_as_python(const Error& e, bool during_init) {
   raise(e, during_init);

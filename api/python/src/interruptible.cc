@@ -18,21 +18,21 @@ namespace {
 // The barriers (by process set) and the join a signal handler interrupted,
 // still pending in the runtime, and the buffers of the handles not yet
 // synchronized. Read and written with the GIL held.
+//
+// Handles are numbered afresh by each runtime, so all of it belongs to one
+// session: forget_interrupted() ends it (`session` counts them), and a call
+// that was waiting across it (a handler shut down, then raised) leaves
+// nothing behind for the next session to take for its own.
 struct Interrupted {
   std::map<int, int64_t> barriers;
   std::optional<int64_t> join;
   std::unordered_map<int64_t, Buffers> held;
+  uint64_t session = 0;
 };
 
 Interrupted& interrupted() {
   static Interrupted* state = new Interrupted;  // never destroyed: used from atexit
   return *state;
-}
-
-// Runs the handlers of the signals that arrived; a handler's exception
-// propagates.
-void serve_signals() {
-  if (PyErr_CheckSignals() != 0) throw nb::python_error();
 }
 
 // Waits for the handle an interrupted call left (`pending`), or for a fresh
@@ -41,10 +41,11 @@ void serve_signals() {
 template <class Start, class Keep>
 Result resume_or_start(std::optional<int64_t> pending, Start&& start, Keep&& keep) {
   const int64_t handle = pending ? *pending : start();
+  const uint64_t session = interrupted().session;
   try {
     return synchronize_interruptibly(handle);
   } catch (const nb::python_error&) {
-    keep(handle);
+    if (interrupted().session == session) keep(handle);
     throw;
   }
 }
@@ -56,22 +57,32 @@ void hold_until_synchronized(int64_t handle, Buffers buffers) {
 }
 
 Result synchronize_interruptibly(int64_t handle) {
-  for (;;) {
-    std::optional<Result> result;
-    try {
-      nb::gil_scoped_release released;
-      // One release of the GIL for the wait and the result.
-      if (wait_for(handle, kSlice)) result = synchronize(handle);
-    } catch (const Error&) {
-      interrupted().held.erase(handle);  // the handle is gone, and the collective's use of them
-      throw;
-    }
-    if (result) {
-      interrupted().held.erase(handle);
-      return std::move(*result);
-    }
-    serve_signals();
+  // The library waits in slices and asks between them (one SYNCHRONIZE
+  // range in a profile for the whole wait). A handler may call shutdown():
+  // the wait then ends with the handle's kAborted failure.
+  std::optional<nb::python_error> raised;
+  std::optional<Result> result;
+  const uint64_t session = interrupted().session;
+  // The buffers go once the collective is over, unless a handler ended the
+  // session meanwhile (forget_interrupted() let go of them).
+  auto release_buffers = [&] {
+    if (interrupted().session == session) interrupted().held.erase(handle);
+  };
+  try {
+    nb::gil_scoped_release released;
+    result = synchronize(handle, [&raised] {
+      nb::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() == 0) return false;
+      raised.emplace();  // takes the exception the handler raised
+      return true;
+    });
+  } catch (const Error&) {
+    if (raised) throw std::move(*raised);  // the handle stays pending, its buffers held
+    release_buffers();                     // the handle is gone, and the collective's use of them
+    throw;
   }
+  release_buffers();
+  return std::move(*result);
 }
 
 void barrier_interruptibly(int process_set) {
@@ -113,14 +124,25 @@ void init_interruptibly(const std::vector<std::vector<int>>& process_sets) {
       failed.emplace(e);
     }
   }
-  if (raised) throw std::move(*raised);
+  if (raised) {
+    // The handler's exception goes on as it is, caused by Ringlet's account
+    // of what the interrupt left: nothing (init may be called again), or a
+    // rendezvous this rank had joined, so that the job must start again.
+    if (failed) {
+      nb::object cause = as_python(*failed, /*during_init=*/true);
+      if (cause.is_valid()) PyException_SetCause(raised->value().ptr(), cause.release().ptr());
+    }
+    throw std::move(*raised);
+  }
   if (failed) throw_as_python(*failed, /*during_init=*/true);
 }
 
 void forget_interrupted() {
-  interrupted().barriers.clear();
-  interrupted().join.reset();
-  interrupted().held.clear();
+  Interrupted& state = interrupted();
+  state.barriers.clear();
+  state.join.reset();
+  state.held.clear();
+  ++state.session;
 }
 
 }  // namespace ringlet::python

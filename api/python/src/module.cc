@@ -87,9 +87,14 @@ NB_MODULE(_ringlet, m) {
       },
       "process_sets"_a = nb::none());
   m.def("shutdown", [] {
-    {
+    // The session ends whatever shutdown() says: the next one numbers its
+    // handles afresh, so nothing of this one may be resumed in it.
+    try {
       nb::gil_scoped_release released;
       shutdown();
+    } catch (...) {
+      forget_interrupted();
+      throw;
     }
     forget_interrupted();
   });

@@ -117,6 +117,19 @@ void fail_now(tf::OpKernelContext* ctx, const Done& done) {
   done();
 }
 
+void finish_when_done(const std::shared_ptr<Pending>& pending, const std::vector<int64_t>& handles);
+
+// A submission failed after `submitted` went in: the op fails with its
+// error, but the collectives already submitted still read the op's inputs
+// and write its outputs until they complete, so TensorFlow may free those
+// only then: done() runs after the last of them, their own errors coming
+// second to the submission's.
+void fail_after(tf::OpKernelContext* ctx, Done done, const std::vector<int64_t>& submitted) {
+  if (submitted.empty()) return fail_now(ctx, done);
+  ctx->SetStatus(status_of(std::current_exception()));
+  finish_when_done(std::make_shared<Pending>(ctx, std::move(done), submitted.size()), submitted);
+}
+
 void finish_when_done(const std::shared_ptr<Pending>& pending,
                       const std::vector<int64_t>& handles) {
   for (size_t i = 0; i < handles.size(); ++i) {
@@ -184,8 +197,7 @@ class AllreduceOp : public tf::AsyncOpKernel {
         }
       }
     } catch (...) {
-      for (int64_t h : handles) synchronize_then(h, [](ringlet::Result, std::exception_ptr) {});
-      return fail_now(ctx, done);
+      return fail_after(ctx, std::move(done), handles);
     }
     finish_when_done(std::make_shared<Pending>(ctx, std::move(done), handles.size()), handles);
   }
@@ -252,9 +264,7 @@ class AllgatherOp : public tf::AsyncOpKernel {
         handles.push_back(allgather_async(names_[i], views[i], process_set_));
       }
     } catch (...) {
-      // What was submitted still completes; its results have nowhere to go.
-      for (int64_t h : handles) synchronize_then(h, [](ringlet::Result, std::exception_ptr) {});
-      return fail_now(ctx, done);
+      return fail_after(ctx, std::move(done), handles);
     }
     const bool as_bytes = !reducible(ctx->input(0).dtype());
     auto pending = std::make_shared<Pending>(ctx, std::move(done), handles.size());
@@ -305,8 +315,7 @@ class ReducescatterOp : public tf::AsyncOpKernel {
                                               prescale_, postscale_, process_set_));
       }
     } catch (...) {
-      for (int64_t h : handles) synchronize_then(h, [](ringlet::Result, std::exception_ptr) {});
-      return fail_now(ctx, done);
+      return fail_after(ctx, std::move(done), handles);
     }
     auto pending = std::make_shared<Pending>(ctx, std::move(done), handles.size());
     pending->finish = [ctx](size_t i, ringlet::Result& result) {

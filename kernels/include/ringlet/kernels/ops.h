@@ -124,6 +124,11 @@ RINGLET_HD T truncate_to(double v) {
   constexpr double lo = static_cast<double>(IntRange<T>::kMin);
   constexpr double hi = static_cast<double>(IntRange<T>::kMax);
   if constexpr (sizeof(T) < sizeof(int64_t)) {
+    // The conversion goes through int32: a type it cannot hold (uint32)
+    // would wrap, so it needs a branch of its own.
+    static_assert(static_cast<int64_t>(IntRange<T>::kMin) >= IntRange<int32_t>::kMin &&
+                      static_cast<int64_t>(IntRange<T>::kMax) <= IntRange<int32_t>::kMax,
+                  "truncate_to: this integer type does not fit in int32");
     v = v != v ? 0.0 : v;
     v = v < lo ? lo : v;
     v = v > hi ? hi : v;
