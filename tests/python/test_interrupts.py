@@ -439,10 +439,18 @@ def test_a_barrier_left_by_a_handler_that_shut_down_is_not_resumed_in_the_next_s
     # waits in barrier(): that barrier belonged to the session that ended,
     # and the next session (whose handles are numbered afresh) must start
     # its own barrier rather than resume the old one's handle.
+    # One rank's handler shuts down: with more than one, the first shutdown
+    # would end the other handler's barrier before its own signal came.
     hvd.init()
     late = hvd.rank() == 0
+    handling = hvd.rank() == 1
     if late:
         time.sleep(SIGNAL_AFTER + 1.5)
+    elif not handling:
+        with pytest.raises(exceptions.HorovodInternalError) as failed:
+            hvd.barrier()
+        assert "requested by rank 1" in str(failed.value), failed.value
+        hvd.shutdown()
     else:
         def handler(signum, frame):
             hvd.shutdown()

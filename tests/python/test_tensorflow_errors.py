@@ -104,3 +104,39 @@ def test_an_op_refused_partway_fails_once_what_it_submitted_completed(rtf, kind)
     # The first member ran on both ranks: its name is free, and the job goes on.
     assert np.array_equal(rtf.allreduce(tf.ones([2]), name=name, op=rtf.Sum).numpy(),
                           np.full(2, float(rtf.size())))
+
+
+@pytest.mark.parametrize("cause", ["invalid argument", "mismatch", "not initialized"])
+def test_tf_error_class_is_what_the_op_library_raises(rtf, cause):
+    """For every failure the op library can be made to give, the TensorFlow class it
+    raises in a graph is tf_error_class of the code it carries, and eagerly the
+    exception is that class and Ringlet's class of the code."""
+    n, r = rtf.size(), rtf.rank()
+    expected_code = {"invalid argument": exceptions.InvalidArgumentError.code,
+                     "mismatch": exceptions.MismatchError.code,
+                     "not initialized": exceptions.NotInitializedError.code}[cause]
+
+    def collective(suffix):
+        if cause == "invalid argument":
+            return rtf.broadcast(tf.ones([2]), n, name=f"agree_root{suffix}")
+        if cause == "mismatch":
+            return rtf.allreduce(tf.ones([2 + r]), name=f"agree_shapes{suffix}", op=rtf.Sum)
+        return rtf.allreduce(tf.ones([2]), name=f"agree_stopped{suffix}", op=rtf.Sum)
+
+    in_graph = tf.function(lambda: collective(".graph"))
+    if cause == "not initialized":
+        rtf.barrier()
+        rtf.shutdown()
+    try:
+        with pytest.raises(tf.errors.OpError) as failed:
+            in_graph()
+        with pytest.raises(tf.errors.OpError) as failed_eagerly:
+            collective(".eager")
+    finally:
+        if cause == "not initialized":
+            rtf.init()
+    assert code_of(failed.value) == expected_code
+    assert type(failed.value) is tf_errors.tf_error_class(expected_code)
+    assert isinstance(failed_eagerly.value, tf_errors.tf_error_class(expected_code))
+    assert isinstance(failed_eagerly.value, exceptions.exception_for_code(expected_code))
+    assert failed_eagerly.value.code == expected_code

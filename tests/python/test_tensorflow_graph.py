@@ -86,8 +86,13 @@ def test_errors_surface_when_the_session_runs(rtf):
     with tf.Graph().as_default():
         mismatched = rtf.allreduce(tf.ones([2 + r]), name="graph_mismatch")
         too_few_rows = rtf.alltoall(tf.ones([n - 1]), splits=[1] * n)
+        # Horovod's FailedPrecondition from the op library; a py_function op carries
+        # a Python exception that is not a ValueError as UnknownError.
+        from ringlet.tensorflow import ops
+        in_graph = (tf.errors.FailedPreconditionError if ops.library is not None
+                    else tf.errors.UnknownError)
         with tf.compat.v1.Session() as session:
-            with pytest.raises(tf.errors.OpError, match="graph_mismatch"):
+            with pytest.raises(in_graph, match="graph_mismatch"):
                 session.run(mismatched)
             with pytest.raises(tf.errors.InvalidArgumentError,
                                match=f"add up to {n}, more than the first dimension {n - 1}"):
@@ -188,6 +193,116 @@ def test_broadcast_ops_for_graphs(rtf):
             after_inplace = session.run(first)
             send = rtf.broadcast_object_fn(root_rank=n - 1, session=session)
             obj = send({"from": r})
+            with session.as_default():  # the default session when made, as Horovod's
+                send_later = rtf.broadcast_object_fn(root_rank=0, name="later")
+            function = send_later(lambda x: x + r)  # cloudpickle takes a lambda
     assert after_all[0].tolist() == [float(n - 1)] * 2 and after_all[1] == n - 1
     assert returned[0].tolist() == [10.0] * 2 and after_inplace.tolist() == [10.0] * 2
     assert obj == {"from": n - 1}
+    assert function(5) == 5
+
+
+def test_unnamed_collectives_in_one_graph_are_distinct(rtf):
+    """In a tf.compat.v1 graph, collectives of one tensor, and collectives in two
+    branches, are distinct collectives."""
+    n, r = rtf.size(), rtf.rank()
+    s = n * (n + 1) / 2
+    with tf.Graph().as_default():
+        x = tf.fill([2], float(r + 1))
+        flag = tf.constant(True)
+        fetches = [rtf.allreduce(x, op=rtf.Sum), rtf.allreduce(x, op=rtf.Max),
+                   tf.cond(flag, lambda: rtf.allreduce(tf.ones([2]) * float(r + 1), op=rtf.Sum),
+                           lambda: tf.zeros([2])),
+                   tf.cond(flag, lambda: rtf.allreduce(tf.ones([3]) * float(10 * (r + 1)),
+                                                       op=rtf.Sum),
+                           lambda: tf.zeros([3]))]
+        with tf.compat.v1.Session() as session:
+            got = session.run(fetches)
+    assert [g.tolist() for g in got] == [[s] * 2, [float(n)] * 2, [s] * 2, [10 * s] * 3]
+
+
+def test_a_run_that_never_collects_leaves_nothing_behind(rtf, monkeypatch):
+    """On the py_function path a graph's collective is submitted by one op and
+    collected by another. What a run cancelled between the two (here: a run of
+    the submitting op alone) submitted is released when that op runs again."""
+    import time
+    from ringlet import _ringlet
+    from ringlet.common import exceptions
+    from ringlet.tensorflow import pyfunc
+    n = rtf.size()
+    issued = []
+
+    def recording(*args, real=_ringlet.allreduce_async):
+        issued.append(real(*args))
+        return issued[-1]
+    monkeypatch.setattr(_ringlet, "allreduce_async", recording)
+    with tf.Graph().as_default() as graph:
+        (total,) = pyfunc.allreduce([tf.ones([2])], ["uncollected"], _ringlet.OP_SUM, 1.0, 1.0,
+                                    0)
+        (submit,) = [op for op in graph.get_operations() if op.type == "EagerPyFunc"]
+        with tf.compat.v1.Session() as session:
+            session.run(submit)  # nothing collects it
+            (first,) = issued
+            deadline = time.monotonic() + 30
+            while not _ringlet.poll(first):
+                assert time.monotonic() < deadline, "the collective did not complete"
+                time.sleep(0.01)
+            got = session.run(total)  # submits again, after releasing the first
+    assert got.tolist() == [float(n)] * 2
+    assert len(issued) == 2 and not pyfunc._started
+    for handle in issued:
+        with pytest.raises(exceptions.InvalidArgumentError, match="unknown handle"):
+            _ringlet.poll(handle)
+
+
+def test_local_gradient_aggregation_helper_as_horovods(rtf):
+    """LocalGradientAggregationHelper used on its own, as Horovod's: a registered
+    local variable's sums are not given to allreduce_func and are divided by the
+    process set's size; every graph gets its own sums and counter; with the Keras
+    optimizer type they are initialized in Keras's session."""
+    from ringlet.tensorflow.gradient_aggregation import LocalGradientAggregationHelper as Helper
+    n, r = rtf.size(), rtf.rank()
+    # Ranks 0 and 1: with three ranks, its size, not the job's, divides local sums.
+    pair = rtf.global_process_set if n == 2 else rtf.add_process_set([0, 1])
+    given = []
+
+    def allreduce_func(grads, variables):
+        given.append(len(variables))
+        return [rtf.allreduce(g, op=rtf.Sum, process_set=pair) for g in grads]
+
+    def helper(optimizer_type):
+        return Helper(2, allreduce_func, False, True, r, optimizer_type, process_set=pair,
+                      scale_local_gradients=True)
+
+    legacy = helper(Helper._OPTIMIZER_TYPE_LEGACY)
+    try:
+        # The legacy helper in two graphs, then a Keras one whose sums nobody initializes.
+        for aggregation in ([legacy, legacy, helper(Helper._OPTIMIZER_TYPE_KERAS)]
+                            if r in (0, 1) else []):
+            keras = aggregation.optimizer_type == Helper._OPTIMIZER_TYPE_KERAS
+            with tf.Graph().as_default():
+                shared = tf.compat.v1.Variable([0.0])
+                local = tf.compat.v1.Variable([0.0, 0.0])
+                aggregation.register_local_var(local)
+                out = aggregation.compute_gradients(
+                    [tf.constant([float(r + 1)]), tf.constant([10.0 * (r + 1)] * 2)],
+                    [shared, local])
+                if keras:
+                    session = tf.compat.v1.keras.backend.get_session()
+                else:
+                    session = tf.compat.v1.Session()
+                    session.run(tf.compat.v1.local_variables_initializer())
+                first, second = session.run(out), session.run(out)
+                if not keras:
+                    session.close()
+            if keras:
+                tf.keras.backend.clear_session()
+            # First pass: the gradients as given. Second: the sums of two passes, the
+            # shared one summed over the pair (2 * 1 + 2 * 2), the local one divided
+            # by the pair's size, both divided by the two passes.
+            assert [g.tolist() for g in first] == [[r + 1.0], [10.0 * (r + 1)] * 2]
+            assert [g.tolist() for g in second] == [[3.0], [5.0 * (r + 1)] * 2]
+        assert given == ([1, 1, 1] if r in (0, 1) else [])
+    finally:
+        if pair is not rtf.global_process_set:
+            rtf.remove_process_set(pair)

@@ -6,7 +6,6 @@ Importing it selects the Keras 2 API (tf-keras) for ``tf.keras`` unless
 and Ringlet does not serve Keras 3 yet.
 """
 
-import inspect
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -67,12 +66,11 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
             average_aggregated_gradients=average_aggregated_gradients, groups=groups,
             process_set=process_set, scale_local_gradients=scale_local_gradients)
     from ringlet.keras import DistributedOptimizer as keras_optimizer
-    arguments = dict(name=name, device_dense=device_dense, device_sparse=device_sparse,
-                     compression=compression, sparse_as_dense=sparse_as_dense,
-                     gradient_predivide_factor=gradient_predivide_factor, op=op,
-                     backward_passes_per_step=backward_passes_per_step,
-                     average_aggregated_gradients=average_aggregated_gradients,
-                     groups=groups, process_set=process_set,
-                     scale_local_gradients=scale_local_gradients)
-    accepted = inspect.signature(keras_optimizer).parameters
-    return keras_optimizer(optimizer, **{k: v for k, v in arguments.items() if k in accepted})
+    return keras_optimizer(optimizer, name=name, device_dense=device_dense,
+                           device_sparse=device_sparse, compression=compression,
+                           sparse_as_dense=sparse_as_dense,
+                           gradient_predivide_factor=gradient_predivide_factor, op=op,
+                           backward_passes_per_step=backward_passes_per_step,
+                           average_aggregated_gradients=average_aggregated_gradients,
+                           groups=groups, process_set=process_set,
+                           scale_local_gradients=scale_local_gradients)

@@ -16,7 +16,6 @@ class alone.
 
 import tensorflow as tf
 
-from ringlet import _ringlet
 from ringlet.common import exceptions
 
 
@@ -60,21 +59,8 @@ def as_tf_error(error):
     return both
 
 
-# An op library failure's Ringlet code, from the TensorFlow class it arrives as.
-# Classes both of the library's status conversions (this module's table, and
-# one status per code) produce are read; FailedPrecondition is a mismatch
-# unless Ringlet is not running.
-_CODE_OF_TF_ERROR = {
-    tf.errors.InvalidArgumentError: exceptions.InvalidArgumentError.code,
-    tf.errors.FailedPreconditionError: exceptions.MismatchError.code,
-    tf.errors.DataLossError: exceptions.MismatchError.code,
-    tf.errors.UnavailableError: exceptions.PeerLostError.code,
-    tf.errors.DeadlineExceededError: exceptions.CollectiveTimeoutError.code,
-    tf.errors.AbortedError: exceptions.AbortedError.code,
-}
-
-# Where the op library may put the exact ErrorCode (decimal text): the
-# statuses of several codes share one TensorFlow class.
+# Where the op library puts the exact ErrorCode (decimal text): the statuses
+# of several codes share one TensorFlow class.
 ERROR_CODE_PAYLOAD = "ringlet.error_code"
 
 
@@ -87,10 +73,12 @@ def from_op_error(error):
         exact = exact.decode(errors="replace")
     if exact.strip().isdigit():
         code = int(exact)
-    else:
-        code = _CODE_OF_TF_ERROR.get(type(error), exceptions.HorovodInternalError.code)
-        if code == exceptions.MismatchError.code and not _ringlet.is_initialized():
-            code = exceptions.NotInitializedError.code
+    elif isinstance(error, tf.errors.InvalidArgumentError):
+        # The ops' own refusals of their arguments carry no code; every status
+        # of Ringlet's runtime does (api/python/tensorflow_ops/status.cc).
+        code = exceptions.InvalidArgumentError.code
+    else:  # TensorFlow's own failure inside the op, or an exception not Ringlet's
+        code = exceptions.HorovodInternalError.code
     failure = exceptions.exception_for_code(code)(error.message)
     failure.code = code
     return as_tf_error(failure)

@@ -83,8 +83,9 @@ class GradientReduction:
         """The gradients reduced over the set (None stays None), in the same order.
 
         Each group goes as one collective, named after ``name`` when eager (one call
-        runs at a time) and numbered in a graph (where two calls may run at once);
-        ``use_generic_names`` names them ``grad_<k>``, outside any name scope.
+        runs at a time) and after its gradients in a graph (where two calls may run
+        at once); ``use_generic_names`` names them ``grad_<k>``, outside any name
+        scope.
         Ranks outside the set, and a set of one, keep their gradients as they are.
         """
         grads = list(grads)

@@ -2,9 +2,10 @@
 the ``py_function`` path applies them through ``tf.custom_gradient``
 (mpi_ops.py), the op library's ops through ``tf.RegisterGradient`` below.
 
-A gradient's collectives are unnamed: numbered like any other, the same on
-every rank, since every rank builds (or, eagerly, runs) the same backward
-pass. In a graph they run when the graph runs.
+A gradient's collectives are unnamed, as any other: numbered when eager and
+named after the incoming gradients in a graph, the same on every rank, since
+every rank builds (or, eagerly, runs) the same backward pass. In a graph they
+run when the graph runs.
 """
 
 import tensorflow as tf

@@ -9,8 +9,7 @@ from ringlet import _ringlet
 from ringlet.common.process_sets import global_process_set
 from ringlet.tensorflow.compression import Compression
 from ringlet.tensorflow.functions import broadcast_variables
-from ringlet.tensorflow.gradient_aggregation import (
-    LocalGradientAggregationHelper, reduce_for_optimizer)
+from ringlet.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
 from ringlet.tensorflow.gradient_tape import GradientReduction, reduce_shared
 from ringlet.tensorflow.mpi_ops import Average
 
@@ -71,17 +70,21 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
                 raise ValueError("backward_passes_per_step > 1 is not yet supported for "
                                  "_LegacyOptimizer with eager execution.")
             self._agg_helper = LocalGradientAggregationHelper(
-                backward_passes_per_step,
-                reduce_for_optimizer(self._reduction, self._local_vars, scale_local_gradients,
-                                     name),
-                sparse_as_dense, average_aggregated_gradients, _ringlet.rank(),
+                backward_passes_per_step, self._reduce, sparse_as_dense,
+                average_aggregated_gradients, _ringlet.rank(),
                 LocalGradientAggregationHelper._OPTIMIZER_TYPE_LEGACY, process_set,
                 scale_local_gradients, name)
-            self._agg_helper._local_vars = self._local_vars
+
+    def _reduce(self, grads, variables):
+        return self._reduction(grads, self.get_name(), variables)
 
     def register_local_var(self, var):
-        """Marks ``var`` as this rank's own: its gradient is not reduced."""
-        self._local_vars.add(var.ref())
+        """Marks ``var`` as this rank's own: its gradient is not reduced (and is
+        divided by the set's size when scale_local_gradients)."""
+        if self._agg_helper is not None:
+            self._agg_helper.register_local_var(var)
+        else:
+            self._local_vars.add(var.ref())
 
     def compute_gradients(self, *args, **kwargs):
         """The wrapped optimizer's (gradient, variable) pairs, each gradient reduced

@@ -10,8 +10,13 @@ them. Horovod's gradient rules (gradients.py) apply on both paths.
 Names: a collective named ``n`` goes on the wire as ``<collective>.n``, with the
 graph's name scope in front unless ``ignore_name_scope`` (as in Horovod, where
 ops of one name in two scopes are two collectives). Unnamed ones are numbered
-per process set as they are created.
+per process set when eager; in a graph they are named after their input
+tensor (a group after its first and last), as Horovod names them, so that a
+function one rank retraces keeps the names the others still run.
 """
+
+import re
+import weakref
 
 import tensorflow as tf
 
@@ -62,11 +67,52 @@ def _scoped(name, ignore_name_scope):
     return f"{scope}/{name}" if scope else name
 
 
-def _names(prefix, name, count, process_set, ignore_name_scope=False):
-    """The wire names of ``count`` collectives made by one call: ``<prefix>.<name>`` for
-    one, ``<prefix>.<name>.<i>`` for a group (numbered when unnamed)."""
-    base = _handles.op_name(prefix, _scoped(name, ignore_name_scope), process_set)
-    return [base] if count == 1 else [f"{base}.{i}" for i in range(count)]
+# The names unnamed collectives took in each graph being built (see _graph_name).
+_taken = weakref.WeakKeyDictionary()
+
+
+def _enclosing_graph():
+    """The graph being built, or the one a branch or loop body being built belongs
+    to: a branch's tensors are named as if the branch were a graph alone, so two
+    branches of one graph may hold tensors of one name."""
+    graph = tf.compat.v1.get_default_graph()
+    while (getattr(graph, "outer_graph", None) is not None
+           and any(k.__name__ == "ControlFlowFuncGraph" for k in type(graph).__mro__)):
+        graph = graph.outer_graph
+    return graph
+
+
+def _graph_name(prefix, sources, ignore_name_scope):
+    """An unnamed collective's name in a graph: ``<prefix>.noname.<n>`` where ``n`` is
+    the first source's name (a group's: its first and last ones'), as TensorFlow
+    spells op names, under the name scope. Every rank that builds the same graph
+    gives the same names, whichever traces it has built before; a second
+    collective of the same name in the graph gets ``.1``, ``.2``, ... after it, as
+    TensorFlow makes the op names of a graph distinct."""
+    def spelled(source):
+        return re.sub(r"[^A-Za-z0-9_]", "_", source.name)
+    derived = spelled(sources[0])
+    if len(sources) > 1:
+        derived += "_" + spelled(sources[-1])
+    base = f"{prefix}.{_scoped('noname.' + derived, ignore_name_scope)}"
+    taken = _taken.setdefault(_enclosing_graph(), set())
+    name, repeat = base, 0
+    while name in taken:
+        repeat += 1
+        name = f"{base}.{repeat}"
+    taken.add(name)
+    return name
+
+
+def _names(prefix, name, sources, process_set, ignore_name_scope=False):
+    """The wire names of the collectives one call makes of ``sources`` (tensors or
+    variables): ``<prefix>.<name>`` for one, ``<prefix>.<name>.<i>`` for a group.
+    Unnamed, they are numbered when eager and named after the sources in a graph."""
+    if name is None and not tf.executing_eagerly():
+        base = _graph_name(prefix, sources, ignore_name_scope)
+    else:
+        base = _handles.op_name(prefix, _scoped(name, ignore_name_scope), process_set)
+    return [base] if len(sources) == 1 else [f"{base}.{i}" for i in range(len(sources))]
 
 
 def _differentiable(forward, grad, tensors):
@@ -105,7 +151,7 @@ def _grouped_reduction(kind, tensors, name, op, prescale_factor, postscale_facto
     core_op = _basics.core_op(op)
     for t in tensors:
         _check_reducible(t.dtype)
-    names = _names(f"grouped_{kind}" if len(tensors) > 1 else kind, name, len(tensors),
+    names = _names(f"grouped_{kind}" if len(tensors) > 1 else kind, name, tensors,
                    process_set, ignore_name_scope)
     set_id = _set_id(process_set)
     outs = [None] * len(tensors)
@@ -229,7 +275,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
     for t in tensors:
         _check_movable(t.dtype, "allgather")
     names = _names("grouped_allgather" if len(tensors) > 1 else "allgather", name,
-                   len(tensors), process_set, ignore_name_scope)
+                   tensors, process_set, ignore_name_scope)
     set_id = _set_id(process_set)
     outs = [None] * len(tensors)
     for members in _pyfunc._by_dtype(tensors):
@@ -272,7 +318,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     average of the incoming gradients at the root, zero elsewhere)."""
     tensor = tf.convert_to_tensor(tensor)
     return _broadcast_group([tensor], root_rank,
-                            _names("broadcast", name, 1, process_set, ignore_name_scope),
+                            _names("broadcast", name, [tensor], process_set, ignore_name_scope),
                             process_set)[0]
 
 
@@ -282,8 +328,7 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     variables = list(variables)
     if not variables:
         return []
-    base = _handles.op_name("broadcast_", name, process_set)
-    names = [f"{base}.{i}" for i in range(len(variables))]
+    names = _names("broadcast_", name, variables, process_set)
     values = _broadcast_group([v.read_value() for v in variables], root_rank, names,
                               process_set)
     assigns = [v.assign(value) for v, value in zip(variables, values)]
@@ -307,7 +352,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     _check_movable(tensor.dtype, "alltoall")
     split_tensor = (tf.zeros([0], tf.int32) if splits is None
                     else tf.cast(tf.convert_to_tensor(splits), tf.int32))
-    (full_name,) = _names("alltoall", name, 1, process_set, ignore_name_scope)
+    (full_name,) = _names("alltoall", name, [tensor], process_set, ignore_name_scope)
     set_id = _set_id(process_set)
 
     def forward(xs):
@@ -373,7 +418,16 @@ def join():
 
 
 def barrier(process_set=global_process_set):
-    """Returns once every member of the set has called it (eager)."""
+    """Returns once every member of the set has called it. It runs at once, as
+    ``broadcast_object`` does: eagerly, and in ``tf.compat.v1`` code between
+    session runs; inside a ``tf.function`` (or a branch or loop body of one being
+    built) it raises RuntimeError, since it would run once while tracing and
+    never when the function runs."""
+    if tf.inside_function():
+        raise RuntimeError(
+            "hvd.barrier() cannot be used inside a tf.function: it runs at once, so "
+            "it would wait for the other ranks while the function is traced and "
+            "never when it runs; call it outside the function")
     _ringlet.barrier(_set_id(process_set))
 
 

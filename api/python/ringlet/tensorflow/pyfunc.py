@@ -53,24 +53,73 @@ def _failure(error):
     return errors.as_tf_error(exceptions.InvalidArgumentError(str(error)))
 
 
-# Submitted in a graph and not collected yet, by key.
+def _wait_all(handles, wait):
+    """``[wait(h) for h in handles]``, every handle waited for even after one fails,
+    then the first failure raised: none is left in the core's table with its
+    buffers held."""
+    results, failure = [], None
+    for h in handles:
+        try:
+            results.append(wait(h))
+        except exceptions.FAILURES as e:
+            results.append(None)
+            failure = failure or e
+    if failure is not None:
+        raise failure
+    return results
+
+
+# Submitted in a graph and not collected yet, by key: (finish, handles, the
+# inputs, kept referenced because the core reads their buffers).
 _started = {}
 _keys = itertools.count()
 _basics.call_at_init(_started.clear)
 
 
+def _release(key):
+    """Drops what a run submitted under ``key`` and never collected (the run was
+    cancelled between the two steps), synchronizing its collectives if they are
+    done. One still in flight is left, to be released the next time."""
+    entry = _started.get(key)
+    if entry is None:
+        return
+    finish, handles, _inputs = entry
+    try:
+        done = all(_handles.poll(h) for h in handles)
+    except exceptions.FAILURES:
+        done = True  # unknown to the core: a runtime that has gone
+    if done and _started.pop(key, None) is not None and handles:
+        try:
+            finish()
+        except exceptions.FAILURES:
+            pass  # the failure was its run's, which has ended
+
+
 def _begin(start):
+    # A graph's op runs once per run, and the runs of one graph do not overlap
+    # (their collectives have the same names): when the op runs again, what it
+    # submitted last and nobody collected belongs to a run that has ended.
+    last = []
+
     def begin(*tensors):
+        while last:
+            _release(last.pop())
         key = next(_keys)
         arrays = [t.numpy() for t in tensors]
-        # The inputs stay referenced until collected: the core reads their buffers.
-        _started[key] = (start(*arrays)[1], (tensors, arrays))
+        handles, finish = start(*arrays)
+        _started[key] = (finish, handles, (tensors, arrays))
+        last.append(key)
         return np.int64(key)
     return begin
 
 
 def _collect(key):
-    finish, _inputs = _started.pop(int(key))
+    entry = _started.pop(int(key), None)
+    if entry is None:
+        raise exceptions.HorovodInternalError(
+            f"ringlet on rank {_ringlet.rank()}: a collective's result was released "
+            f"before this run collected it: its op ran again in another run meanwhile")
+    finish, _handles_, _inputs = entry
     return finish()
 
 
@@ -116,7 +165,7 @@ def _with_rows_unknown(out, tensor):
 
 def _registered(handles):
     """(handles, finish) for handles registered with ringlet.common.handles."""
-    return handles, lambda: [_handles.synchronize(h) for h in handles]
+    return handles, lambda: _wait_all(handles, _handles.synchronize)
 
 
 def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
@@ -140,8 +189,7 @@ def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, proces
                                                      *scales) for i in members]
 
         def finish():
-            for h in handles:
-                _ringlet.synchronize(h)
+            _wait_all(handles, _ringlet.synchronize)
             return outs
         return handles, finish
 
@@ -187,11 +235,9 @@ def reducescatter(tensors, names, core_op, prescale_factor, postscale_factor, pr
                    for a, n in zip(arrays, names)]
 
         def finish():
-            outs = []
-            for a, h in zip(arrays, handles):
-                data, shape, _ = _ringlet.synchronize(h)
-                outs.append(data.view(a.dtype).reshape(shape))
-            return outs
+            results = _wait_all(handles, _ringlet.synchronize)
+            return [data.view(a.dtype).reshape(shape)
+                    for a, (data, shape, _) in zip(arrays, results)]
         return handles, finish
 
     outs = run(start, [src for src, _ in prepared], [src.dtype for src, _ in prepared])
