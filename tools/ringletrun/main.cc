@@ -206,7 +206,11 @@ std::string rendezvous_host(const std::vector<RankPlace>& places, const Args& ar
                                  [](const RankPlace& p) { return !p.local(); });
   if (!spans) return "127.0.0.1";
   if (!places.front().local()) return places.front().host;
-  return interface_address(args.network_interface);
+  std::string interface = args.network_interface;
+  if (const char* env = std::getenv("RINGLET_NETWORK_INTERFACE"); interface.empty() && env) {
+    interface = env;
+  }
+  return interface_address(interface);
 }
 
 // The words that start a command on another host, the host name following them.
@@ -217,8 +221,9 @@ std::vector<std::string> remote_shell(const Args& args) {
     if (env && *env) text = env;
   }
   std::vector<std::string> words;
-  std::istringstream split(text.empty() ? "ssh -o BatchMode=yes" : text);
+  std::istringstream split(text);
   for (std::string w; split >> w;) words.push_back(w);
+  if (words.empty()) words = {"ssh", "-o", "BatchMode=yes"};
   if (words.front() == "ssh" || words.front().ends_with("/ssh")) {
     if (args.ssh_port) words.insert(words.end(), {"-p", std::to_string(*args.ssh_port)});
     if (!args.ssh_identity_file.empty()) words.insert(words.end(), {"-i", args.ssh_identity_file});
@@ -413,7 +418,7 @@ int run(int argc, char** argv) {
   try {
     job.identity = make_job_identity(rendezvous_host(places, args));
   } catch (const std::invalid_argument& e) {
-    return usage_error(std::string("--network-interface: ") + e.what());
+    return usage_error(e.what());
   }
   if (args.verbose) {
     std::cerr << "ringletrun: job " << job.identity.job_id << ", " << job.np
