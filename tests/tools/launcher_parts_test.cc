@@ -11,7 +11,9 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
+#include "agent_wire.h"
 #include "child.h"
 #include "hosts.h"
 #include "job.h"
@@ -120,7 +122,10 @@ TEST(JobEnv, GivesEachRankItsIdentity) {
   base.set("PATH", "/bin");
   base.set("RINGLET_RANK", "99");  // a stale value from the outside is replaced
   JobIdentity job{"0123456789ab", std::string(64, 'f'), "127.0.0.1:4242"};
-  auto env = rank_environment(base, job, 2, 3);
+  RankPlace place;
+  place.local_rank = 2;
+  place.local_size = 3;
+  auto env = rank_environment(base, job, 2, 3, place);
   std::set<std::string> got(env.begin(), env.end());
   for (const char* want : {"PATH=/bin", "RINGLET_RANK=2", "RINGLET_SIZE=3", "RINGLET_LOCAL_RANK=2",
                            "RINGLET_LOCAL_SIZE=3", "RINGLET_CROSS_RANK=0", "RINGLET_CROSS_SIZE=1",
@@ -130,6 +135,84 @@ TEST(JobEnv, GivesEachRankItsIdentity) {
     EXPECT_TRUE(got.count(want)) << want;
   }
   EXPECT_FALSE(got.count("RINGLET_RANK=99"));
+}
+
+TEST(Hosts, RanksFillTheHostsInOrderAsHorovodrunNumbersThem) {
+  auto places = place_ranks(parse_host_list("a:2,b:2,c:1"), 4, "me");
+  ASSERT_EQ(places.size(), 4u);
+  std::vector<std::tuple<std::string, int, int, int, int, int>> got;
+  for (const auto& p : places) {
+    got.emplace_back(p.host, p.host_index, p.local_rank, p.local_size, p.cross_rank,
+                     p.cross_size);
+  }
+  // c gets no rank; b's second slot holds rank 3, the only local rank 1 besides a's.
+  EXPECT_EQ(got, (std::vector<std::tuple<std::string, int, int, int, int, int>>{
+                     {"a", 0, 0, 2, 0, 2}, {"a", 0, 1, 2, 0, 2},
+                     {"b", 1, 0, 2, 1, 2}, {"b", 1, 1, 2, 1, 2}}));
+}
+
+TEST(Hosts, EveryNameOfThisMachineIsOneHost) {
+  auto places = place_ranks(parse_host_list("localhost:1,nodeA:1,127.0.0.1:1,me:1"), 4, "me");
+  std::vector<std::pair<std::string, int>> got;
+  for (const auto& p : places) got.emplace_back(p.host, p.local_rank);
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, int>>{
+                     {"", 0}, {"nodeA", 0}, {"", 1}, {"", 2}}));
+  EXPECT_EQ(places[0].local_size, 3);
+  EXPECT_EQ(places[1].cross_rank, 1);
+  EXPECT_EQ(places[1].cross_size, 2);
+  EXPECT_TRUE(places[0].local());
+  EXPECT_THROW(place_ranks(parse_host_list("a:1,b:1"), 3, "me"), std::invalid_argument);
+}
+
+TEST(Hosts, AnInterfaceWithoutAnAddressIsNamedWithTheOthers) {
+  EXPECT_EQ(interface_address("lo"), "127.0.0.1");
+  try {
+    interface_address("nosuch0");
+    FAIL() << "nosuch0 has no address";
+  } catch (const std::invalid_argument& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("'nosuch0'"), std::string::npos) << what;
+    EXPECT_NE(what.find("lo"), std::string::npos) << what;
+  }
+}
+
+TEST(AgentWire, ALaunchBlockRoundTripsAndArrivesInPieces) {
+  AgentLaunch launch{"/work dir", {"python3", "-c", "print('a b')", ""}, {"A=1", "B=x=y", "C="}};
+  const std::string block = encode_agent_launch(launch);
+  for (std::size_t cut = 0; cut < block.size(); ++cut) {
+    EXPECT_FALSE(decode_agent_launch(std::string_view(block).substr(0, cut))) << cut;
+  }
+  auto got = decode_agent_launch(block);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->cwd, launch.cwd);
+  EXPECT_EQ(got->argv, launch.argv);
+  EXPECT_EQ(got->env, launch.env);
+}
+
+TEST(AgentWire, AMalformedBlockIsRefused) {
+  // Fields joined with their NUL terminators.
+  auto block = [](std::initializer_list<std::string> fields) {
+    std::string out;
+    for (const auto& f : fields) out += f + '\0';
+    return out;
+  };
+  EXPECT_THROW(decode_agent_launch("hello\n"), std::invalid_argument);
+  EXPECT_THROW(decode_agent_launch(block({"RINGLET-AGENT/1", "/", "x"})), std::invalid_argument);
+  EXPECT_THROW(decode_agent_launch(block({"RINGLET-AGENT/1", "/", "0"})), std::invalid_argument)
+      << "an empty command";
+  EXPECT_THROW(decode_agent_launch(block({"RINGLET-AGENT/1", "/", "1", "sh", "1", "NOEQUALS"})),
+               std::invalid_argument);
+  EXPECT_TRUE(decode_agent_launch(block({"RINGLET-AGENT/1", "/", "1", "sh", "1", "A=b"})));
+}
+
+TEST(JobEnv, OtherHostsGetAllButWhatNamesThisOne) {
+  EXPECT_TRUE(forwarded_to_other_hosts("PATH=/bin"));
+  EXPECT_TRUE(forwarded_to_other_hosts("RINGLET_SECRET=ab"));
+  EXPECT_TRUE(forwarded_to_other_hosts("HOROVOD_FUSION_THRESHOLD=1"));
+  for (const char* own : {"HOSTNAME=me", "RINGLET_HOSTNAME=me", "PWD=/x", "SSH_CONNECTION=a b",
+                          "BASH_FUNC_f%%=() { :; }"}) {
+    EXPECT_FALSE(forwarded_to_other_hosts(own)) << own;
+  }
 }
 
 TEST(JobEnv, MakesFreshIdentities) {

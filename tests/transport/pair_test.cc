@@ -450,6 +450,25 @@ TEST_F(TcpSecurity, ListensOnLoopbackUnlessTold) {
   EXPECT_EQ(std::string(published.begin(), published.end()).rfind("127.0.0.1:", 0), 0u);
 }
 
+TEST_F(TcpSecurity, ListensOnTheInterfaceNamedOrSaysWhichThereAre) {
+  FileStore store(job_.dir);
+  CarrierOptions on_lo{0, 2, job_.job_id, &store, "lo", "", job_.secret};
+  auto carrier = make_tcp_carrier(on_lo);
+  const auto published = store.get("tcp/addr/0", Clock::now() + seconds(5));
+  EXPECT_EQ(std::string(published.begin(), published.end()).rfind("127.0.0.1:", 0), 0u);
+
+  CarrierOptions missing{1, 2, job_.job_id, &store, "nosuch0", "", job_.secret};
+  try {
+    make_tcp_carrier(missing);
+    FAIL() << "a tcp carrier listened on an interface this host does not have";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'nosuch0' has no IPv4 address"), std::string::npos) << what;
+    EXPECT_NE(what.find("interfaces with one: "), std::string::npos) << what;
+    EXPECT_NE(what.find("lo"), std::string::npos) << what;
+  }
+}
+
 // An address a peer published that is not host:port (a port that is not a
 // number, or out of range) is a transport failure naming that peer, not this
 // rank's invalid argument.

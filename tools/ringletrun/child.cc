@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -41,6 +42,15 @@ void write_str(int fd, const char* s) {
     if (n <= 0) return;
     s += n;
     len -= static_cast<size_t>(n);
+  }
+}
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    data.remove_prefix(static_cast<std::size_t>(n));
   }
 }
 
@@ -87,7 +97,12 @@ Child Child::spawn(const ChildSpec& spec) {
   Pipe out = make_pipe();
   Pipe err = make_pipe();
   Fd devnull;
-  if (!spec.inherit_stdin) {
+  std::optional<Pipe> in;
+  if (spec.stdin_data) {
+    in = make_pipe();
+    // This end is the child's stdin, which it reads as any blocking stdin.
+    ::fcntl(in->read_end.get(), F_SETFL, ::fcntl(in->read_end.get(), F_GETFL) & ~O_NONBLOCK);
+  } else if (!spec.inherit_stdin) {
     devnull.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!devnull.valid()) throw std::system_error(errno, std::generic_category(), "open /dev/null");
   }
@@ -99,16 +114,27 @@ Child Child::spawn(const ChildSpec& spec) {
   pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
   if (pid == 0) {
-    exec_child(argv.data(), envp.data(), spec.inherit_stdin ? -1 : devnull.get(),
-               out.write_end.get(), err.write_end.get(), launcher);
+    int stdin_fd = in ? in->read_end.get() : spec.inherit_stdin ? -1 : devnull.get();
+    exec_child(argv.data(), envp.data(), stdin_fd, out.write_end.get(), err.write_end.get(),
+               launcher);
+  }
+  Fd in_write;
+  if (in) {
+    in_write = std::move(in->write_end);
+    in->read_end.reset();
+    // Blocking: the child reads its block at once. A child that exits unread
+    // fails the write (SIGPIPE is ignored by the launcher), and its exit
+    // status tells what went wrong.
+    write_all(in_write.get(), *spec.stdin_data);
   }
   // The write ends now belong to the child alone, so its exit means EOF here.
-  return Child(pid, std::move(out.read_end), std::move(err.read_end));
+  return Child(pid, std::move(in_write), std::move(out.read_end), std::move(err.read_end));
 }
 
 Child::Child(Child&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
       status_(std::exchange(other.status_, std::nullopt)),
+      in_(std::move(other.in_)),
       out_(std::move(other.out_)),
       err_(std::move(other.err_)) {}
 

@@ -17,7 +17,11 @@ namespace ringletrun {
 struct ChildSpec {
   std::vector<std::string> argv;  // argv[0] is looked up on PATH (execvp)
   std::vector<std::string> env;   // "NAME=value", the child's whole environment
-  bool inherit_stdin = false;     // otherwise stdin is /dev/null
+  bool inherit_stdin = false;     // otherwise stdin is /dev/null, or:
+  // Written to the child's stdin through a pipe that stays open for the
+  // child's life (a remote agent reads its launch block there, and takes the
+  // pipe's end for the launcher's).
+  std::optional<std::string> stdin_data;
 };
 
 class Child {
@@ -52,10 +56,12 @@ class Child {
   const Fd& stderr_pipe() const { return err_; }
 
  private:
-  Child(pid_t pid, Fd out, Fd err) : pid_(pid), out_(std::move(out)), err_(std::move(err)) {}
+  Child(pid_t pid, Fd in, Fd out, Fd err)
+      : pid_(pid), in_(std::move(in)), out_(std::move(out)), err_(std::move(err)) {}
 
   pid_t pid_ = -1;
   std::optional<int> status_;
+  Fd in_;  // the write end of stdin_data's pipe
   Fd out_;
   Fd err_;
 };

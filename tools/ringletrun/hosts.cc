@@ -1,6 +1,13 @@
 #include "hosts.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
 #include <charconv>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include "ringlet/common/host_name.h"
@@ -103,5 +110,74 @@ bool is_local_host(std::string_view host, std::string_view this_hostname) {
 }
 
 std::string this_hostname() { return ringlet::common::host_name(); }
+
+std::vector<RankPlace> place_ranks(const std::vector<HostSlots>& hosts, int np,
+                                   std::string_view this_hostname) {
+  std::vector<RankPlace> places;
+  places.reserve(static_cast<std::size_t>(np));
+  std::map<std::string, int> index_of;   // host -> host_index
+  std::map<std::string, int> ranks_on;   // host -> ranks placed so far
+  long slots = 0;
+  for (const HostSlots& h : hosts) {
+    slots += h.slots;
+    std::string host = is_local_host(h.host, this_hostname) ? "" : h.host;
+    for (int s = 0; s < h.slots && static_cast<int>(places.size()) < np; ++s) {
+      RankPlace p;
+      p.host = host;
+      p.host_index = index_of.emplace(host, static_cast<int>(index_of.size())).first->second;
+      p.local_rank = ranks_on[host]++;
+      places.push_back(std::move(p));
+    }
+  }
+  if (slots < np) {
+    throw std::invalid_argument("-np " + std::to_string(np) + " needs " + std::to_string(np) +
+                                " slots but the hosts give " + std::to_string(slots));
+  }
+  // The cross rank of a rank: its host's place among the hosts that have a
+  // rank of the same local rank.
+  std::map<int, std::vector<int>> hosts_with_local_rank;  // local rank -> host indices
+  for (RankPlace& p : places) {
+    p.local_size = ranks_on[p.host];
+    auto& with = hosts_with_local_rank[p.local_rank];
+    p.cross_rank = static_cast<int>(with.size());
+    with.push_back(p.host_index);
+  }
+  for (RankPlace& p : places) {
+    p.cross_size = static_cast<int>(hosts_with_local_rank[p.local_rank].size());
+  }
+  return places;
+}
+
+std::vector<RankPlace> place_here(int np) {
+  return place_ranks({HostSlots{"localhost", np}}, np, "");
+}
+
+std::string interface_address(std::string_view interface) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) throw std::invalid_argument("cannot list network interfaces");
+  std::string found;
+  std::set<std::string> names;
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    names.insert(it->ifa_name);
+    bool wanted = interface.empty() ? (it->ifa_flags & IFF_UP) && !(it->ifa_flags & IFF_LOOPBACK)
+                                    : interface == it->ifa_name;
+    char text[INET_ADDRSTRLEN];
+    auto* in = reinterpret_cast<sockaddr_in*>(it->ifa_addr);
+    if (wanted && found.empty() && ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) {
+      found = text;
+    }
+  }
+  ::freeifaddrs(list);
+  if (found.empty()) {
+    std::string available;
+    for (const std::string& n : names) available += (available.empty() ? "" : ", ") + n;
+    throw std::invalid_argument(
+        (interface.empty() ? std::string("this host has no network interface up")
+                           : "network interface '" + std::string(interface) + "' has no IPv4 address here") +
+        " (interfaces with one: " + (available.empty() ? "none" : available) + ")");
+  }
+  return found;
+}
 
 }  // namespace ringletrun

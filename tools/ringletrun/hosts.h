@@ -1,7 +1,6 @@
-// Where the ranks may run, as named by -H or --hostfile. This version of
-// ringletrun starts ranks on this host only, so the host list is used to
-// check the request, never silently narrowed: a host other than this one is
-// an error, not something to skip.
+// Where the ranks run, as named by -H or --hostfile, and who each rank is on
+// its host. Entries that name this machine (localhost, its name, 127.0.0.1)
+// are one host; every other name is a host reached through the remote shell.
 #pragma once
 
 #include <istream>
@@ -28,5 +27,31 @@ std::vector<HostSlots> parse_hostfile(std::istream& in);
 bool is_local_host(std::string_view host, std::string_view this_hostname);
 
 std::string this_hostname();
+
+// Where one rank runs and who it is there, as horovodrun numbers them: local
+// ranks within the host, and the cross rank among the hosts that have a rank
+// of the same local rank.
+struct RankPlace {
+  std::string host;  // as named; empty for this machine
+  int host_index = 0;  // hosts numbered in the order their first rank comes
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  bool local() const { return host.empty(); }
+};
+
+// Ranks 0..np-1 fill the hosts in the order named, each up to its slots.
+// Throws std::invalid_argument when the slots do not add up to np.
+std::vector<RankPlace> place_ranks(const std::vector<HostSlots>& hosts, int np,
+                                   std::string_view this_hostname);
+
+// Every rank on this machine (no -H, no --hostfile).
+std::vector<RankPlace> place_here(int np);
+
+// The IPv4 address of `interface` here, or with an empty name this host's
+// first non-loopback one that is up. Throws std::invalid_argument naming the
+// interface and the ones this host has, when it has no such address.
+std::string interface_address(std::string_view interface);
 
 }  // namespace ringletrun

@@ -12,6 +12,7 @@
 #include <optional>
 #include <system_error>
 
+#include "agent_wire.h"
 #include "child.h"
 #include "fd.h"
 #include "output_mux.h"
@@ -82,13 +83,7 @@ class JobRunner {
   int run() {
     ranks_.reserve(static_cast<std::size_t>(opt_.np));
     for (int r = 0; r < opt_.np; ++r) {
-      ChildSpec spec;
-      spec.argv = opt_.command;
-      spec.env = rank_environment(opt_.base_env, opt_.identity, r, opt_.np);
-      // As mpirun does: rank 0 reads the launcher's stdin, the rest read nothing,
-      // so that ranks never compete for one terminal.
-      spec.inherit_stdin = r == 0;
-      ranks_.push_back(Rank{Child::spawn(spec), mux_.add(r, OutputMux::Stream::kStdout),
+      ranks_.push_back(Rank{Child::spawn(spec_of(r)), mux_.add(r, OutputMux::Stream::kStdout),
                             mux_.add(r, OutputMux::Stream::kStderr)});
     }
     if (opt_.verbose) {
@@ -103,6 +98,54 @@ class JobRunner {
   }
 
  private:
+  const RankPlace& place_of(int rank) const {
+    static const RankPlace here;
+    return opt_.places.empty() ? here : opt_.places[static_cast<std::size_t>(rank)];
+  }
+
+  ChildSpec spec_of(int rank) const {
+    const RankPlace& place = place_of(rank);
+    RankPlace alone;  // without places: every rank on this machine
+    alone.local_rank = rank;
+    alone.local_size = opt_.np;
+    std::vector<std::string> env = rank_environment(
+        opt_.base_env, opt_.identity, rank, opt_.np, opt_.places.empty() ? alone : place);
+    ChildSpec spec;
+    if (place.local()) {
+      spec.argv = opt_.command;
+      spec.env = std::move(env);
+      // As mpirun does: rank 0 reads the launcher's stdin, the rest read nothing,
+      // so that ranks never compete for one terminal.
+      spec.inherit_stdin = rank == 0;
+      return spec;
+    }
+    spec.argv = opt_.remote_shell;
+    spec.argv.insert(spec.argv.end(), {place.host, opt_.agent_path, "--remote-agent"});
+    spec.env = opt_.base_env.entries();
+    // The rank's own environment goes through the agent's stdin; the remote
+    // shell runs with the launcher's, which holds no job secret.
+    std::erase_if(spec.env, [](const std::string& e) { return e.rfind("RINGLET_SECRET=", 0) == 0; });
+    AgentLaunch launch{opt_.cwd, opt_.command, {}};
+    for (std::string& entry : env) {
+      if (forwarded_to_other_hosts(entry)) launch.env.push_back(std::move(entry));
+    }
+    spec.stdin_data = encode_agent_launch(launch);
+    return spec;
+  }
+
+  // "rank 3", and its host when the job spans hosts.
+  std::string rank_name(int rank) const {
+    const RankPlace& place = place_of(rank);
+    std::string name = "rank " + std::to_string(rank);
+    if (spans_hosts()) name += " (on " + (place.local() ? this_hostname() : place.host) + ")";
+    return name;
+  }
+
+  bool spans_hosts() const {
+    return std::any_of(opt_.places.begin(), opt_.places.end(),
+                       [](const RankPlace& p) { return !p.local(); });
+  }
+
   void loop() {
     std::vector<pollfd> fds;
     std::vector<Fd*> pipe_of;  // parallel to fds[1..]
@@ -216,7 +259,7 @@ class JobRunner {
 
   void on_rank_exit(int rank, int status) {
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    std::string what = "rank " + std::to_string(rank) + " " + describe_wait_status(status);
+    std::string what = rank_name(rank) + " " + describe_wait_status(status);
     bool first_failure = !ok && !failure_code_ && !interrupt_signal_;
     if (first_failure) {
       // Whatever the rank said before it died belongs above the launcher's verdict.

@@ -1,4 +1,7 @@
-// Runs the ranks of one job on this host and decides how the job ended.
+// Runs the ranks of one job and decides how the job ended. A rank on this
+// machine is a child process; a rank on another host is the remote shell
+// that runs `ringletrun --remote-agent` there (remote_agent.h), given the
+// rank's command, working directory and environment on its stdin.
 //
 // One thread, one poll() loop over every rank's stdout and stderr pipes and a
 // signalfd for SIGCHLD, SIGINT, SIGTERM and SIGHUP. The loop
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "hosts.h"
 #include "job_env.h"
 
 namespace ringletrun {
@@ -23,6 +27,12 @@ namespace ringletrun {
 struct JobOptions {
   std::vector<std::string> command;  // argv of every rank
   int np = 1;
+  std::vector<RankPlace> places;  // per rank; empty: all on this machine
+  // For ranks on other hosts: the remote shell's words (the host follows
+  // them), this ringletrun's path there, and the ranks' working directory.
+  std::vector<std::string> remote_shell;
+  std::string agent_path;
+  std::string cwd;
   Environment base_env;  // the ranks' environment before the per-rank variables
   JobIdentity identity;
   std::chrono::milliseconds abort_grace{3000};  // RINGLET_ABORT_GRACE_SECONDS

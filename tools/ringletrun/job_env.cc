@@ -67,35 +67,46 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-JobIdentity make_job_identity() {
+JobIdentity make_job_identity(const std::string& rendezvous_host) {
   JobIdentity job;
   // Both from the kernel's CSPRNG: the id names this job's /dev/shm segments
   // and must not be predictable by another user; the secret is the job's key.
   job.job_id = random_hex(6);
   job.secret = random_hex(32);
-  job.rendezvous = "127.0.0.1:" + std::to_string(pick_free_port());
+  // An IPv6 address is bracketed, as in a URL, so that its port stays apart.
+  const bool v6 = rendezvous_host.find(':') != std::string::npos;
+  job.rendezvous = (v6 ? "[" + rendezvous_host + "]" : rendezvous_host) + ":" +
+                   std::to_string(pick_free_port());
   return job;
 }
 
 std::vector<std::string> rank_environment(const Environment& base, const JobIdentity& job, int rank,
-                                          int size) {
+                                          int size, const RankPlace& place) {
   Environment env = base;
-  const std::string r = std::to_string(rank);
-  const std::string n = std::to_string(size);
-  // One host: the local rank is the rank, and there is one cross-host group.
   for (std::string_view prefix : {"RINGLET_", "HOROVOD_"}) {
     std::string p(prefix);
-    env.set(p + "RANK", r);
-    env.set(p + "SIZE", n);
-    env.set(p + "LOCAL_RANK", r);
-    env.set(p + "LOCAL_SIZE", n);
-    env.set(p + "CROSS_RANK", "0");
-    env.set(p + "CROSS_SIZE", "1");
+    env.set(p + "RANK", std::to_string(rank));
+    env.set(p + "SIZE", std::to_string(size));
+    env.set(p + "LOCAL_RANK", std::to_string(place.local_rank));
+    env.set(p + "LOCAL_SIZE", std::to_string(place.local_size));
+    env.set(p + "CROSS_RANK", std::to_string(place.cross_rank));
+    env.set(p + "CROSS_SIZE", std::to_string(place.cross_size));
   }
   env.set("RINGLET_RENDEZVOUS", job.rendezvous);
   env.set("RINGLET_SECRET", job.secret);
   env.set("RINGLET_JOB_ID", job.job_id);
   return env.entries();
+}
+
+bool forwarded_to_other_hosts(std::string_view entry) {
+  const std::string_view name = entry.substr(0, entry.find('='));
+  for (std::string_view own : {"HOSTNAME", "RINGLET_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_"}) {
+    if (name == own) return false;
+  }
+  for (std::string_view prefix : {"SSH_", "BASH_FUNC_"}) {
+    if (name.substr(0, prefix.size()) == prefix) return false;
+  }
+  return true;
 }
 
 }  // namespace ringletrun

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "hosts.h"
 #include "ringlet/transport/random.h"
 
 namespace ringletrun {
@@ -30,12 +31,12 @@ struct JobIdentity {
   std::string job_id;      // 12 chars [0-9a-f]; names /dev/shm/ringlet-<job_id>-*
   std::string secret;      // 64 hex chars (256 random bits) that ranks use to
                            // authenticate to the store and to each other
-  std::string rendezvous;  // "127.0.0.1:<port>", served by rank 0
+  std::string rendezvous;  // "<rank 0's host>:<port>", served by rank 0
 };
 
-// Draws the id and secret from ringlet/transport/random.h and finds a free
-// port. Throws std::system_error.
-JobIdentity make_job_identity();
+// Draws the id and secret from ringlet/transport/random.h and finds a port
+// free here, served at `rendezvous_host`. Throws std::system_error.
+JobIdentity make_job_identity(const std::string& rendezvous_host = "127.0.0.1");
 
 // A TCP port on 127.0.0.1 that was free a moment ago: bound with port 0 and
 // closed again so that rank 0 can bind it. Another process could take it in
@@ -45,8 +46,13 @@ int pick_free_port();
 // `bytes` random bytes as lower-case hex, from the library's one random source.
 using ringlet::transport::random_hex;
 
-// The environment of rank `rank` of `size`, all on this host.
+// The environment of rank `rank` of `size`, placed at `place`.
 std::vector<std::string> rank_environment(const Environment& base, const JobIdentity& job, int rank,
-                                          int size);
+                                          int size, const RankPlace& place);
+
+// What a rank on another host takes of the launcher's environment: all of it
+// but what names this host or its session (HOSTNAME, RINGLET_HOSTNAME, PWD,
+// SSH_*, ...), as horovodrun forwards it.
+bool forwarded_to_other_hosts(std::string_view entry);
 
 }  // namespace ringletrun

@@ -1,5 +1,6 @@
-// ringletrun: starts the ranks of a Ringlet (or Horovod) job on this host, as
-// horovodrun and mpirun do, or hands the job to mpirun with --mpi.
+// ringletrun: starts the ranks of a Ringlet (or Horovod) job on this host and
+// on the hosts of -H/--hostfile (through ssh or --rsh), as horovodrun and
+// mpirun do, or hands the job to mpirun with --mpi.
 //
 // Everything after the first word that is not one of ringletrun's options is
 // the command, passed through untouched: `ringletrun -np 2 python train.py
@@ -9,11 +10,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -24,6 +27,7 @@
 #include "check_build.h"
 #include "hosts.h"
 #include "job.h"
+#include "remote_agent.h"
 
 namespace ringletrun {
 namespace {
@@ -35,6 +39,9 @@ struct Args {
   std::optional<int> np;
   std::string host_list;
   std::string hostfile;
+  std::string rsh;
+  std::optional<int> ssh_port;
+  std::string ssh_identity_file;
   bool mpi = false;
   std::string timeline;
   std::string network_interface;
@@ -71,13 +78,19 @@ std::vector<std::string> spell_np_for_cli11(int argc, char** argv) {
 
 // Returns the exit code when parsing already decided it (help, errors).
 std::optional<int> parse_args(int argc, char** argv, Args& args) {
-  CLI::App app{"Starts N ranks of a Ringlet or Horovod job on this host.", "ringletrun"};
+  CLI::App app{"Starts N ranks of a Ringlet or Horovod job on this host or others.", "ringletrun"};
   app.add_option("--np,--num-proc", args.np, "number of ranks (spelled -np, as horovodrun does)");
   auto* hosts = app.add_option("-H,--hosts", args.host_list,
-                               "host:slots,... (only this host is supported yet)");
-  auto* hostfile = app.add_option("--hostfile", args.hostfile,
-                                  "file of 'host slots=N' lines (only this host is supported yet)");
+                               "host:slots,... : ranks fill the hosts in this order");
+  auto* hostfile = app.add_option("--hostfile", args.hostfile, "file of 'host slots=N' lines");
   hosts->excludes(hostfile);
+  app.add_option("--rsh", args.rsh,
+                 "the remote shell that starts ranks on other hosts, the host name following "
+                 "its words (default: RINGLET_RSH, else 'ssh -o BatchMode=yes')");
+  app.add_option("-p,--ssh-port", args.ssh_port, "ssh's port on the other hosts")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("-i,--ssh-identity-file", args.ssh_identity_file,
+                 "ssh's identity file for the other hosts");
   app.add_flag("--mpi", args.mpi, "run the command under mpirun instead");
   app.add_option("--timeline-filename", args.timeline, "sets HOROVOD_TIMELINE for the ranks");
   app.add_option("--network-interface", args.network_interface,
@@ -159,12 +172,16 @@ bool command_exists(const std::string& cmd) {
   }
 }
 
-// -H / --hostfile may only describe this host, with enough slots for -np.
-std::optional<int> check_hosts(const Args& args, int np) {
-  if (args.host_list.empty() && args.hostfile.empty()) return std::nullopt;
-  std::vector<HostSlots> hosts;
+// Where each rank runs, from -H / --hostfile (every rank here without them).
+// Returns the exit code when the hosts cannot be used.
+std::optional<int> place_job(const Args& args, int np, std::vector<RankPlace>& places) {
+  if (args.host_list.empty() && args.hostfile.empty()) {
+    places = place_here(np);
+    return std::nullopt;
+  }
   std::string flag = args.host_list.empty() ? "--hostfile " + args.hostfile : "-H";
   try {
+    std::vector<HostSlots> hosts;
     if (!args.host_list.empty()) {
       hosts = parse_host_list(args.host_list);
     } else {
@@ -172,24 +189,40 @@ std::optional<int> check_hosts(const Args& args, int np) {
       if (!in) return usage_error("cannot read the hostfile " + args.hostfile);
       hosts = parse_hostfile(in);
     }
+    places = place_ranks(hosts, np, this_hostname());
   } catch (const std::invalid_argument& e) {
     return usage_error(flag + ": " + e.what());
   }
-  std::string me = this_hostname();
-  long slots = 0;
-  for (const HostSlots& h : hosts) {
-    if (!is_local_host(h.host, me)) {
-      std::cerr << "ringletrun: running on other hosts (" << flag << " " << h.host
-                << ") is not supported yet\n";
-      return kUsageError;
-    }
-    slots += h.slots;
-  }
-  if (slots < np) {
-    return usage_error("-np " + std::to_string(np) + " needs " + std::to_string(np) +
-                       " slots but " + flag + " gives this host " + std::to_string(slots));
-  }
   return std::nullopt;
+}
+
+// Where rank 0 serves the rendezvous store, as every rank can reach it:
+// loopback for a job on this machine alone, this machine's address on the
+// chosen interface when rank 0 is here and others are not, else rank 0's host
+// as named (each rank resolves it).
+std::string rendezvous_host(const std::vector<RankPlace>& places, const Args& args) {
+  const bool spans = std::any_of(places.begin(), places.end(),
+                                 [](const RankPlace& p) { return !p.local(); });
+  if (!spans) return "127.0.0.1";
+  if (!places.front().local()) return places.front().host;
+  return interface_address(args.network_interface);
+}
+
+// The words that start a command on another host, the host name following them.
+std::vector<std::string> remote_shell(const Args& args) {
+  std::string text = args.rsh;
+  if (text.empty()) {
+    const char* env = std::getenv("RINGLET_RSH");
+    if (env && *env) text = env;
+  }
+  std::vector<std::string> words;
+  std::istringstream split(text.empty() ? "ssh -o BatchMode=yes" : text);
+  for (std::string w; split >> w;) words.push_back(w);
+  if (words.front() == "ssh" || words.front().ends_with("/ssh")) {
+    if (args.ssh_port) words.insert(words.end(), {"-p", std::to_string(*args.ssh_port)});
+    if (!args.ssh_identity_file.empty()) words.insert(words.end(), {"-i", args.ssh_identity_file});
+  }
+  return words;
 }
 
 // RINGLET_ABORT_GRACE_SECONDS: how long the other ranks get to fail on their
@@ -245,6 +278,9 @@ int exec_mpirun(const Args& args, int np) {
   if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
   argv.push_back("--oversubscribe");  // horovodrun's behaviour: -np may exceed the cores
   argv.insert(argv.end(), {"-np", std::to_string(np)});
+  // Open MPI reads both as horovodrun does: "host:slots,..." and "host slots=N" lines.
+  if (!args.host_list.empty()) argv.insert(argv.end(), {"-H", args.host_list});
+  if (!args.hostfile.empty()) argv.insert(argv.end(), {"--hostfile", args.hostfile});
   argv.insert(argv.end(), args.command.begin(), args.command.end());
   if (args.verbose) {
     std::string line = "ringletrun: exec";
@@ -262,7 +298,17 @@ int exec_mpirun(const Args& args, int np) {
   return 127;
 }
 
+// This ringletrun's path, which the other hosts are expected to share (as
+// horovodrun expects its Python environment on every host).
+std::string this_executable() {
+  std::error_code ec;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("ringletrun") : path.string();
+}
+
 int run(int argc, char** argv) {
+  // Not a user's option: the launcher's way in on another host.
+  if (argc == 2 && std::string_view(argv[1]) == "--remote-agent") return run_remote_agent();
   Args args;
   if (auto code = parse_args(argc, argv, args)) return *code;
   if (args.check_build) {
@@ -280,8 +326,13 @@ int run(int argc, char** argv) {
   if (*args.np < 1)
     return usage_error("-np must be at least 1 (got " + std::to_string(*args.np) + ")");
   if (args.command.empty()) return usage_error("no command given");
-  if (auto code = check_hosts(args, *args.np)) return *code;
-  if (!command_exists(args.command.front())) {
+  std::vector<RankPlace> places;
+  if (auto code = place_job(args, *args.np, places)) return *code;
+  const bool spans_hosts = std::any_of(places.begin(), places.end(),
+                                       [](const RankPlace& p) { return !p.local(); });
+  // The command is looked for here only when it runs here: another host may
+  // have what this one lacks.
+  if (!spans_hosts && !command_exists(args.command.front())) {
     return usage_error("command not found (or not executable): " + args.command.front());
   }
   if (args.mpi) return exec_mpirun(args, *args.np);
@@ -296,7 +347,17 @@ int run(int argc, char** argv) {
   job.abort_grace = *grace;
   job.base_env = Environment::from_process();
   apply_flags(args, job.base_env);
-  job.identity = make_job_identity();
+  job.places = places;
+  if (spans_hosts) {
+    job.remote_shell = remote_shell(args);
+    job.agent_path = this_executable();
+    job.cwd = std::filesystem::current_path().string();
+  }
+  try {
+    job.identity = make_job_identity(rendezvous_host(places, args));
+  } catch (const std::invalid_argument& e) {
+    return usage_error(std::string("--network-interface: ") + e.what());
+  }
   if (args.verbose) {
     std::cerr << "ringletrun: job " << job.identity.job_id << ", " << job.np
               << " ranks, rendezvous " << job.identity.rendezvous << "\n";

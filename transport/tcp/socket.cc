@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
+#include <string>
 #include <thread>
 
 namespace ringlet::transport::tcp {
@@ -53,18 +55,24 @@ std::string interface_address(const std::string& interface) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) return "127.0.0.1";
   std::string found;
-  for (ifaddrs* it = list; it != nullptr && found.empty(); it = it->ifa_next) {
+  std::set<std::string> with_address;  // for the error: what this host has
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
     if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    with_address.insert(it->ifa_name);
     bool wanted = interface.empty() ? (it->ifa_flags & IFF_UP) && !(it->ifa_flags & IFF_LOOPBACK)
                                     : interface == it->ifa_name;
-    if (!wanted) continue;
+    if (!wanted || !found.empty()) continue;
     char text[INET_ADDRSTRLEN];
     auto* in = reinterpret_cast<sockaddr_in*>(it->ifa_addr);
     if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) found = text;
   }
   ::freeifaddrs(list);
   if (found.empty() && !interface.empty()) {
-    throw Error(-1, "tcp: network interface '" + interface + "' has no IPv4 address");
+    std::string names;
+    for (const std::string& n : with_address) names += (names.empty() ? "" : ", ") + n;
+    throw Error(-1, "tcp: network interface '" + interface +
+                        "' has no IPv4 address on this host (interfaces with one: " +
+                        (names.empty() ? "none" : names) + ")");
   }
   return found.empty() ? "127.0.0.1" : found;
 }
