@@ -9,7 +9,8 @@ network namespace.
 
 What `Hosts(n)` makes, all named after one random id so that instances
 running at once never collide:
-- n namespaces, each with its loopback up and an `eth0` holding one address
+- n namespaces, each with its loopback up and an `eth0` (or the `interface`
+  named) holding one address
   of a /24 in 10.0.0.0/8 that no other live instance (and no address of this
   machine) uses;
 - one Linux bridge in the root namespace, with no address of its own: the
@@ -18,7 +19,7 @@ running at once never collide:
 - `/etc/netns/<name>/hosts`, which `ip netns exec` mounts over `/etc/hosts`
   inside the namespace, so that every host resolves every host's name (and
   localhost);
-- optionally `tc` shaping on each host's `eth0` (its egress, so every
+- optionally `tc` shaping on each host's interface (its egress, so every
   direction between two hosts is shaped once): `rate="10gbit"` alone is a
   token bucket (tbf); `delay="50us"`, with or without a rate, needs netem.
 
@@ -176,10 +177,12 @@ def _pids_in(inode: int) -> list[int]:
 class Hosts:
     """n hosts, each a network namespace on one bridge; see the module's text."""
 
-    def __init__(self, n: int, rate: str | None = None, delay: str | None = None):
+    def __init__(self, n: int, rate: str | None = None, delay: str | None = None,
+                 interface: str = "eth0"):
         if n < 1:
             raise ValueError(f"Hosts(n): n must be at least 1, got {n}")
         self.n = n
+        self.interface = interface
         self.rate = rate
         self.delay = delay
         self.id = ""
@@ -252,7 +255,7 @@ class Hosts:
     # -- what tests use -----------------------------------------------------
 
     def address(self, i: int) -> str:
-        """Host i's IPv4 address (on its eth0)."""
+        """Host i's IPv4 address (on its `interface`, eth0 unless named)."""
         self._check(i)
         return str(self._subnet.network_address + i + 1)
 
@@ -280,7 +283,7 @@ class Hosts:
         return _netns_pids(self.names[i])
 
     def cut_link(self, i: int) -> None:
-        """Unplugs host i: its bridge port goes down, so its eth0 loses the
+        """Unplugs host i: its bridge port goes down, so its interface loses the
         carrier and whatever it sends or is sent is dropped without a word
         (no reset, no unreachable), as with a pulled cable."""
         self._check(i)
@@ -344,13 +347,13 @@ class Hosts:
             etc.mkdir(parents=True, exist_ok=True)
             self._made["etc"].append(str(etc))
             (etc / "hosts").write_text(hosts_file)
-            ip("link", "add", self._veth(i), "type", "veth", "peer", "name", "eth0", "netns", name)
+            ip("link", "add", self._veth(i), "type", "veth", "peer", "name", self.interface, "netns", name)
             self._made["links"].append(self._veth(i))
             ip("link", "set", self._veth(i), "master", self.bridge)
             ip("link", "set", self._veth(i), "up")
             ip("-n", name, "link", "set", "lo", "up")
-            ip("-n", name, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
-            ip("-n", name, "link", "set", "eth0", "up")
+            ip("-n", name, "addr", "add", f"{self.address(i)}/24", "dev", self.interface)
+            ip("-n", name, "link", "set", self.interface, "up")
             self._shape(name)
         for i in range(self.n):
             self._wait_carrier(i)
@@ -366,20 +369,20 @@ class Hosts:
             return
         if shutil.which("tc") is None:
             raise HostsUnavailable("shaping the hosts' links needs tc (iproute2), not found on PATH")
-        r = _command(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "eth0", "root", *qdisc])
+        r = _command(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", self.interface, "root", *qdisc])
         if r.returncode != 0:
-            raise HostsUnavailable(f"`tc qdisc add dev eth0 root {' '.join(qdisc)}` failed in {name}: "
+            raise HostsUnavailable(f"`tc qdisc add dev {self.interface} root {' '.join(qdisc)}` failed in {name}: "
                                    f"{r.stderr.strip()} (the {qdisc[0]} qdisc is needed for "
                                    f"{'delay' if qdisc[0] == 'netem' else 'rate'} shaping)")
 
     def _wait_carrier(self, i: int, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            state = _command(["ip", "-n", self.names[i], "-o", "link", "show", "eth0"]).stdout
+            state = _command(["ip", "-n", self.names[i], "-o", "link", "show", self.interface]).stdout
             if "LOWER_UP" in state:
                 return
             if time.monotonic() > deadline:
-                raise HostsUnavailable(f"{self.names[i]}: eth0 has no carrier after {timeout} s: {state}")
+                raise HostsUnavailable(f"{self.names[i]}: {self.interface} has no carrier after {timeout} s: {state}")
             time.sleep(0.02)
 
 
