@@ -53,7 +53,8 @@ def rank_lines(output: str, stream: str = "stdout") -> dict[int, list[str]]:
     return lines
 
 
-def ringletrun_argv(host_args: list[str], np: int, command: list[str], rsh: bool = True) -> list[str]:
+def ringletrun_argv(host_args: list[str], np: int, command: list[str],
+                    rsh: bool = True) -> list[str]:
     return [RINGLETRUN, *(["--rsh", RSH] if rsh else []), *host_args, "-np", str(np), *command]
 
 
@@ -121,7 +122,8 @@ class Job:
             status = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"ringletrun still running after {timeout} s; killed:\n{self.output}")
+            raise AssertionError(
+                f"ringletrun still running after {timeout} s; killed:\n{self.output}")
         self._reader.join(timeout=10)
         return status
 

@@ -129,7 +129,8 @@ def _start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def _process_text(pid: int) -> str:
+def process_text(pid: int) -> str:
+    """A process as teardown reports it: its pid and command line ("123 sleep 300")."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
@@ -263,7 +264,8 @@ class Hosts:
     def subnet(self) -> str:
         return str(self._subnet)
 
-    def run_in(self, i: int, argv: list[str], timeout: float = 30, **kwargs) -> subprocess.CompletedProcess:
+    def run_in(self, i: int, argv: list[str], timeout: float = 30,
+               **kwargs) -> subprocess.CompletedProcess:
         """Runs argv on host i (through netns_rsh.sh) and returns its result,
         output captured as text."""
         self._check(i)
@@ -347,7 +349,8 @@ class Hosts:
             etc.mkdir(parents=True, exist_ok=True)
             self._made["etc"].append(str(etc))
             (etc / "hosts").write_text(hosts_file)
-            ip("link", "add", self._veth(i), "type", "veth", "peer", "name", self.interface, "netns", name)
+            ip("link", "add", self._veth(i), "type", "veth",
+               "peer", "name", self.interface, "netns", name)
             self._made["links"].append(self._veth(i))
             ip("link", "set", self._veth(i), "master", self.bridge)
             ip("link", "set", self._veth(i), "up")
@@ -362,27 +365,31 @@ class Hosts:
         if self.delay is not None:
             qdisc = ["netem", "delay", self.delay] + (["rate", self.rate] if self.rate else [])
         elif self.rate is not None:
-            # A bucket of a millisecond at the rate, and never under 64 KiB
-            # (a GSO segment must fit in it).
+            # A 256 KiB bucket holds a whole GSO segment (64 KiB) at any
+            # rate; the latency bounds the queue behind it.
             qdisc = ["tbf", "rate", self.rate, "burst", "256kb", "latency", "50ms"]
         else:
             return
         if shutil.which("tc") is None:
-            raise HostsUnavailable("shaping the hosts' links needs tc (iproute2), not found on PATH")
-        r = _command(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", self.interface, "root", *qdisc])
+            raise HostsUnavailable(
+                "shaping the hosts' links needs tc (iproute2), not found on PATH")
+        tc = ["tc", "qdisc", "add", "dev", self.interface, "root", *qdisc]
+        r = _command(["ip", "netns", "exec", name, *tc])
         if r.returncode != 0:
-            raise HostsUnavailable(f"`tc qdisc add dev {self.interface} root {' '.join(qdisc)}` failed in {name}: "
+            raise HostsUnavailable(f"`{' '.join(tc)}` failed in {name}: "
                                    f"{r.stderr.strip()} (the {qdisc[0]} qdisc is needed for "
                                    f"{'delay' if qdisc[0] == 'netem' else 'rate'} shaping)")
 
     def _wait_carrier(self, i: int, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            state = _command(["ip", "-n", self.names[i], "-o", "link", "show", self.interface]).stdout
+            state = _command(["ip", "-n", self.names[i], "-o", "link", "show",
+                              self.interface]).stdout
             if "LOWER_UP" in state:
                 return
             if time.monotonic() > deadline:
-                raise HostsUnavailable(f"{self.names[i]}: {self.interface} has no carrier after {timeout} s: {state}")
+                raise HostsUnavailable(f"{self.names[i]}: {self.interface} has no carrier "
+                                       f"after {timeout} s: {state}")
             time.sleep(0.02)
 
 
@@ -399,7 +406,7 @@ def _tear_down(netns: list[str], links: list[str], etc: list[str],
             stop_by = time.monotonic() + 10
             while pids := _pids_in(inode):
                 for pid in pids:
-                    found.setdefault(name, {}).setdefault(pid, _process_text(pid))
+                    found.setdefault(name, {}).setdefault(pid, process_text(pid))
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 if time.monotonic() > stop_by:
@@ -446,5 +453,6 @@ def _sweep_stale() -> None:
                 continue
             if _start_time(pid) is not None and _start_time(pid) == start:
                 continue  # its owner still runs
-            _tear_down(state.get("netns", []), state.get("links", []), state.get("etc", []), settle=0)
+            _tear_down(state.get("netns", []), state.get("links", []), state.get("etc", []),
+                       settle=0)
             record.unlink(missing_ok=True)

@@ -32,7 +32,8 @@ COLLECTIVES_FEW = ("--gtest_filter=Allreduce.LargeSizes:Allgather.*:Broadcast.*:
                    "Reducescatter.PostscaleJoinsTheAverage:Placement.*")
 
 # Prints where the rank runs, then becomes the rank's command.
-PLACED = ["sh", "-c", 'echo "PLACED $RINGLET_RANK $(hostname) $RINGLET_LOCAL_RANK"; exec "$@"', "placed"]
+PLACED = ["sh", "-c", 'echo "PLACED $RINGLET_RANK $(hostname) $RINGLET_LOCAL_RANK"; exec "$@"',
+          "placed"]
 
 
 def host_list(hosts, slots):
@@ -56,11 +57,13 @@ def assert_gtest_passed(status, output):
     assert status == 0, output
     assert "[  FAILED  ]" not in output, output
     lines = rank_lines(output).get(0, [])
-    ran = [int(m.group(1)) for line in lines if (m := re.match(r"\[==========\] Running (\d+) test", line))]
-    passed = [int(m.group(1)) for line in lines if (m := re.match(r"\[  PASSED  \] (\d+) test", line))]
+    def counts(pattern):
+        return [int(m.group(1)) for line in lines if (m := re.match(pattern, line))]
+
+    ran = counts(r"\[==========\] Running (\d+) test")
     assert len(ran) == 1 and ran[0] > 0, output
-    skipped = [int(m.group(1)) for line in lines if (m := re.match(r"\[  SKIPPED \] (\d+) test", line))]
-    assert passed == [ran[0] - sum(skipped)], output
+    skipped = counts(r"\[  SKIPPED \] (\d+) test")
+    assert counts(r"\[  PASSED  \] (\d+) test") == [ran[0] - sum(skipped)], output
 
 
 def proc_environ(pid):
@@ -68,7 +71,8 @@ def proc_environ(pid):
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return {}
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+    items = raw.decode(errors="replace").split("\0")
+    return dict(item.split("=", 1) for item in items if "=" in item)
 
 
 def rank_pids(hosts, i):
@@ -119,7 +123,8 @@ class HeldJob:
 
     def __init__(self, argv_before_command, np, env):
         self.release = Path(tempfile.mkdtemp(prefix="ringlet-hosts-")) / "release"
-        self.job = Job([jobs.RINGLETRUN, *argv_before_command, "-np", str(np), HOSTS_RANK, "hold", str(self.release)], env)
+        self.job = Job([jobs.RINGLETRUN, *argv_before_command, "-np", str(np),
+                        HOSTS_RANK, "hold", str(self.release)], env)
         self.np = np
 
     def __enter__(self):
@@ -138,12 +143,15 @@ class HeldJob:
         return False
 
 
-@pytest.mark.parametrize("transport", ["auto", "tcp"])
-def test_collectives_two_hosts_two_ranks_each(transport):
+# auto: shared memory within each host, TCP across; tcp: TCP everywhere
+# (the collectives_test entries already run every size over TCP on one host).
+@pytest.mark.parametrize("transport, tests", [("auto", COLLECTIVES_FILTER),
+                                              ("tcp", COLLECTIVES_FEW)], ids=["auto", "tcp"])
+def test_collectives_two_hosts_two_ranks_each(transport, tests):
     with Hosts(2) as hosts:
         status, output = jobs.run(
             ringletrun_argv(["-H", host_list(hosts, [2, 2])], 4,
-                            PLACED + [COLLECTIVES_TEST, COLLECTIVES_FILTER]),
+                            PLACED + [COLLECTIVES_TEST, tests]),
             job_env(RINGLET_TRANSPORT=transport), timeout=120)
         assert_gtest_passed(status, output)
         a, b = hosts.names
@@ -156,8 +164,8 @@ def test_collectives_through_a_hostfile_and_the_rsh_variable():
         hostfile.write(f"# two hosts\n{hosts.names[0]} slots=2\n{hosts.names[1]} slots=2\n")
         hostfile.flush()
         status, output = jobs.run(
-            ringletrun_argv(["--hostfile", hostfile.name], 4, PLACED + [COLLECTIVES_TEST, COLLECTIVES_FEW],
-                            rsh=False),
+            ringletrun_argv(["--hostfile", hostfile.name], 4,
+                            PLACED + [COLLECTIVES_TEST, COLLECTIVES_FEW], rsh=False),
             job_env(RINGLET_RSH=RSH), timeout=120)
         assert_gtest_passed(status, output)
         a, b = hosts.names
@@ -169,7 +177,8 @@ def test_collectives_three_hosts_one_rank_each():
     with Hosts(3) as hosts:
         # A host named without slots has one.
         status, output = jobs.run(
-            ringletrun_argv(["-H", ",".join(hosts.names)], 3, PLACED + [COLLECTIVES_TEST, COLLECTIVES_FEW]),
+            ringletrun_argv(["-H", ",".join(hosts.names)], 3,
+                            PLACED + [COLLECTIVES_TEST, COLLECTIVES_FEW]),
             job_env(), timeout=120)
         assert_gtest_passed(status, output)
         assert_placed(output, [(name, 0) for name in hosts.names])
@@ -210,7 +219,8 @@ def test_every_line_comes_back_prefixed_with_its_rank():
         # --rsh is split into words: here a shell that runs the remote shell.
         status, output = jobs.run(
             ringletrun_argv(["--rsh", f"sh {RSH}", "-H", host_list(hosts, [2, 2])], 4,
-                            ["sh", "-c", 'for i in 1 2 3; do echo "out $i of $RINGLET_RANK on $(hostname)"; '
+                            ["sh", "-c", 'for i in 1 2 3; do '
+                                         'echo "out $i of $RINGLET_RANK on $(hostname)"; '
                                          'echo "err $i of $RINGLET_RANK" >&2; done'], rsh=False),
             job_env(), timeout=60)
         assert status == 0, output
@@ -220,7 +230,8 @@ def test_every_line_comes_back_prefixed_with_its_rank():
             assert out[rank] == [f"out {i} of {rank} on {host}" for i in (1, 2, 3)], output
             assert err[rank] == [f"err {i} of {rank}" for i in (1, 2, 3)], output
         # Nothing else reached the output: every line is one rank's.
-        assert all(re.match(r"^\[[0-3]\]<std(out|err)>:", line) for line in output.splitlines()), output
+        prefixed = re.compile(r"^\[[0-3]\]<std(out|err)>:")
+        assert all(prefixed.match(line) for line in output.splitlines()), output
     assert hosts.left_running == {}
 
 
@@ -259,7 +270,8 @@ def killed_rank_job():
 def test_a_remote_rank_killed_mid_run_ends_the_job_naming_it(killed_rank_job):
     status, output, took, names, left_running = killed_rank_job
     assert status != 0, output
-    assert re.search(rf"^ringletrun: rank 3 \(on {names[1]}\) was killed by signal 9", output, re.M), output
+    named = rf"^ringletrun: rank 3 \(on {names[1]}\) was killed by signal 9"
+    assert re.search(named, output, re.M), output
     # Every survivor failed on its own (the launcher did not have to stop
     # it), well before the launcher's 10 s grace ran out.
     lines = rank_lines(output)
@@ -275,6 +287,51 @@ def test_every_survivor_names_the_rank_that_was_killed(killed_rank_job):
     for rank in (0, 1, 2):
         said = [line for line in lines.get(rank, []) if line.startswith(f"LOST {rank}: ")]
         assert said and "rank 3" in said[0], f"rank {rank} does not name rank 3:\n{output}"
+
+
+def wait_until_empty(hosts, seconds):
+    """Waits until no process runs on any of the hosts; returns what still
+    runs when the time is up ({} if nothing)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        running = {name: hosts.pids(i) for i, name in enumerate(hosts.names) if hosts.pids(i)}
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.05)
+
+
+def test_sigterm_to_the_launcher_stops_every_host():
+    with Hosts(2) as hosts:
+        job = Job(ringletrun_argv(["-H", host_list(hosts, [1, 1])], 2, [HOSTS_RANK, "loop"]),
+                  job_env())
+        try:
+            job.wait_for(r"^\[\d\]<stdout>:READY ", 2, timeout=40)
+            assert all(hosts.pids(i) for i in range(2))
+            job.process.send_signal(signal.SIGTERM)
+            status = job.wait(timeout=30)
+        finally:
+            job.kill()
+        assert status != 0, job.output
+        assert wait_until_empty(hosts, 1) == {}, job.output
+    assert hosts.left_running == {}
+
+
+def test_ranks_stop_when_the_launcher_is_gone():
+    with Hosts(2) as hosts:
+        job = Job(ringletrun_argv(["-H", host_list(hosts, [1, 1])], 2, [HOSTS_RANK, "loop"]),
+                  job_env())
+        try:
+            job.wait_for(r"^\[\d\]<stdout>:READY ", 2, timeout=40)
+            assert all(hosts.pids(i) for i in range(2))
+            # Only the launcher: its agents see their stdin close.
+            os.kill(job.process.pid, signal.SIGKILL)
+            # SIGTERM to each rank at once, SIGKILL 3 s later at the latest.
+            left = wait_until_empty(hosts, 3 + 3)
+        finally:
+            job.kill()
+        assert left == {}, {name: [netns.process_text(p) for p in pids]
+                            for name, pids in left.items()}
+    assert hosts.left_running == {}
 
 
 def test_a_cut_link_ends_the_job_with_an_error_naming_the_peer():
@@ -294,7 +351,8 @@ def test_a_cut_link_ends_the_job_with_an_error_naming_the_peer():
         for rank, peer in ((0, 1), (1, 0)):
             said = [line for line in lost.get(rank, []) if line.startswith(f"LOST {rank}: ")]
             assert said and f"rank {peer}" in said[0], job.output
-        assert re.search(r"ringletrun: rank [01] \(on rl\w+\) exited with status 3", job.output), job.output
+        named = r"ringletrun: rank [01] \(on rl\w+\) exited with status 3"
+        assert re.search(named, job.output), job.output
         # The 3 s deadline, then the survivor's own grace at most.
         assert took < 3 + 5 + 2, f"the job took {took:.1f} s to end after the cut:\n{job.output}"
     assert hosts.left_running == {}
@@ -303,8 +361,8 @@ def test_a_cut_link_ends_the_job_with_an_error_naming_the_peer():
 def test_the_job_secret_is_on_no_command_line():
     with Hosts(2) as hosts:
         with HeldJob(["--rsh", RSH, "-H", host_list(hosts, [1, 1])], 2, job_env()):
-            secrets_seen = {proc_environ(pid).get("RINGLET_SECRET") for pid in rank_pids(hosts, 1).values()}
-            secrets_seen |= {proc_environ(pid).get("RINGLET_SECRET") for pid in rank_pids(hosts, 0).values()}
+            secrets_seen = {proc_environ(pid).get("RINGLET_SECRET")
+                            for i in range(2) for pid in rank_pids(hosts, i).values()}
             assert len(secrets_seen) == 1 and None not in secrets_seen, secrets_seen
             secret = secrets_seen.pop()
             assert len(secret) >= 32
@@ -339,7 +397,8 @@ def test_links_stay_on_the_hosts_addresses_and_follow_the_transport(transport):
                 for state, address, port, *_ , users in listening:
                     # Never every interface: the host's own address, or loopback.
                     assert address in (mine, "127.0.0.1", "::1"), (state, address, port, users)
-                assert any(address == mine and port != store_port for _, address, port, *_ in listening)
+                assert any(address == mine and port != store_port
+                           for _, address, port, *_ in listening)
                 data = [s for s in found if s[0] == "ESTAB" and store_port not in (s[2], s[4])]
                 across = [s for s in data if s[3] == other]
                 within = [s for s in data if s[3] in (mine, "127.0.0.1")]
@@ -357,8 +416,8 @@ def test_network_interface_names_the_hosts_interface():
     # the ones that must have it.
     with Hosts(2, interface="rlnic0") as hosts:
         assert subprocess.run(["ip", "link", "show", "rlnic0"], capture_output=True).returncode != 0
-        with HeldJob(["--rsh", RSH, "--network-interface", "rlnic0", "-H", host_list(hosts, [1, 1])], 2,
-                     job_env(RINGLET_TRANSPORT="tcp")):
+        with HeldJob(["--rsh", RSH, "--network-interface", "rlnic0",
+                      "-H", host_list(hosts, [1, 1])], 2, job_env(RINGLET_TRANSPORT="tcp")):
             for i in range(2):
                 listening = [s for s in sockets(hosts, i) if s[0] == "LISTEN"]
                 assert listening and all(s[1] == hosts.address(i) for s in listening), listening

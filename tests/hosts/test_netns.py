@@ -107,12 +107,13 @@ def test_each_host_is_a_namespace_with_its_own_name_address_and_hosts_file():
             assert sorted(addresses) == [("eth0", f"{hosts.address(i)}/24"), ("lo", "127.0.0.1/8")]
             # One route, the hosts' subnet: nothing leaves it.
             routes = hosts.run_in(i, ["ip", "route"]).stdout.splitlines()
-            assert len(routes) == 1 and routes[0].split()[:3] == [hosts.subnet, "dev", "eth0"], routes
+            assert len(routes) == 1, routes
+            assert routes[0].split()[:3] == [hosts.subnet, "dev", "eth0"], routes
             # Every host resolves every host's name, and localhost.
-            r = hosts.run_in(i, [sys.executable, "-c",
-                                 "import socket, sys; print(*[socket.gethostbyname(n) for n in sys.argv[1:]])",
-                                 *hosts.names, "localhost"])
-            assert r.stdout.split() == [hosts.address(j) for j in range(3)] + ["127.0.0.1"], r.stderr
+            resolve = "import socket, sys; print(*map(socket.gethostbyname, sys.argv[1:]))"
+            r = hosts.run_in(i, [sys.executable, "-c", resolve, *hosts.names, "localhost"])
+            expected = [hosts.address(j) for j in range(3)] + ["127.0.0.1"]
+            assert r.stdout.split() == expected, r.stderr
     assert hosts.left_running == {}
     assert_gone(hosts)
 
@@ -170,8 +171,9 @@ def netem_works():
     scratch = f"rlnetem{os.getpid()}"
     subprocess.run(["ip", "netns", "add", scratch], check=True)
     try:
-        return subprocess.run(["ip", "netns", "exec", scratch, "tc", "qdisc", "add", "dev", "lo",
-                               "root", "netem", "delay", "1us"], capture_output=True).returncode == 0
+        tc = ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1us"]
+        return subprocess.run(["ip", "netns", "exec", scratch, *tc],
+                              capture_output=True).returncode == 0
     finally:
         subprocess.run(["ip", "netns", "del", scratch], check=True)
 
@@ -275,7 +277,8 @@ def test_hosts_of_a_dead_owner_are_swept_by_the_next_instance():
 def test_the_remote_shell_passes_status_stdin_environment_and_signals():
     with Hosts(1) as hosts:
         name = hosts.names[0]
-        r = subprocess.run([RSH, name, "sh", "-c", 'read x; echo "$x $(hostname) $RL_TEST_WORD"; exit 7'],
+        script = 'read x; echo "$x $(hostname) $RL_TEST_WORD"; exit 7'
+        r = subprocess.run([RSH, name, "sh", "-c", script],
                            input="through\n", capture_output=True, text=True, timeout=20,
                            env={**os.environ, "RL_TEST_WORD": "kept"})
         assert (r.returncode, r.stdout) == (7, f"through {name} kept\n"), r.stderr
