@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -125,10 +126,29 @@ def test_hosts_reach_each_other_by_name_and_the_host_names_differ():
         assert r.returncode == 0, r.stderr
         assert r.stdout.split()[:2] == [hosts.names[1], "5"]
         server.wait(timeout=10)
-        # The root namespace's own addresses are out of reach from a host.
-        r = hosts.run_in(0, [sys.executable, "-c", CLIENT, "127.0.0.2", "22", "1", "1"])
-        assert r.returncode != 0
     assert hosts.left_running == {}
+
+
+def test_this_machine_is_out_of_reach_from_a_host():
+    # A listener on every address of this machine (the root namespace):
+    # nothing on a host reaches it, there is no route out of the hosts' subnet.
+    listener = socket.socket()
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    own = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True).stdout
+    # Without an address of its own, a documentation address stands in: no
+    # route leads there either.
+    addresses = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", own) or ["192.0.2.1"]
+    try:
+        with Hosts(1) as hosts:
+            for address in addresses:
+                r = hosts.run_in(0, [sys.executable, "-c", CLIENT, address, str(port), "1", "2"])
+                assert r.returncode != 0 and "unreachable" in r.stderr, (address, r.stderr)
+        assert hosts.left_running == {}
+    finally:
+        listener.close()
 
 
 def test_a_cut_link_drops_traffic_silently_until_restored():
