@@ -128,19 +128,29 @@ class HeldJob:
         self.np = np
 
     def __enter__(self):
-        self.job.wait_for(r"^\[\d+\]<stdout>:READY ", self.np, timeout=40)
+        try:
+            self.job.wait_for(r"^\[\d+\]<stdout>:READY ", self.np, timeout=40)
+        except BaseException:
+            self._end(kill=True)
+            raise
         return self
 
     def __exit__(self, kind, error, trace):
-        self.release.touch()
-        if error is not None:
-            self.job.kill()
-            return False
-        status = self.job.wait(timeout=30)
-        assert status == 0, self.job.output
-        self.release.unlink()
-        self.release.parent.rmdir()
+        status = self._end(kill=error is not None)
+        if error is None:
+            assert status == 0, self.job.output
         return False
+
+    def _end(self, kill):
+        self.release.touch()
+        try:
+            if kill:
+                self.job.kill()
+                return None
+            return self.job.wait(timeout=30)
+        finally:
+            self.release.unlink()
+            self.release.parent.rmdir()
 
 
 # auto: shared memory within each host, TCP across; tcp: TCP everywhere
