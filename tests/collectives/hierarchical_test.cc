@@ -660,6 +660,7 @@ std::vector<Group>& process_sets() {
       std::vector<int> uneven = w.hosts.front();
       uneven.push_back(w.hosts[1].front());
       lists.push_back(uneven);
+      lists.push_back(w.hosts.front());  // all of one host: a window of its own
     }
     std::vector<Group> out;
     for (size_t k = 0; k < lists.size(); ++k) {
@@ -684,6 +685,11 @@ TEST(HierarchicalProcessSets, GroupsChoicesAndResults) {
     SCOPED_TRACE("process set of " + std::to_string(g.members.size()) + " ranks on " +
                  std::to_string(g.layout.hosts.size()) + " hosts");
     if (g.comm == nullptr) continue;  // collective over the members only
+    // A window wherever the set's ranks share one host, in a job of several.
+    const char* transport = std::getenv("RINGLET_TRANSPORT");
+    const bool shm = transport == nullptr || std::string(transport) != "tcp";
+    EXPECT_EQ(g.comm->window() != nullptr,
+              shm && g.layout.hosts.size() == 1 && g.members.size() > 1);
     expect_groups(g);
     expect_choices(g);
     if (!g.layout.shared() && switch_of("HOROVOD_HIERARCHICAL_ALLGATHER") == "1") {
