@@ -1,5 +1,6 @@
 #include "core/collectives/group_steps.h"
 
+#include <cstdint>
 #include <string>
 
 #include "core/collectives/algorithm_table.h"
@@ -15,6 +16,10 @@ namespace {
 template <class Fn, size_t N>
 Fn chosen(const std::array<Implementation<Fn>, N>& impls, Communicator& group, Collective c,
           size_t bytes) {
+  // A group has no hierarchy of its own (one host, or one rank per host), so
+  // a hierarchical switch that is on always finds it flat: that is no news
+  // for the user, whose collective does run hierarchically.
+  group.workspace().flat_despite_switch = ~uint32_t{0};
   const Algorithm a = choose_algorithm(group, c, bytes);
   const Fn run = implementation(impls, a);
   if (run == nullptr) {
