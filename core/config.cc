@@ -104,15 +104,17 @@ Setter boolean(bool Config::*field) {
   };
 }
 
-// A switch whose "on" asks for an algorithm this version does not have:
-// "off" is stored, "on" is refused by name rather than silently ignored, and
-// anything else is the table's usual bad-value error.
-Setter not_served_when_true(bool Config::*field, const char* name, const char* what) {
-  return [field, name, what](const std::string& value, Config& config) {
-    if (!boolean(field)(value, config)) return false;
-    if (config.*field) {
-      throw ConfigError(std::string(name) + "=" + value + ": " + what +
-                        " is not served yet (accepted today: 0|false)");
+// 0|1|true|false, as boolean() reads them, where unset (nullopt) means a
+// third thing: let Ringlet choose.
+Setter optional_boolean(std::optional<bool> Config::*field) {
+  return [field](const std::string& value, Config& config) {
+    const std::string v = lower(value);
+    if (v == "1" || v == "true") {
+      config.*field = true;
+    } else if (v == "0" || v == "false") {
+      config.*field = false;
+    } else {
+      return false;
     }
     return true;
   };
@@ -243,16 +245,17 @@ std::vector<EnvVar> build_table() {
   t.push_back(row("HOROVOD_LOG_TIMESTAMP", "0", "one of 0|1|true|false",
                   "start every log line with the local date and time (microseconds)",
                   boolean(&Config::log_timestamp)));
-  t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "0",
-                  "one of 0|1|true|false (1|true: not served yet)",
-                  "allreduce within hosts, then across them, then within again",
-                  not_served_when_true(&Config::hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE",
-                                       "a hierarchical allreduce")));
-  t.push_back(row("HOROVOD_HIERARCHICAL_ALLGATHER", "0",
-                  "one of 0|1|true|false (1|true: not served yet)",
-                  "allgather within hosts, then across them",
-                  not_served_when_true(&Config::hierarchical_allgather, "HOROVOD_HIERARCHICAL_ALLGATHER",
-                                       "a hierarchical allgather")));
+  // Unset, the algorithm table chooses (core/collectives/algorithm_table.cc).
+  t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "", "one of 0|1|true|false",
+                  "allreduce within each host, across hosts, then within again; 1: at every "
+                  "size where the hosts hold as many ranks, several each; 0: never; unset: the "
+                  "algorithm table chooses by size",
+                  optional_boolean(&Config::hierarchical_allreduce)));
+  t.push_back(row("HOROVOD_HIERARCHICAL_ALLGATHER", "", "one of 0|1|true|false",
+                  "allgather within each host, across hosts, then broadcast within; 1: at every "
+                  "size where some host holds several ranks; 0: never; unset: the algorithm "
+                  "table chooses by size",
+                  optional_boolean(&Config::hierarchical_allgather)));
   t.push_back(row("RINGLET_SHM_WINDOW_BYTES", "16M", "a byte count > 0, with optional K|M|G suffix",
                   "shared-memory window per rank", byte_size(&Config::shm_window_bytes)));
   t.push_back(row("RINGLET_CUDA_IPC_DIRECT_BYTES", "4M",
@@ -358,6 +361,18 @@ Config load_config(const std::map<std::string, std::string>* env) {
     // An empty value means "unset", as Horovod treats it: `export X=` keeps the default.
     if (it == env->end() || it->second.empty()) continue;
     var.parse(it->second, config);
+  }
+  // Both would choose the algorithm of the same collective: refused rather
+  // than one silently overriding the other.
+  const std::pair<const std::optional<bool>&, const char*> switches[] = {
+      {config.hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE"},
+      {config.hierarchical_allgather, "HOROVOD_HIERARCHICAL_ALLGATHER"}};
+  for (const auto& [on, name] : switches) {
+    if (on.value_or(false) && config.algorithm != AlgorithmChoice::kAuto) {
+      throw ConfigError(std::string(name) + "=" + env->at(name) + " and RINGLET_ALGORITHM=" +
+                        std::string(to_string(config.algorithm)) +
+                        " both choose the algorithm: set one of them (or RINGLET_ALGORITHM=auto)");
+    }
   }
   return config;
 }

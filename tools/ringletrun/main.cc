@@ -117,7 +117,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   // Two flags, not one negatable flag: without either, the environment's value stands.
   auto* hierarchical =
       app.add_flag("--hierarchical-allreduce", args.hierarchical_allreduce,
-                   "sets HOROVOD_HIERARCHICAL_ALLREDUCE=1 (refused by the ranks: not served yet)");
+                   "sets HOROVOD_HIERARCHICAL_ALLREDUCE=1: allreduce within each host, "
+                   "across hosts, then within again, at every size (where every host holds "
+                   "as many ranks, several each)");
   app.add_flag("--no-hierarchical-allreduce", args.no_hierarchical_allreduce,
                "sets HOROVOD_HIERARCHICAL_ALLREDUCE=0")
       ->excludes(hierarchical);
