@@ -16,6 +16,15 @@ namespace topo = ringlet::topology;
 
 namespace {
 
+std::vector<int> ring(const topo::Host& host, const std::vector<topo::Placement>& placement) {
+  std::vector<int> ranks, locality;
+  for (const auto& p : placement) {
+    ranks.push_back(p.local_rank);
+    locality.push_back(topo::ring_locality(host, p.numa_node));
+  }
+  return topo::ring_order({ranks}, locality);
+}
+
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 std::string numa_text(int node) { return node < 0 ? "?" : std::to_string(node); }
@@ -49,7 +58,9 @@ void print_text(const topo::Host& host, const std::vector<topo::Placement>& plac
   print_devices("nics", host.nics);
   std::cout << "placement of " << placement.size() << " local rank(s):\n";
   for (const auto& p : placement) {
-    std::cout << "  local rank " << p.local_rank << ": core " << p.core << " (pu";
+    std::cout << "  local rank " << p.local_rank << ": cores";
+    for (int c : p.cores) std::cout << " " << c;
+    std::cout << " (pu";
     for (int pu : p.pus) std::cout << " " << pu;
     std::cout << ")  numa " << numa_text(p.numa_node);
     if (p.gpu >= 0) std::cout << "  gpu " << host.gpus[p.gpu].name;
@@ -57,14 +68,14 @@ void print_text(const topo::Host& host, const std::vector<topo::Placement>& plac
     std::cout << "\n";
   }
   std::cout << "ring within the host:";
-  for (int r : topo::local_ring(static_cast<int>(placement.size()))) std::cout << " " << r;
+  for (int r : ring(host, placement)) std::cout << " " << r;
   std::cout << "\n";
 }
 
 nlohmann::json placement_json(const std::vector<topo::Placement>& placement) {
   auto out = nlohmann::json::array();
   for (const auto& p : placement) {
-    out.push_back({{"local_rank", p.local_rank}, {"core", p.core}, {"pus", p.pus},
+    out.push_back({{"local_rank", p.local_rank}, {"cores", p.cores}, {"pus", p.pus},
                    {"numa_node", p.numa_node}, {"gpu", p.gpu}, {"nic", p.nic}});
   }
   return out;
@@ -109,7 +120,7 @@ int main(int argc, char** argv) {
       nlohmann::json out{{"topology", t},
                          {"ranks", ranks},
                          {"placement", placement_json(placement)},
-                         {"ring", topo::local_ring(ranks)}};
+                         {"ring", ring(host, placement)}};
       std::cout << out.dump(2) << "\n";
     } else {
       print_text(host, placement);
