@@ -81,7 +81,8 @@ std::vector<int> online_cpus() {
 }
 
 void bind_process(const std::vector<int>& cpus) {
-  if (cpus.empty()) throw common::Failure(common::FailureKind::kInternal, "topology: no CPU to bind to");
+  if (cpus.empty())
+    throw common::Failure(common::FailureKind::kInternal, "topology: no CPU to bind to");
   CpuSet s(static_cast<size_t>(*std::max_element(cpus.begin(), cpus.end())));
   for (int c : cpus) CPU_SET_S(static_cast<size_t>(c), s.bytes, s.set.get());
   // A thread may start while the others are bound, from one not bound yet:
@@ -95,8 +96,8 @@ void bind_process(const std::vector<int>& cpus) {
       // A thread that ended since the listing is no failure.
       if (::sched_setaffinity(tid, s.bytes, s.set.get()) != 0 && errno != ESRCH) {
         throw common::Failure(common::FailureKind::kInternal,
-                              "topology: sched_setaffinity to CPUs " + cpu_list_text(cpus) +
-                                  ": " + std::strerror(errno));
+                              "topology: sched_setaffinity to CPUs " + cpu_list_text(cpus) + ": " +
+                                  std::strerror(errno));
       }
     }
     if (!fresh) return;

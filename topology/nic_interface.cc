@@ -94,10 +94,10 @@ NicInterface nic_interface(const PciDevice& nic, const std::vector<Ipv4Interface
   }
   std::string names;
   for (const std::string& n : nic.netdevs) names += (names.empty() ? "" : ", ") + n;
-  out.reason = !refused.empty() ? refused
-                                : "none of its interfaces (" + names +
-                                      ") is up with an IPv4 address on rank 0's subnet (" + rank0 +
-                                      ")";
+  out.reason = !refused.empty()
+                   ? refused
+                   : "none of its interfaces (" + names +
+                         ") is up with an IPv4 address on rank 0's subnet (" + rank0 + ")";
   return out;
 }
 

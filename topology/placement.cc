@@ -78,30 +78,42 @@ void split_node(const Node& node, const std::vector<int>& ranks, std::vector<Pla
     for (size_t j = 0; j < m; ++j) {
       Placement& p = out[ranks[j]];
       p.numa_node = node.os_index;
-      for (size_t c = 0; c < even_share(k, m, j); ++c) add_pus(p, *node.cores[even_offset(k, m, j) + c]);
+      for (size_t c = 0; c < even_share(k, m, j); ++c)
+        add_pus(p, *node.cores[even_offset(k, m, j) + c]);
       finish(p);
     }
     return;
   }
-  // More ranks than cores: consecutive ranks share a core, each on PUs of its
-  // own while the core has one for each of them.
-  for (size_t c = 0; c < k; ++c) {
-    const Core& core = *node.cores[c];
-    const size_t sharing = even_share(m, k, c), first = even_offset(m, k, c);
-    const size_t npu = core.pus.size();
-    for (size_t q = 0; q < sharing; ++q) {
-      Placement& p = out[ranks[first + q]];
+  if (m <= node.pus) {
+    // More ranks than cores, not than PUs: a contiguous block of PUs each, so
+    // neighbours share a core but never a PU.
+    std::vector<std::pair<int, int>> pus;  // (PU, its core's index), in core order
+    for (const Core* c : node.cores) {
+      for (int pu : c->pus) pus.emplace_back(pu, c->index);
+    }
+    for (size_t j = 0; j < m; ++j) {
+      Placement& p = out[ranks[j]];
       p.numa_node = node.os_index;
-      p.cores = {core.index};
-      if (sharing <= npu) {
-        const auto from = core.pus.begin() + static_cast<ptrdiff_t>(even_offset(npu, sharing, q));
-        p.pus.assign(from, from + static_cast<ptrdiff_t>(even_share(npu, sharing, q)));
-      } else {
-        p.pus = core.pus;
-        p.shared = true;
+      for (size_t i = 0; i < even_share(pus.size(), m, j); ++i) {
+        const auto& [pu, core] = pus[even_offset(pus.size(), m, j) + i];
+        p.pus.push_back(pu);
+        if (std::find(p.cores.begin(), p.cores.end(), core) == p.cores.end())
+          p.cores.push_back(core);
       }
       finish(p);
     }
+    return;
+  }
+  // More ranks than PUs: each may run on the whole node. Pinned to single
+  // PUs, an uneven count (3 ranks on 2 PUs) would leave two ranks at half a
+  // PU each while the third had one; the scheduler shares them evenly, and
+  // the ring runs at its slowest rank's pace.
+  for (int r : ranks) {
+    Placement& p = out[r];
+    p.numa_node = node.os_index;
+    p.shared = true;
+    for (const Core* c : node.cores) add_pus(p, *c);
+    finish(p);
   }
 }
 

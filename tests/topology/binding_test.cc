@@ -62,9 +62,10 @@ TEST(Binding, NoneLeavesEveryRankWhereTheSystemPutsIt) {
   EXPECT_EQ(b.numa_node, 1);  // its GPU's
   Host cpu_only = h;
   cpu_only.gpus.clear();
-  EXPECT_EQ(plan_binding(cpu_only, place_local_ranks(cpu_only, 2)[1], false, range(0, 31),
-                         range(0, 31)).numa_node,
-            -1);
+  EXPECT_EQ(
+      plan_binding(cpu_only, place_local_ranks(cpu_only, 2)[1], false, range(0, 31), range(0, 31))
+          .numa_node,
+      -1);
 }
 
 // A topology of another machine: the placement comes from it, the binding
@@ -144,7 +145,8 @@ TEST(Affinity, BindProcessBindsEveryThread) {
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's threads were not all bound";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's threads were not all bound";
 }
 
 }  // namespace

@@ -49,7 +49,9 @@ TEST(NicInterface, RefusesAnInterfaceThatDoesNotReachRankZero) {
                                            iface("ib0", "192.168.100.7", "255.255.255.0")};
   NicInterface c = nic_interface(nic({"ib0"}), here, kRank0, "eno1");
   EXPECT_EQ(c.interface, "");
-  EXPECT_EQ(c.reason, "none of its interfaces (ib0) is up with an IPv4 address on rank 0's subnet (10.1.0.1)");
+  EXPECT_EQ(
+      c.reason,
+      "none of its interfaces (ib0) is up with an IPv4 address on rank 0's subnet (10.1.0.1)");
   // Down, or without an address at all.
   Ipv4Interface down = iface("ib1", "10.1.0.8", "255.255.0.0");
   down.up = false;

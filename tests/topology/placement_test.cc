@@ -140,17 +140,24 @@ TEST(Placement, TwoRanksPerCoreTakeOnePuEach) {
   EXPECT_EQ(all.size(), 32u);
 }
 
-// 48 ranks on 32 PUs: three ranks per core of two PUs; they share its PUs.
-TEST(Placement, ThreeRanksPerCoreShareIt) {
+// 48 ranks on 32 PUs: 24 on each node of 16 PUs; pinned to PUs, some would
+// get half of one and others a whole one, so each may run on its whole node.
+TEST(Placement, MoreRanksThanPusShareTheirNode) {
   const Host h = gpu8();
   const auto p = place_local_ranks(h, 48);
-  // Node 0's ranks: r % 8 < 4: 0,1,2,3,8,...; ranks 0, 1, 2 share core 0.
-  for (int r : {0, 1, 2}) {
-    EXPECT_EQ(p[r].cores, std::vector<int>{0}) << r;
-    EXPECT_EQ(p[r].pus, pus_of_core(0)) << r;
-    EXPECT_TRUE(p[r].shared) << r;
+  std::vector<int> node0_pus, node1_pus;
+  for (int c = 0; c < 8; ++c) {
+    node0_pus.push_back(c);
+    node1_pus.push_back(c + 8);
   }
-  EXPECT_EQ(p[3].cores, std::vector<int>{1});
+  for (int c = 0; c < 8; ++c) node0_pus.push_back(c + 16);
+  for (int c = 0; c < 8; ++c) node1_pus.push_back(c + 24);
+  for (const Placement& q : p) {
+    EXPECT_TRUE(q.shared) << q.local_rank;
+    EXPECT_EQ(q.numa_node, q.gpu / 4) << q.local_rank;
+    EXPECT_EQ(q.pus, q.numa_node == 0 ? node0_pus : node1_pus) << q.local_rank;
+    EXPECT_EQ(q.cores.size(), 8u) << q.local_rank;
+  }
 }
 
 // Without GPUs ranks alternate between nodes; the ring keeps each node's ranks together.
@@ -185,18 +192,30 @@ TEST(Placement, FewerRanksThanNodesTakeWholeNodes) {
 }
 
 // 6 ranks on 4 single-PU cores: each node has ranks 0,2,4 (or 1,3,5) on 2
-// cores; the first two share core 0 (one PU), the third has core 1.
-TEST(Placement, OversubscribedRanksShareCoresEvenly) {
+// PUs; they share the node.
+TEST(Placement, OversubscribedRanksShareTheirNode) {
   const Host h = two_numa();
   const auto p = place_local_ranks(h, 6);
-  EXPECT_EQ(p[0].pus, std::vector<int>{0});
-  EXPECT_TRUE(p[0].shared);
-  EXPECT_EQ(p[2].pus, std::vector<int>{0});
-  EXPECT_EQ(p[4].pus, std::vector<int>{2});
-  EXPECT_FALSE(p[4].shared);
-  EXPECT_EQ(p[1].pus, std::vector<int>{1});
-  EXPECT_EQ(p[5].pus, std::vector<int>{3});
+  for (int r : {0, 2, 4}) {
+    EXPECT_EQ(p[r].pus, (std::vector<int>{0, 2})) << r;
+    EXPECT_TRUE(p[r].shared) << r;
+  }
+  for (int r : {1, 3, 5}) EXPECT_EQ(p[r].pus, (std::vector<int>{1, 3})) << r;
   EXPECT_EQ(ring_of(h, p), (std::vector<int>{0, 2, 4, 1, 3, 5}));
+}
+
+// Three ranks on a node of 2 cores with 2 PUs each: a PU block each, in core
+// order (PUs 0, 16 of core 0; 1, 17 of core 1).
+TEST(Placement, MoreRanksThanCoresTakeBlocksOfPus) {
+  Host h;
+  h.packages = {{0, 0, {{0, 0, {{0, {0, 16}}, {1, {1, 17}}}}}}};
+  const auto p = place_local_ranks(h, 3);
+  EXPECT_EQ(p[0].pus, (std::vector<int>{0, 16}));
+  EXPECT_EQ(p[0].cores, std::vector<int>{0});
+  EXPECT_EQ(p[1].pus, std::vector<int>{1});
+  EXPECT_EQ(p[2].pus, std::vector<int>{17});
+  EXPECT_EQ(p[2].cores, std::vector<int>{1});
+  for (const Placement& q : p) EXPECT_FALSE(q.shared);
 }
 
 // A machine as data: four GPUs, all on node 0, which has 2 single-PU cores;

@@ -12,12 +12,12 @@ namespace ringlet::topology {
 
 struct Placement {
   int local_rank = 0;
-  int numa_node = -1;      // OS index of the NUMA node of its cores; -1 when they span several, or none
+  int numa_node = -1;  // OS index of the NUMA node of its cores; -1 when they span several, or none
   std::vector<int> cores;  // Core::index of its cores, ascending; empty when the host lists none
   std::vector<int> pus;    // the OS indexes of the PUs it may run on (what sched_setaffinity takes)
-  bool shared = false;     // other local ranks are given some of the same PUs (more ranks than PUs)
-  int gpu = -1;            // index into Host::gpus, -1 if none
-  int nic = -1;            // index into Host::nics of the NIC closest to it, -1 if none is close
+  bool shared = false;  // other local ranks may run on the same PUs (more ranks than a node's PUs)
+  int gpu = -1;         // index into Host::gpus, -1 if none
+  int nic = -1;         // index into Host::nics of the NIC closest to it, -1 if none is close
 };
 
 // Each rank's NUMA node first: with GPUs, rank r drives GPU r % gpus (the
@@ -27,9 +27,10 @@ struct Placement {
 // bandwidth is shared evenly. A node given more ranks than it has PUs (times
 // the host's oversubscription) passes the last ones to the nearest node with
 // room. Then each node's cores are split evenly, in order, among its ranks;
-// where ranks outnumber a node's cores, neighbours share a core, each with a
-// PU of its own while the core has enough. With fewer ranks than nodes (and
-// no GPU), each rank gets whole nodes. NIC: for a GPU, the one behind the
+// where ranks outnumber a node's cores, its PUs are (neighbours share a core,
+// never a PU); where they outnumber its PUs, each may run on the whole node
+// and the scheduler shares it. With fewer ranks than nodes (and no GPU),
+// each rank gets whole nodes. NIC: for a GPU, the one behind the
 // same PCI switch (the longest common PCI path), else on the GPU's node;
 // otherwise one on the rank's node; RDMA-capable ones first, and ranks with
 // equally close NICs take turns among them.
