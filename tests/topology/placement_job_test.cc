@@ -5,8 +5,11 @@
 // where it has it online, and leaves the others with an info line; the ring
 // collectives must be right over the reordered ring, through shm and TCP.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <iterator>
@@ -16,6 +19,8 @@
 #include <vector>
 
 #include "ringlet/topology/affinity.h"
+#include "ringlet/topology/nic_interface.h"
+#include "ringlet/topology/topology.h"
 #include "tests/common/job_run.h"
 
 namespace {
@@ -194,6 +199,68 @@ TEST(PlacementJob, ABadBindValueFailsInitNamingIt) {
   SCOPED_TRACE(j.run.output);
   EXPECT_FALSE(j.exited_zero());
   EXPECT_GE(j.count("RINGLET_BIND='socket' is not valid: expected one of auto|none"), 1);
+}
+
+// A port free on `address` a moment ago.
+int free_port(const std::string& address) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(*ringlet::topology::parse_ipv4(address));
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// Two ranks on two (simulated) hosts meeting at an address of one of this
+// machine's NICs: the route to rank 0 goes through that NIC's interface, so
+// both ranks' TCP links listen on it, and the job runs over it.
+TEST(PlacementJob, TcpLinksUseTheNicThatReachesRankZero) {
+  namespace topo = ringlet::topology;
+  const topo::Host host = topo::discover().hosts.at(0);
+  std::string netdev, address;
+  for (const topo::PciDevice& nic : host.nics) {
+    for (const std::string& name : nic.netdevs) {
+      for (const topo::Ipv4Interface& i : topo::ipv4_interfaces()) {
+        if (i.name == name && i.up && !i.loopback && address.empty()) {
+          netdev = name;
+          address = topo::ipv4_text(i.address);
+        }
+      }
+    }
+  }
+  if (address.empty()) GTEST_SKIP() << "hwloc sees no NIC here with an IPv4 address";
+  // On a host of one NUMA node every NIC is near every rank; on others the
+  // NIC found may not be rank 0's nearest.
+  if (host.numa_count() != 1) GTEST_SKIP() << "needs a host of one NUMA node";
+  const int port = free_port(address);
+  ASSERT_GT(port, 0);
+  auto rank = [&](int r) {
+    return "RINGLET_RANK=" + std::to_string(r) +
+           " RINGLET_SIZE=2 RINGLET_SECRET=nic-test RINGLET_JOB_ID=nictest" +
+           std::to_string(::getpid()) + " RINGLET_RENDEZVOUS=" + address + ":" +
+           std::to_string(port) + " RINGLET_HOSTNAME=nic-host-" + std::to_string(r) +
+           " HOROVOD_LOG_LEVEL=info RINGLET_TIMEOUT_SECONDS=30 " + PLACEMENT_RANK;
+  };
+  const auto run = ringlet::test::run_job("(" + rank(0) + " & " + rank(1) + "; wait) 2>&1");
+  SCOPED_TRACE(run.output);
+  const std::string used = "TCP links use NIC ";
+  int lines = 0;
+  for (size_t at = run.output.find(used); at != std::string::npos;
+       at = run.output.find(used, at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2);
+  EXPECT_NE(run.output.find("the route to rank 0 (" + address + ") goes through " + netdev),
+            std::string::npos);
+  EXPECT_NE(run.output.find("PLACE 0 ring=0,1"), std::string::npos);
+  EXPECT_NE(run.output.find("PLACE 1 ring=0,1"), std::string::npos);
+  EXPECT_EQ(run.output.find("ok=0"), std::string::npos);
 }
 
 }  // namespace
