@@ -389,6 +389,7 @@ common::LogSettings log_settings(const Config& config, int rank) {
   s.level = common::parse_log_level(config.log_level).value_or(common::LogLevel::kWarning);
   s.rank = rank;
   s.timestamp = config.log_timestamp;
+  s.host = host_name(config);
   return s;
 }
 

@@ -78,7 +78,10 @@ struct Rank {
 
 class JobRunner {
  public:
-  explicit JobRunner(const JobOptions& o) : opt_(o), mux_(STDOUT_FILENO, STDERR_FILENO) {}
+  explicit JobRunner(const JobOptions& o)
+      : opt_(o),
+        places_(o.places.empty() ? place_here(o.np) : o.places),
+        mux_(STDOUT_FILENO, STDERR_FILENO) {}
 
   int run() {
     ranks_.reserve(static_cast<std::size_t>(opt_.np));
@@ -98,18 +101,12 @@ class JobRunner {
   }
 
  private:
-  const RankPlace& place_of(int rank) const {
-    static const RankPlace here;
-    return opt_.places.empty() ? here : opt_.places[static_cast<std::size_t>(rank)];
-  }
+  const RankPlace& place_of(int rank) const { return places_[static_cast<std::size_t>(rank)]; }
 
   ChildSpec spec_of(int rank) const {
     const RankPlace& place = place_of(rank);
-    RankPlace alone;  // without places: every rank on this machine
-    alone.local_rank = rank;
-    alone.local_size = opt_.np;
-    std::vector<std::string> env = rank_environment(
-        opt_.base_env, opt_.identity, rank, opt_.np, opt_.places.empty() ? alone : place);
+    std::vector<std::string> env =
+        rank_environment(opt_.base_env, opt_.identity, rank, opt_.np, place);
     ChildSpec spec;
     if (place.local()) {
       spec.argv = opt_.command;
@@ -142,7 +139,7 @@ class JobRunner {
   }
 
   bool spans_hosts() const {
-    return std::any_of(opt_.places.begin(), opt_.places.end(),
+    return std::any_of(places_.begin(), places_.end(),
                        [](const RankPlace& p) { return !p.local(); });
   }
 
@@ -317,6 +314,7 @@ class JobRunner {
   }
 
   const JobOptions& opt_;
+  const std::vector<RankPlace> places_;
   SignalFd signals_;  // before ranks_: blocked before the first fork
   OutputMux mux_;
   std::vector<Rank> ranks_;  // destroyed before mux_ and signals_: kills and reaps what is left

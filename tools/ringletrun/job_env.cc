@@ -36,6 +36,10 @@ void Environment::set(std::string_view name, std::string_view value) {
   vars_.emplace_back(std::string(name), std::string(value));
 }
 
+void Environment::erase(std::string_view name) {
+  std::erase_if(vars_, [name](const auto& var) { return var.first == name; });
+}
+
 const std::string* Environment::get(std::string_view name) const {
   for (const auto& [n, v] : vars_) {
     if (n == name) return &v;

@@ -19,6 +19,7 @@ class Environment {
   static Environment from_process();  // a copy of this process's environ
 
   void set(std::string_view name, std::string_view value);
+  void erase(std::string_view name);
   const std::string* get(std::string_view name) const;
   std::vector<std::string> entries() const;  // "NAME=value", for execvpe
 

@@ -28,6 +28,7 @@
 #include "hosts.h"
 #include "job.h"
 #include "remote_agent.h"
+#include "slurm.h"
 
 namespace ringletrun {
 namespace {
@@ -155,21 +156,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
 // execvp's search, done up front so that a typo is one clear usage error
 // rather than N ranks each failing to start.
 bool command_exists(const std::string& cmd) {
-  auto runnable = [](const std::string& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-           ::access(path.c_str(), X_OK) == 0;
-  };
-  if (cmd.find('/') != std::string::npos) return runnable(cmd);
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    std::size_t colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    if (runnable((dir.empty() ? "." : dir) + "/" + cmd)) return true;
-    if (colon == std::string_view::npos) return false;
-    dirs.remove_prefix(colon + 1);
-  }
+  if (cmd.find('/') == std::string::npos) return on_path(cmd);
+  struct stat st;
+  return ::stat(cmd.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cmd.c_str(), X_OK) == 0;
 }
 
 // Where each rank runs, from -H / --hostfile (every rank here without them).
@@ -205,7 +194,11 @@ std::string rendezvous_host(const std::vector<RankPlace>& places, const Args& ar
                                  [](const RankPlace& p) { return !p.local(); });
   if (!spans) return "127.0.0.1";
   if (!places.front().local()) return places.front().host;
-  return interface_address(args.network_interface);
+  std::string interface = args.network_interface;
+  if (const char* env = std::getenv("RINGLET_NETWORK_INTERFACE"); interface.empty() && env) {
+    interface = env;
+  }
+  return interface_address(interface);
 }
 
 // The words that start a command on another host, the host name following them.
@@ -216,8 +209,9 @@ std::vector<std::string> remote_shell(const Args& args) {
     if (env && *env) text = env;
   }
   std::vector<std::string> words;
-  std::istringstream split(text.empty() ? "ssh -o BatchMode=yes" : text);
+  std::istringstream split(text);
   for (std::string w; split >> w;) words.push_back(w);
+  if (words.empty()) words = {"ssh", "-o", "BatchMode=yes"};
   if (words.front() == "ssh" || words.front().ends_with("/ssh")) {
     if (args.ssh_port) words.insert(words.end(), {"-p", std::to_string(*args.ssh_port)});
     if (!args.ssh_identity_file.empty()) words.insert(words.end(), {"-i", args.ssh_identity_file});
@@ -306,6 +300,56 @@ std::string this_executable() {
   return ec ? std::string("ringletrun") : path.string();
 }
 
+// Inside a Slurm allocation: srun starts the ranks on the allocation's nodes,
+// each rank reads Slurm's variables, and the ranks meet at the rendezvous
+// named here, on the node srun gives task 0. The secret travels in the
+// environment, as srun passes it on, never on a command line.
+int exec_srun(const Args& args, int np) {
+  Environment env = Environment::from_process();
+  apply_flags(args, env);
+  // Slurm's names say who each rank is; stale ones of ours would win over them.
+  for (std::string_view prefix : {"RINGLET_", "HOROVOD_"}) {
+    for (std::string_view what : {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK",
+                                  "CROSS_SIZE"}) {
+      env.erase(std::string(prefix) + std::string(what));
+    }
+  }
+  const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
+  if (!nodelist || !*nodelist) nodelist = std::getenv("SLURM_NODELIST");
+  if (!nodelist || !*nodelist) {
+    return usage_error("inside a Slurm allocation (SLURM_JOB_ID is set) but SLURM_JOB_NODELIST "
+                       "is not: cannot tell where srun puts rank 0");
+  }
+  JobIdentity job;
+  try {
+    job = make_job_identity(first_slurm_host(nodelist));
+  } catch (const std::invalid_argument& e) {
+    return usage_error(e.what());
+  }
+  env.set("RINGLET_RENDEZVOUS", job.rendezvous);
+  env.set("RINGLET_SECRET", job.secret);
+  env.set("RINGLET_JOB_ID", job.job_id);
+  // Every task's lines carry its rank ("3: ..."); a failed task ends the step.
+  std::vector<std::string> argv = {"srun", "--ntasks=" + std::to_string(np),
+                                   "--kill-on-bad-exit=1", "--label"};
+  argv.insert(argv.end(), args.command.begin(), args.command.end());
+  if (args.verbose) {
+    std::string line = "ringletrun: in Slurm job " + std::string(std::getenv("SLURM_JOB_ID")) +
+                       ", rendezvous " + job.rendezvous + ": exec";
+    for (const auto& a : argv) line += " " + a;
+    std::cerr << line << "\n";
+  }
+  std::vector<std::string> entries = env.entries();
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : entries) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  ::execvpe("srun", cargv.data(), cenv.data());
+  std::cerr << "ringletrun: cannot execute srun: " << std::strerror(errno) << "\n";
+  return 127;
+}
+
 int run(int argc, char** argv) {
   // Not a user's option: the launcher's way in on another host.
   if (argc == 2 && std::string_view(argv[1]) == "--remote-agent") return run_remote_agent();
@@ -319,6 +363,9 @@ int run(int argc, char** argv) {
       features.tf_keras = python_has_module("tf_keras");
     }
     if (features.cuda) count_cuda_devices(features);
+    features.ssh = on_path("ssh");
+    features.srun = on_path("srun");
+    features.mpirun = on_path("mpirun");
     std::cout << format_check_build(features, built_version());
     return 0;
   }
@@ -336,6 +383,12 @@ int run(int argc, char** argv) {
     return usage_error("command not found (or not executable): " + args.command.front());
   }
   if (args.mpi) return exec_mpirun(args, *args.np);
+  // Without hosts named, an allocation's nodes are the hosts (-H localhost:N
+  // keeps a job on this node).
+  if (args.host_list.empty() && args.hostfile.empty() && in_slurm_allocation() &&
+      command_exists("srun")) {
+    return exec_srun(args, *args.np);
+  }
 
   JobOptions job;
   job.command = args.command;
@@ -356,7 +409,7 @@ int run(int argc, char** argv) {
   try {
     job.identity = make_job_identity(rendezvous_host(places, args));
   } catch (const std::invalid_argument& e) {
-    return usage_error(std::string("--network-interface: ") + e.what());
+    return usage_error(e.what());
   }
   if (args.verbose) {
     std::cerr << "ringletrun: job " << job.identity.job_id << ", " << job.np
