@@ -111,9 +111,14 @@ TEST(Launcher, HorovodrunTuningFlagsBecomeTheirVariables) {
       {"-np", "1", "sh", "-c", "echo \"$HOROVOD_HIERARCHICAL_ALLREDUCE $HOROVOD_CACHE_CAPACITY\""},
       with_env("HOROVOD_HIERARCHICAL_ALLREDUCE", "1"));
   EXPECT_EQ(rank_lines(untouched.out, 0), std::vector<std::string>{"1 "}) << untouched.err;
-  Result on = run_ringletrun({"--hierarchical-allreduce", "-np", "1", "sh", "-c",
-                              "echo \"$HOROVOD_HIERARCHICAL_ALLREDUCE\""});
-  EXPECT_EQ(rank_lines(on.out, 0), std::vector<std::string>{"1"}) << on.err;
+  Result on = run_ringletrun({"--hierarchical-allreduce", "--hierarchical-allgather", "-np", "1",
+                              "sh", "-c",
+                              "echo \"$HOROVOD_HIERARCHICAL_ALLREDUCE "
+                              "$HOROVOD_HIERARCHICAL_ALLGATHER\""});
+  EXPECT_EQ(rank_lines(on.out, 0), std::vector<std::string>{"1 1"}) << on.err;
+  Result off = run_ringletrun({"--no-hierarchical-allgather", "-np", "1", "sh", "-c",
+                               "echo \"$HOROVOD_HIERARCHICAL_ALLGATHER\""});
+  EXPECT_EQ(rank_lines(off.out, 0), std::vector<std::string>{"0"}) << off.err;
   Result bad = run_ringletrun({"--log-level", "LOUD", "-np", "1", "true"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--log-level"), std::string::npos) << bad.err;
