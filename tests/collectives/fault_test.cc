@@ -1,8 +1,8 @@
 // The fault test: three ranks under ringletrun loop allreduce and rank 2 kills
 // itself. Ranks 0 and 1 must fail with a message naming rank 2 well before
 // the 10 s deadline, ringletrun must exit non-zero, and no shared-memory
-// segment of the job may remain. Once through the window (direct) and once
-// over TCP (ring).
+// segment of the job may remain. Once through the window (direct), once
+// over TCP (ring) and, in builds with UCX, once over UCX (ring).
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -66,5 +66,9 @@ TEST(Fault, DirectThroughWindow) { check("direct", "shm", "kill"); }
 TEST(Fault, RingOverTcp) { check("ring", "tcp", "kill"); }
 TEST(Fault, TimeoutThroughWindow) { check("direct", "shm", "hang"); }
 TEST(Fault, TimeoutRingOverTcp) { check("ring", "tcp", "hang"); }
+#if RINGLET_TEST_UCX
+TEST(Fault, RingOverUcx) { check("ring", "ucx", "kill"); }
+TEST(Fault, TimeoutRingOverUcx) { check("ring", "ucx", "hang"); }
+#endif
 
 }  // namespace
