@@ -14,6 +14,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <numeric>
@@ -553,6 +555,12 @@ TEST(Placement, MatchesTheHosts) {
     EXPECT_EQ(published("shm/rank/" + me_text), want_shm) << "RINGLET_TRANSPORT=" << kind;
     EXPECT_EQ(published("ucx/addr/" + me_text), want_ucx) << "RINGLET_TRANSPORT=" << kind;
     EXPECT_EQ(published("tcp/addr/" + me_text), want_tcp) << "RINGLET_TRANSPORT=" << kind;
+    // UCX is loaded only by a process that makes a UCX carrier: its memory
+    // hooks stay out of every other process.
+    std::ifstream maps("/proc/self/maps");
+    const std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(mapped.find("libucp.so") != std::string::npos, want_ucx)
+        << "RINGLET_TRANSPORT=" << kind;
   }
   const char* simulated = std::getenv("RINGLET_HOSTNAME");
   if (simulated != nullptr && std::string(simulated).rfind("simhost", 0) == 0 && n > 1) {

@@ -16,7 +16,7 @@
 #include "ringlet/transport/transport.h"
 
 #if RINGLET_HAVE_UCX
-#include <ucp/api/ucp.h>
+#include "ucx/library.h"
 #endif
 
 namespace ringlet::transport::testing {
@@ -608,18 +608,19 @@ TEST_F(UcxCarrier, PublishesItsWorkerAddressInTheStore) {
 // supports(kCuda); host memory always. Where it does not, a CUDA post fails
 // at once, naming why, and the pair stays usable.
 TEST_F(UcxCarrier, CudaMemoryOnlyWhereUcxHasIt) {
+  const ucx::Library& lib = ucx::library();
   ucp_config_t* config = nullptr;
-  ASSERT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
+  ASSERT_EQ(lib.ucp_config_read(nullptr, nullptr, &config), UCS_OK);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG;
   ucp_context_h context = nullptr;
-  ASSERT_EQ(ucp_init(&params, config, &context), UCS_OK);
-  ucp_config_release(config);
+  ASSERT_EQ(lib.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context), UCS_OK);
+  lib.ucp_config_release(config);
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-  ASSERT_EQ(ucp_context_query(context, &attr), UCS_OK);
-  ucp_cleanup(context);
+  ASSERT_EQ(lib.ucp_context_query(context, &attr), UCS_OK);
+  lib.ucp_cleanup(context);
   const bool ucx_cuda = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 
   expect_all_passed(run_ranks(2, [&](int rank) {

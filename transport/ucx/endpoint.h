@@ -45,8 +45,8 @@ class Endpoint {
   void close(bool force);
 
  private:
-  // What UCX's error callback writes to. Freed with the endpoint, or left
-  // behind if a close does not finish, since UCX may still report to it.
+  // What UCX's error callback writes to. Freed with the endpoint, or, when a
+  // close does not finish (UCX may still report to it), with the worker.
   struct State {
     ucs_status_t status = UCS_OK;
   };
@@ -55,8 +55,7 @@ class Endpoint {
   std::shared_ptr<Worker> worker_;
   int peer_;
   ucp_ep_h ep_ = nullptr;
-  State* state_;
-  bool state_left_ = false;  // a close did not finish: state_ stays allocated
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace ringlet::transport::ucx

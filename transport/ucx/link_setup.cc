@@ -35,8 +35,8 @@ LinkSetup::~LinkSetup() {
   // a flush.
   for (auto& [peer, ep] : endpoints_) ep->close(/*force=*/true);
   if (rx_request_ != nullptr) {
-    ucp_request_cancel(worker_->get(), rx_request_);
-    ucp_request_free(rx_request_);
+    worker_->lib().ucp_request_cancel(worker_->get(), rx_request_);
+    worker_->lib().ucp_request_free(rx_request_);
   }
 }
 
@@ -44,7 +44,7 @@ void LinkSetup::post_receive() {
   // Never completed on the spot: UCX 1.13 then leaves the sender's tag unreported.
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_->get(), rx_.data(), rx_.size(),
+  ucs_status_ptr_t r = worker_->lib().ucp_tag_recv_nbx(worker_->get(), rx_.data(), rx_.size(),
                                         make_tag(TagKind::kHandshake, 0), kKindMask, &p);
   if (UCS_PTR_IS_ERR(r) || r == nullptr) {
     throw Error(me_.rank, -1,
@@ -80,9 +80,9 @@ void LinkSetup::refuse(int from, const std::string& why) {
 bool LinkSetup::serve(Deadline deadline) {
   bool moved = worker_->progress();
   if (rx_request_ != nullptr) {
-    const ucs_status_t status = ucp_tag_recv_request_test(rx_request_, &rx_info_);
+    const ucs_status_t status = worker_->lib().ucp_tag_recv_request_test(rx_request_, &rx_info_);
     if (status != UCS_INPROGRESS) {
-      ucp_request_free(rx_request_);
+      worker_->lib().ucp_request_free(rx_request_);
       rx_request_ = nullptr;
       const int from = tag_sender(rx_info_.sender_tag);
       if (status == UCS_OK && rx_info_.length == rx_.size()) {

@@ -17,9 +17,12 @@ std::string rank_text(int r) { return "rank " + std::to_string(r); }
 }  // namespace
 
 UcxPair::UcxPair(int self, int peer, std::unique_ptr<Endpoint> endpoint)
-    : Pair(self, peer), endpoint_(std::move(endpoint)), worker_(endpoint_->worker()) {
+    : Pair(self, peer),
+      endpoint_(std::move(endpoint)),
+      worker_(endpoint_->worker()),
+      lib_(worker_.lib()) {
   ucp_request_param_t p = receive_params(MemoryKind::kHost);
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_.get(), &notice_in_, sizeof notice_in_,
+  ucs_status_ptr_t r = lib_.ucp_tag_recv_nbx(worker_.get(), &notice_in_, sizeof notice_in_,
                                         make_tag(TagKind::kNotice, peer), kSenderMask, &p);
   if (UCS_PTR_IS_ERR(r)) {
     throw Error(self, peer,
@@ -31,7 +34,9 @@ UcxPair::UcxPair(int self, int peer, std::unique_ptr<Endpoint> endpoint)
 
 UcxPair::~UcxPair() {
   const bool healthy = !failure_ && !endpoint_->failed() && !busy();
-  if (busy()) fail_all(Error(self(), peer(), "the link to " + rank_text(peer()) + " was closed"));
+  // Posts still pending are dropped, as a closed socket drops them: their
+  // Requests may be gone already, so only UCX's side is released.
+  release_all();
   cancel_notice();
   if (healthy) {
     // Tells the peer that this side is gone on purpose; the flushing close
@@ -76,7 +81,7 @@ void UcxPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind
     return;
   }
   const ucp_request_param_t p = send_params(kind);
-  ucs_status_ptr_t r = ucp_tag_send_nbx(endpoint_->get(), data != nullptr ? data : &kNothing,
+  ucs_status_ptr_t r = lib_.ucp_tag_send_nbx(endpoint_->get(), data != nullptr ? data : &kNothing,
                                         bytes, make_tag(TagKind::kData, self(), send_seq_++), &p);
   if (r == nullptr) {
     req.complete();
@@ -110,7 +115,7 @@ void UcxPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
   }
   const ucp_request_param_t p = receive_params(kind);
   ucs_status_ptr_t r =
-      ucp_tag_recv_nbx(worker_.get(), data != nullptr ? data : &kNothing, bytes,
+      lib_.ucp_tag_recv_nbx(worker_.get(), data != nullptr ? data : &kNothing, bytes,
                        make_tag(TagKind::kData, peer(), recv_seq_++), kExactMask, &p);
   if (UCS_PTR_IS_ERR(r)) {
     req.fail(Error(self(), peer(),
@@ -125,22 +130,22 @@ void UcxPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
 void UcxPair::recv_from_gone(void* data, size_t bytes, Request& req, MemoryKind kind) {
   const ucp_request_param_t p = receive_params(kind);
   ucs_status_ptr_t r =
-      ucp_tag_recv_nbx(worker_.get(), data != nullptr ? data : &kNothing, bytes,
+      lib_.ucp_tag_recv_nbx(worker_.get(), data != nullptr ? data : &kNothing, bytes,
                        make_tag(TagKind::kData, peer(), recv_seq_++), kExactMask, &p);
   if (UCS_PTR_IS_ERR(r) || r == nullptr) {
     req.fail(*failure_);
     return;
   }
   ucp_tag_recv_info_t info{};
-  ucs_status_t status = ucp_tag_recv_request_test(r, &info);
+  ucs_status_t status = lib_.ucp_tag_recv_request_test(r, &info);
   for (int i = 0; i < kDrainRounds && status == UCS_INPROGRESS && worker_.progress(); ++i) {
-    status = ucp_tag_recv_request_test(r, &info);
+    status = lib_.ucp_tag_recv_request_test(r, &info);
   }
   if (status == UCS_INPROGRESS) {
-    ucp_request_cancel(worker_.get(), r);
-    status = ucp_tag_recv_request_test(r, &info);
+    lib_.ucp_request_cancel(worker_.get(), r);
+    status = lib_.ucp_tag_recv_request_test(r, &info);
   }
-  ucp_request_free(r);
+  lib_.ucp_request_free(r);
   if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) {
     finish_recv(bytes, status, info, req);
   } else {
@@ -164,9 +169,9 @@ bool UcxPair::reap_sends() {
   for (size_t i = 0; i < sends_.size(); ++i) {
     Op& op = sends_.at(i);
     if (op.request == nullptr) continue;
-    const ucs_status_t status = ucp_request_check_status(op.request);
+    const ucs_status_t status = lib_.ucp_request_check_status(op.request);
     if (status == UCS_INPROGRESS) continue;
-    ucp_request_free(op.request);
+    lib_.ucp_request_free(op.request);
     op.request = nullptr;
     moved = true;
     if (status == UCS_OK) {
@@ -189,9 +194,9 @@ bool UcxPair::reap_recvs() {
     Op& op = recvs_.at(i);
     if (op.request == nullptr) continue;
     ucp_tag_recv_info_t info{};
-    const ucs_status_t status = ucp_tag_recv_request_test(op.request, &info);
+    const ucs_status_t status = lib_.ucp_tag_recv_request_test(op.request, &info);
     if (status == UCS_INPROGRESS) continue;
-    ucp_request_free(op.request);
+    lib_.ucp_request_free(op.request);
     op.request = nullptr;
     moved = true;
     if (!finish_recv(op.bytes, status, info, *op.req)) return true;  // the pair broke
@@ -239,9 +244,9 @@ std::string UcxPair::mismatch_text(int sender, uint64_t sent, int receiver,
 bool UcxPair::check_notice() {
   if (notice_request_ == nullptr) return false;
   ucp_tag_recv_info_t info{};
-  const ucs_status_t status = ucp_tag_recv_request_test(notice_request_, &info);
+  const ucs_status_t status = lib_.ucp_tag_recv_request_test(notice_request_, &info);
   if (status == UCS_INPROGRESS) return false;
-  ucp_request_free(notice_request_);
+  lib_.ucp_request_free(notice_request_);
   notice_request_ = nullptr;
   if (status != UCS_OK || failure_) return true;
   if (notice_in_.code == kMismatchNotice) {
@@ -276,20 +281,22 @@ void UcxPair::lose(const std::string& why) {
 
 void UcxPair::break_pair(const std::string& why, const Notice* tell) {
   fail_all(Error(self(), peer(), why));
-  if (tell != nullptr && !gone_ && !endpoint_->failed()) {
+  const bool peer_gone = gone_;
+  gone_ = false;  // from now on every post fails with the mismatch
+  if (tell != nullptr && !peer_gone && !endpoint_->failed()) {
     // A synchronous send completes once the peer has matched it (its notice
     // receive is always posted), so the forced close below cannot drop it.
     notice_out_ = *tell;
     ucp_request_param_t p{};
-    ucs_status_ptr_t r = ucp_tag_send_sync_nbx(endpoint_->get(), &notice_out_, sizeof notice_out_,
+    ucs_status_ptr_t r = lib_.ucp_tag_send_sync_nbx(endpoint_->get(), &notice_out_, sizeof notice_out_,
                                                make_tag(TagKind::kNotice, self()), &p);
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
       const auto until = Clock::now() + Endpoint::kCloseTime;
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until &&
+      while (lib_.ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until &&
              !endpoint_->failed()) {
         if (!worker_.progress()) worker_.wait(std::chrono::microseconds(1000));
       }
-      ucp_request_free(r);  // a notice still in flight is cancelled by the close
+      lib_.ucp_request_free(r);  // a notice still in flight is cancelled by the close
     }
   }
   endpoint_->close(/*force=*/true);
@@ -300,8 +307,8 @@ void UcxPair::fail_all(common::Failure why) {
   while (!recvs_.empty()) {
     Op& op = recvs_.front();
     if (op.request != nullptr) {
-      ucp_request_cancel(worker_.get(), op.request);
-      ucp_request_free(op.request);
+      lib_.ucp_request_cancel(worker_.get(), op.request);
+      lib_.ucp_request_free(op.request);
     }
     if (op.req->pending()) op.req->fail(*failure_);
     recvs_.pop();
@@ -309,16 +316,27 @@ void UcxPair::fail_all(common::Failure why) {
   while (!sends_.empty()) {
     Op& op = sends_.front();
     // Released by UCX once it ends: the endpoint fails or closes by force.
-    if (op.request != nullptr) ucp_request_free(op.request);
+    if (op.request != nullptr) lib_.ucp_request_free(op.request);
     if (op.req->pending()) op.req->fail(*failure_);
     sends_.pop();
   }
 }
 
+void UcxPair::release_all() {
+  for (PostQueue<Op>* queue : {&recvs_, &sends_}) {
+    for (; !queue->empty(); queue->pop()) {
+      Op& op = queue->front();
+      if (op.request == nullptr) continue;
+      if (queue == &recvs_) lib_.ucp_request_cancel(worker_.get(), op.request);
+      lib_.ucp_request_free(op.request);
+    }
+  }
+}
+
 void UcxPair::cancel_notice() {
   if (notice_request_ == nullptr) return;
-  ucp_request_cancel(worker_.get(), notice_request_);
-  ucp_request_free(notice_request_);
+  lib_.ucp_request_cancel(worker_.get(), notice_request_);
+  lib_.ucp_request_free(notice_request_);
   notice_request_ = nullptr;
 }
 

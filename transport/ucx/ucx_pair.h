@@ -85,10 +85,13 @@ class UcxPair final : public Pair {
   // Records why the pair can no longer be used and fails every pending post
   // (cancelling UCX's receives; sends end with the endpoint).
   void fail_all(common::Failure why);
+  // Cancels and frees UCX's side of every pending post, leaving the Requests.
+  void release_all();
   void cancel_notice();
 
   std::unique_ptr<Endpoint> endpoint_;
   Worker& worker_;
+  const Library& lib_;
   uint64_t send_seq_ = 0;
   uint64_t recv_seq_ = 0;
   PostQueue<Op> sends_;

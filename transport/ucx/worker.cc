@@ -22,17 +22,18 @@ constexpr int kYieldsBeforeSleep = 8;
 constexpr auto kDrainTime = std::chrono::milliseconds(500);
 
 // Reads UCX's configuration from its variables, as every UCX program does.
-// Where UCX_KEEPALIVE_INTERVAL is unset, it is shortened from UCX's 20 s: on
-// shared memory a peer that dies silently (SIGKILL) is noticed only by the
-// keepalive round, and a dead peer must fail the job as PeerLost well within
-// RINGLET_TIMEOUT_SECONDS (30 s) rather than as a timeout, or not at all.
-ucp_config_t* read_config(int rank) {
+// Where UCX_KEEPALIVE_INTERVAL is unset it is 1 s rather than UCX's 20 s: on
+// a transport that learns of a dead peer (SIGKILL, a lost host) only through
+// the keepalive round, 20 s would race RINGLET_TIMEOUT_SECONDS (30 s) and
+// make a lost peer a timeout. (UCX's tcp transport also sees the socket end.)
+ucp_config_t* read_config(const Library& lib, int rank) {
   ucp_config_t* config = nullptr;
-  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
+  if (ucs_status_t s = lib.ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
     throw Error(rank, -1, "ucx: cannot read UCX's configuration (" + status_text(s) + ")");
   }
   if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
-    if (ucs_status_t s = ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s"); s != UCS_OK) {
+    if (ucs_status_t s = lib.ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
+        s != UCS_OK) {
       common::log(common::LogLevel::kDebug, "ucx: KEEPALIVE_INTERVAL not set (%s)",
                   status_text(s).c_str());
     }
@@ -40,14 +41,24 @@ ucp_config_t* read_config(int rank) {
   return config;
 }
 
+const Library& loaded(int rank) {
+  try {
+    return library();
+  } catch (common::Failure& f) {
+    f.at_rank(rank);
+    throw;
+  }
+}
+
 }  // namespace
 
-std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
+std::string status_text(ucs_status_t status) { return library().ucs_status_string(status); }
 
 std::shared_ptr<Worker> Worker::create(int rank, int size) {
-  std::shared_ptr<Worker> w(new Worker());
+  const Library& lib = loaded(rank);
+  std::shared_ptr<Worker> w(new Worker(lib));
   w->rank_ = rank;
-  ucp_config_t* config = read_config(rank);
+  ucp_config_t* config = read_config(lib, rank);
   const std::string name = "ringlet rank " + std::to_string(rank);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
@@ -56,8 +67,10 @@ std::shared_ptr<Worker> Worker::create(int rank, int size) {
   params.estimated_num_eps = static_cast<size_t>(std::max(size - 1, 1));
   params.mt_workers_shared = 0;
   params.name = name.c_str();
-  const ucs_status_t init = ucp_init(&params, config, &w->context_);
-  ucp_config_release(config);
+  // ucp_init, inline in UCX's header, is this call with the header's version.
+  const ucs_status_t init =
+      lib.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context_);
+  lib.ucp_config_release(config);
   if (init != UCS_OK) {
     w->context_ = nullptr;
     throw Error(rank, -1, "ucx: ucp_init failed (" + status_text(init) + ")");
@@ -65,26 +78,26 @@ std::shared_ptr<Worker> Worker::create(int rank, int size) {
 
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-  if (ucp_context_query(w->context_, &attr) == UCS_OK) {
+  if (lib.ucp_context_query(w->context_, &attr) == UCS_OK) {
     w->cuda_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
   }
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  if (ucs_status_t s = ucp_worker_create(w->context_, &wp, &w->worker_); s != UCS_OK) {
+  if (ucs_status_t s = lib.ucp_worker_create(w->context_, &wp, &w->worker_); s != UCS_OK) {
     w->worker_ = nullptr;
     throw Error(rank, -1, "ucx: ucp_worker_create failed (" + status_text(s) + ")");
   }
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  if (ucs_status_t s = ucp_worker_get_address(w->worker_, &address, &length); s != UCS_OK) {
+  if (ucs_status_t s = lib.ucp_worker_get_address(w->worker_, &address, &length); s != UCS_OK) {
     throw Error(rank, -1, "ucx: no worker address (" + status_text(s) + ")");
   }
   const auto* bytes = reinterpret_cast<const uint8_t*>(address);
   w->address_.assign(bytes, bytes + length);
-  ucp_worker_release_address(w->worker_, address);
-  if (ucs_status_t s = ucp_worker_get_efd(w->worker_, &w->efd_); s != UCS_OK) {
+  lib.ucp_worker_release_address(w->worker_, address);
+  if (ucs_status_t s = lib.ucp_worker_get_efd(w->worker_, &w->efd_); s != UCS_OK) {
     throw Error(rank, -1, "ucx: no event descriptor for the worker (" + status_text(s) + ")");
   }
   return w;
@@ -94,16 +107,16 @@ Worker::~Worker() {
   if (worker_ != nullptr) {
     const auto until = Clock::now() + kDrainTime;
     while (!owned_.empty() && Clock::now() < until) {
-      ucp_worker_progress(worker_);
+      lib_.ucp_worker_progress(worker_);
       reap_owned();
     }
     drain_control(until);
     // What did not finish goes with the worker; its bytes are freed only
     // after it (members outlive the destructor's body).
-    for (Owned& o : owned_) ucp_request_free(o.request);
-    ucp_worker_destroy(worker_);
+    for (Owned& o : owned_) lib_.ucp_request_free(o.request);
+    lib_.ucp_worker_destroy(worker_);
   }
-  if (context_ != nullptr) ucp_cleanup(context_);
+  if (context_ != nullptr) lib_.ucp_cleanup(context_);
 }
 
 void Worker::drain_control(Clock::time_point until) {
@@ -115,32 +128,33 @@ void Worker::drain_control(Clock::time_point until) {
     for (;;) {
       ucp_tag_recv_info_t info{};
       ucp_tag_message_h message =
-          ucp_tag_probe_nb(worker_, make_tag(kind, 0), kKindMask, /*remove=*/1, &info);
+          lib_.ucp_tag_probe_nb(worker_, make_tag(kind, 0), kKindMask, /*remove=*/1, &info);
       if (message == nullptr) break;
       std::vector<uint8_t> sink(info.length);
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-      ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink.data(), sink.size(), message, &p);
+      ucs_status_ptr_t r =
+          lib_.ucp_tag_msg_recv_nbx(worker_, sink.data(), sink.size(), message, &p);
       if (UCS_PTR_IS_ERR(r) || r == nullptr) continue;
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
-        ucp_worker_progress(worker_);
+      while (lib_.ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
+        lib_.ucp_worker_progress(worker_);
       }
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
-      ucp_request_free(r);
+      if (lib_.ucp_request_check_status(r) == UCS_INPROGRESS) lib_.ucp_request_cancel(worker_, r);
+      lib_.ucp_request_free(r);
     }
   }
 }
 
 bool Worker::progress() {
-  const bool moved = ucp_worker_progress(worker_) != 0;
+  const bool moved = lib_.ucp_worker_progress(worker_) != 0;
   if (!owned_.empty()) reap_owned();
   return moved;
 }
 
 void Worker::reap_owned() {
-  std::erase_if(owned_, [](Owned& o) {
-    if (ucp_request_check_status(o.request) == UCS_INPROGRESS) return false;
-    ucp_request_free(o.request);
+  std::erase_if(owned_, [this](Owned& o) {
+    if (lib_.ucp_request_check_status(o.request) == UCS_INPROGRESS) return false;
+    lib_.ucp_request_free(o.request);
     return true;
   });
 }
@@ -150,18 +164,20 @@ void Worker::wait(std::chrono::microseconds timeout) {
     if (progress()) return;
     ::sched_yield();
   }
-  // Arming fails with BUSY while events are pending: progress() then.
-  if (ucp_worker_arm(worker_) != UCS_OK) return;
+  // Arming fails with BUSY while events are pending: progress() then. Any
+  // other failure leaves nothing to wake us, so the wait only sleeps.
+  const ucs_status_t armed = lib_.ucp_worker_arm(worker_);
+  if (armed == UCS_ERR_BUSY) return;
   pollfd fd{efd_, POLLIN, 0};
   const timespec ts{static_cast<time_t>(timeout.count() / 1000000),
                     static_cast<long>(timeout.count() % 1000000) * 1000};
   // EINTR just ends the wait early.
-  ::ppoll(&fd, 1, &ts, nullptr);
+  ::ppoll(armed == UCS_OK ? &fd : nullptr, armed == UCS_OK ? 1 : 0, &ts, nullptr);
 }
 
 bool Worker::send_owned(ucp_ep_h ep, ucp_tag_t tag, std::vector<uint8_t> bytes) {
   ucp_request_param_t param{};
-  ucs_status_ptr_t sent = ucp_tag_send_nbx(ep, bytes.data(), bytes.size(), tag, &param);
+  ucs_status_ptr_t sent = lib_.ucp_tag_send_nbx(ep, bytes.data(), bytes.size(), tag, &param);
   if (sent == nullptr) return true;
   if (UCS_PTR_IS_ERR(sent)) return false;
   owned_.push_back({sent, std::move(bytes)});

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "ucx/library.h"
+
 namespace ringlet::transport::ucx {
 
 // "Connection reset by remote peer" and the like, for messages.
@@ -24,12 +26,14 @@ std::string status_text(ucs_status_t status);
 
 class Worker {
  public:
-  // Throws transport::Error naming `rank` and UCX's status when UCX cannot start.
+  // Loads UCX (library.h) at the first call. Throws transport::Error naming
+  // `rank` and UCX's status (or why UCX could not be loaded).
   static std::shared_ptr<Worker> create(int rank, int size);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
+  const Library& lib() const { return lib_; }
   ucp_worker_h get() const { return worker_; }
   int rank() const { return rank_; }
   // This worker's address, for peers to create endpoints to it.
@@ -50,9 +54,14 @@ class Worker {
   // failed at once.
   bool send_owned(ucp_ep_h ep, ucp_tag_t tag, std::vector<uint8_t> bytes);
 
+  // Keeps `what` until the worker is destroyed: memory UCX may still write
+  // to (an endpoint's error state when its close did not finish), which is
+  // safe to free only once the worker is gone.
+  void keep_until_destroyed(std::shared_ptr<void> what) { kept_.push_back(std::move(what)); }
+
  private:
   using Clock = std::chrono::steady_clock;
-  Worker() = default;
+  explicit Worker(const Library& lib) : lib_(lib) {}
   void reap_owned();
   void drain_control(Clock::time_point until);
 
@@ -62,6 +71,7 @@ class Worker {
     std::vector<uint8_t> bytes;
   };
 
+  const Library& lib_;
   int rank_ = -1;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -69,6 +79,7 @@ class Worker {
   bool cuda_ = false;
   std::vector<uint8_t> address_;
   std::vector<Owned> owned_;
+  std::vector<std::shared_ptr<void>> kept_;  // freed after the worker (members outlive ~Worker's body)
 };
 
 }  // namespace ringlet::transport::ucx
