@@ -82,9 +82,13 @@ std::shared_ptr<Worker> Worker::create(int rank, int size) {
     w->cuda_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
   }
 
+  // Serialized, not single: UCX's single mode allows only the thread that
+  // made the worker, and a carrier made (and its ring links connected) by
+  // the thread in init() is then driven by the runtime's thread, or by the
+  // caller's thread of a synchronous collective: one at a time, never together.
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   if (ucs_status_t s = lib.ucp_worker_create(w->context_, &wp, &w->worker_); s != UCS_OK) {
     w->worker_ = nullptr;
     throw Error(rank, -1, "ucx: ucp_worker_create failed (" + status_text(s) + ")");

@@ -2,7 +2,8 @@
 //
 // The carrier creates it and every pair holds it, so that it lives until the
 // last endpoint is closed, whichever of carrier and pairs goes first. Thread
-// mode single: a carrier and its pairs are driven by one thread at a time.
+// mode serialized: a carrier and its pairs are driven by one thread at a
+// time, not always the same one (worker.cc).
 //
 // UCX reads its own variables (UCX_TLS, UCX_NET_DEVICES, ...) as it always
 // does; nothing here overrides them (worker.cc names the one default it sets
