@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-
 #include <string>
 
 #include "ringlet/transport/transport.h"

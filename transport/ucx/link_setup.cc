@@ -44,8 +44,8 @@ void LinkSetup::post_receive() {
   // Never completed on the spot: UCX 1.13 then leaves the sender's tag unreported.
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  ucs_status_ptr_t r = worker_->lib().ucp_tag_recv_nbx(worker_->get(), rx_.data(), rx_.size(),
-                                        make_tag(TagKind::kHandshake, 0), kKindMask, &p);
+  ucs_status_ptr_t r = worker_->lib().ucp_tag_recv_nbx(
+      worker_->get(), rx_.data(), rx_.size(), make_tag(TagKind::kHandshake, 0), kKindMask, &p);
   if (UCS_PTR_IS_ERR(r) || r == nullptr) {
     throw Error(me_.rank, -1,
                 "ucx: cannot post the handshake receive (" +
@@ -188,8 +188,8 @@ std::unique_ptr<Endpoint> LinkSetup::dial(int peer, Deadline deadline) {
     }
     if (to.failed()) {
       throw PeerLost(me_.rank, peer,
-                     "connection to " + rank_text(peer) + " lost while connecting (ucx: " +
-                         status_text(to.status()) + ")");
+                     "connection to " + rank_text(peer) +
+                         " lost while connecting (ucx: " + status_text(to.status()) + ")");
     }
     if (Clock::now() >= deadline) {
       old_nonces_[peer].push_back(mine);

@@ -73,7 +73,7 @@ class LinkSetup {
   tcp::handshake::Identity me_;
   KeyValue* store_;
 
-  Frame rx_{};                   // the posted receive's buffer
+  Frame rx_{};  // the posted receive's buffer
   ucp_tag_recv_info_t rx_info_{};
   void* rx_request_ = nullptr;
   std::vector<std::pair<int, Frame>> inbox_;  // frames received, by sender

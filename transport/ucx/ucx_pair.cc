@@ -23,7 +23,7 @@ UcxPair::UcxPair(int self, int peer, std::unique_ptr<Endpoint> endpoint)
       lib_(worker_.lib()) {
   ucp_request_param_t p = receive_params(MemoryKind::kHost);
   ucs_status_ptr_t r = lib_.ucp_tag_recv_nbx(worker_.get(), &notice_in_, sizeof notice_in_,
-                                        make_tag(TagKind::kNotice, peer), kSenderMask, &p);
+                                             make_tag(TagKind::kNotice, peer), kSenderMask, &p);
   if (UCS_PTR_IS_ERR(r)) {
     throw Error(self, peer,
                 "ucx: cannot post the notice receive for " + rank_text(peer) + " (" +
@@ -81,16 +81,17 @@ void UcxPair::post_send(const void* data, size_t bytes, Request& req, MemoryKind
     return;
   }
   const ucp_request_param_t p = send_params(kind);
-  ucs_status_ptr_t r = lib_.ucp_tag_send_nbx(endpoint_->get(), data != nullptr ? data : &kNothing,
-                                        bytes, make_tag(TagKind::kData, self(), send_seq_++), &p);
+  ucs_status_ptr_t r =
+      lib_.ucp_tag_send_nbx(endpoint_->get(), data != nullptr ? data : &kNothing, bytes,
+                            make_tag(TagKind::kData, self(), send_seq_++), &p);
   if (r == nullptr) {
     req.complete();
     return;
   }
   if (UCS_PTR_IS_ERR(r)) {
     // The endpoint failed before the handler ran: the peer is gone.
-    const std::string why = "connection to " + rank_text(peer()) + " lost (ucx: " +
-                            status_text(UCS_PTR_STATUS(r)) + ")";
+    const std::string why = "connection to " + rank_text(peer()) +
+                            " lost (ucx: " + status_text(UCS_PTR_STATUS(r)) + ")";
     req.fail(PeerLost(self(), peer(), why));
     if (!failure_) {
       lost_ = true;
@@ -116,7 +117,7 @@ void UcxPair::post_recv(void* data, size_t bytes, Request& req, MemoryKind kind)
   const ucp_request_param_t p = receive_params(kind);
   ucs_status_ptr_t r =
       lib_.ucp_tag_recv_nbx(worker_.get(), data != nullptr ? data : &kNothing, bytes,
-                       make_tag(TagKind::kData, peer(), recv_seq_++), kExactMask, &p);
+                            make_tag(TagKind::kData, peer(), recv_seq_++), kExactMask, &p);
   if (UCS_PTR_IS_ERR(r)) {
     req.fail(Error(self(), peer(),
                    "ucx: cannot post a receive from " + rank_text(peer()) + " (" +
@@ -131,7 +132,7 @@ void UcxPair::recv_from_gone(void* data, size_t bytes, Request& req, MemoryKind 
   const ucp_request_param_t p = receive_params(kind);
   ucs_status_ptr_t r =
       lib_.ucp_tag_recv_nbx(worker_.get(), data != nullptr ? data : &kNothing, bytes,
-                       make_tag(TagKind::kData, peer(), recv_seq_++), kExactMask, &p);
+                            make_tag(TagKind::kData, peer(), recv_seq_++), kExactMask, &p);
   if (UCS_PTR_IS_ERR(r) || r == nullptr) {
     req.fail(*failure_);
     return;
@@ -226,14 +227,13 @@ bool UcxPair::finish_recv(size_t posted, ucs_status_t status, const ucp_tag_recv
     req.fail(*failure_);
     return true;
   }
-  req.fail(Error(self(), peer(),
-                 "ucx: a receive from " + rank_text(peer()) + " failed (" + status_text(status) +
-                     ")"));
+  req.fail(
+      Error(self(), peer(),
+            "ucx: a receive from " + rank_text(peer()) + " failed (" + status_text(status) + ")"));
   return true;
 }
 
-std::string UcxPair::mismatch_text(int sender, uint64_t sent, int receiver,
-                                   uint64_t posted) const {
+std::string UcxPair::mismatch_text(int sender, uint64_t sent, int receiver, uint64_t posted) const {
   const std::string sent_text =
       sent == kUnknownSize ? "more than " + std::to_string(posted) : std::to_string(sent);
   return "size mismatch with " + rank_text(peer()) + ": " + rank_text(sender) + " sent " +
@@ -261,8 +261,8 @@ bool UcxPair::check_notice() {
 
 void UcxPair::check_endpoint() {
   if (failure_ || !endpoint_->failed()) return;
-  peer_left("connection to " + rank_text(peer()) + " lost (ucx: " +
-            status_text(endpoint_->status()) + ")");
+  peer_left("connection to " + rank_text(peer()) +
+            " lost (ucx: " + status_text(endpoint_->status()) + ")");
 }
 
 void UcxPair::peer_left(const std::string& why) {
@@ -288,8 +288,8 @@ void UcxPair::break_pair(const std::string& why, const Notice* tell) {
     // receive is always posted), so the forced close below cannot drop it.
     notice_out_ = *tell;
     ucp_request_param_t p{};
-    ucs_status_ptr_t r = lib_.ucp_tag_send_sync_nbx(endpoint_->get(), &notice_out_, sizeof notice_out_,
-                                               make_tag(TagKind::kNotice, self()), &p);
+    ucs_status_ptr_t r = lib_.ucp_tag_send_sync_nbx(
+        endpoint_->get(), &notice_out_, sizeof notice_out_, make_tag(TagKind::kNotice, self()), &p);
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
       const auto until = Clock::now() + Endpoint::kCloseTime;
       while (lib_.ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until &&

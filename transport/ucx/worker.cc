@@ -32,8 +32,7 @@ ucp_config_t* read_config(const Library& lib, int rank) {
     throw Error(rank, -1, "ucx: cannot read UCX's configuration (" + status_text(s) + ")");
   }
   if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
-    if (ucs_status_t s = lib.ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
-        s != UCS_OK) {
+    if (ucs_status_t s = lib.ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s"); s != UCS_OK) {
       common::log(common::LogLevel::kDebug, "ucx: KEEPALIVE_INTERVAL not set (%s)",
                   status_text(s).c_str());
     }
