@@ -113,15 +113,17 @@ std::unique_ptr<transport::Carrier> make_ucx_carrier(const transport::CarrierOpt
     return transport::make_ucx_carrier(opts);
   } catch (common::Failure& f) {
     if (asked == TransportKind::kAuto) {
-      f.add_cause("RINGLET_TRANSPORT=auto chose UCX between hosts; RINGLET_TRANSPORT=tcp "
-                  "carries the job over TCP instead");
+      f.add_cause(
+          "RINGLET_TRANSPORT=auto chose UCX between hosts; RINGLET_TRANSPORT=tcp "
+          "carries the job over TCP instead");
     }
     throw;
   }
 #else
   (void)opts;
   (void)asked;
-  throw ConfigError("RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
+  throw ConfigError(
+      "RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
 #endif
 }
 

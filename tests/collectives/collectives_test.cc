@@ -537,7 +537,9 @@ TEST(Placement, MatchesTheHosts) {
   // ranks or more; between hosts UCX in builds with it, else TCP.
   if (n > 1) {
     bool shared_host = false;
-    for (const std::string& h : distinct) shared_host |= std::count(hosts.begin(), hosts.end(), h) > 1;
+    for (const std::string& h : distinct) {
+      shared_host |= std::count(hosts.begin(), hosts.end(), h) > 1;
+    }
     const bool several_hosts = distinct.size() > 1;
     const bool auto_kind = kind == "auto";
     const bool want_shm = (auto_kind || kind == "shm") && shared_host;
@@ -558,7 +560,8 @@ TEST(Placement, MatchesTheHosts) {
     // UCX is loaded only by a process that makes a UCX carrier: its memory
     // hooks stay out of every other process.
     std::ifstream maps("/proc/self/maps");
-    const std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    const std::string mapped((std::istreambuf_iterator<char>(maps)),
+                             std::istreambuf_iterator<char>());
     EXPECT_EQ(mapped.find("libucp.so") != std::string::npos, want_ucx)
         << "RINGLET_TRANSPORT=" << kind;
   }

@@ -80,8 +80,8 @@ class Worker {
   bool cuda_ = false;
   std::vector<uint8_t> address_;
   std::vector<Owned> owned_;
-  std::vector<std::shared_ptr<void>>
-      kept_;  // freed after the worker (members outlive ~Worker's body)
+  // Freed after the worker: members outlive the destructor's body.
+  std::vector<std::shared_ptr<void>> kept_;
 };
 
 }  // namespace ringlet::transport::ucx
