@@ -167,8 +167,8 @@ std::vector<EnvVar> build_table() {
   // (Communicator::create) in a build without UCX can say what is accepted
   // there rather than call the value invalid.
   t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx (ucx: builds with UCX)",
-                  "carrier between ranks; auto = shm within a host, UCX across (TCP without "
-                  "UCX); tcp, ucx = that carrier for every pair",
+                  "carrier between ranks; auto = shm within a host, TCP across; tcp, ucx = "
+                  "that carrier for every pair",
                   choice<TransportKind>({{"auto", TransportKind::kAuto},
                                          {"shm", TransportKind::kShm},
                                          {"tcp", TransportKind::kTcp},

@@ -503,12 +503,6 @@ std::string own_host_name() {
   return name;
 }
 
-#if RINGLET_HAVE_UCX
-constexpr bool kBuiltWithUcx = true;
-#else
-constexpr bool kBuiltWithUcx = false;
-#endif
-
 TEST(Placement, MatchesTheHosts) {
   // Every rank publishes its own host name under a key of its own; the
   // placement the communicator derived must follow from those names: the
@@ -544,7 +538,7 @@ TEST(Placement, MatchesTheHosts) {
 
   // Which carriers exist, seen from outside: each publishes this rank's
   // address in the store when it is made. auto: shm where a host holds two
-  // ranks or more; between hosts UCX in builds with it, else TCP.
+  // ranks or more; between hosts TCP, also in builds with UCX.
   if (n > 1) {
     bool shared_host = false;
     for (const std::string& h : distinct) {
@@ -553,8 +547,8 @@ TEST(Placement, MatchesTheHosts) {
     const bool several_hosts = distinct.size() > 1;
     const bool auto_kind = kind == "auto";
     const bool want_shm = (auto_kind || kind == "shm") && shared_host;
-    const bool want_ucx = kind == "ucx" || (auto_kind && kBuiltWithUcx && several_hosts);
-    const bool want_tcp = kind == "tcp" || (auto_kind && !kBuiltWithUcx && several_hosts);
+    const bool want_ucx = kind == "ucx";
+    const bool want_tcp = kind == "tcp" || (auto_kind && several_hosts);
     auto published = [&](const std::string& key) {
       try {
         comm().store().get(key, transport::Clock::now() + std::chrono::milliseconds(300));
