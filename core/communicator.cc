@@ -106,8 +106,8 @@ constexpr bool kHaveUcx = true;
 constexpr bool kHaveUcx = false;
 #endif
 
-// The UCX carrier (RINGLET_TRANSPORT=ucx).
-std::unique_ptr<transport::Carrier> make_ucx_carrier(const transport::CarrierOptions& opts) {
+// The UCX carrier (RINGLET_TRANSPORT=ucx), or the refusal of a build without it.
+std::unique_ptr<transport::Carrier> ucx_carrier(const transport::CarrierOptions& opts) {
 #if RINGLET_HAVE_UCX
   return transport::make_ucx_carrier(opts);
 #else
@@ -253,7 +253,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     across = c->carriers_.back().get();
   }
   if (want_ucx) {
-    c->carriers_.push_back(make_ucx_carrier(opts));
+    c->carriers_.push_back(ucx_carrier(opts));
     across = c->carriers_.back().get();
   }
   c->carrier_of_.assign(w.size, nullptr);
