@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -105,6 +106,34 @@ constexpr bool kHaveUcx = true;
 #else
 constexpr bool kHaveUcx = false;
 #endif
+
+// What a rank says once at info level about its links: which carrier reaches
+// which peers, where TCP listens and why, and the ring.
+void tell_transport(const Communicator& c, TransportKind asked, const std::string& address,
+                    const std::string& address_why) {
+  if (!common::log_enabled(common::LogLevel::kInfo)) return;
+  const World& w = c.world();
+  std::map<std::string, int> peers_by_carrier;
+  for (int peer = 0; peer < w.size; ++peer) {
+    if (peer != w.rank) ++peers_by_carrier[std::string(c.carrier_name(peer))];
+  }
+  std::string links;
+  for (const auto& [name, count] : peers_by_carrier) {
+    links += (links.empty() ? "" : ", ") + name + " to " + std::to_string(count) +
+             (count == 1 ? " rank" : " ranks");
+  }
+  std::string ring;
+  for (size_t i = 0; i < w.ring.size(); ++i) {
+    const bool new_host = i > 0 && w.host_of[w.ring[i]] != w.host_of[w.ring[i - 1]];
+    ring += (i == 0 ? "" : new_host ? " | " : " ") + std::to_string(w.ring[i]);
+  }
+  common::log(common::LogLevel::kInfo,
+              "transport (RINGLET_TRANSPORT=%s): %s; data links on %s (%s); %d host(s), this one "
+              "holds local rank %d of %d; ring %s",
+              std::string(to_string(asked)).c_str(), links.empty() ? "no peers" : links.c_str(),
+              peers_by_carrier.count("tcp") ? address.c_str() : "no TCP",
+              address_why.c_str(), w.cross_size, w.local_rank, w.local_size, ring.c_str());
+}
 
 // The UCX carrier (RINGLET_TRANSPORT=ucx), or the refusal of a build without it.
 std::unique_ptr<transport::Carrier> ucx_carrier(const transport::CarrierOptions& opts) {
@@ -232,11 +261,18 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   // it needs to connect), else the source address of the route to rank 0,
   // which the other hosts can reach as rank 0 reached them.
   opts.address = w.single_host() ? "127.0.0.1" : c->store_->local_address();
+  std::string address_why = w.single_host() ? "loopback: one host" : "the address reaching rank 0";
   // Across hosts, the NIC nearest the rank where it reaches rank 0 (placement.h).
   if (!w.single_host() && config.network_interface.empty()) {
     const std::string nic =
         nic_address(host, placed, w.local_rank, rendezvous_host(launch.rendezvous), opts.address);
-    if (!nic.empty()) opts.address = nic;
+    if (!nic.empty() && nic != opts.address) {
+      opts.address = nic;
+      address_why = "the nearest NIC's, on rank 0's subnet";
+    }
+  }
+  if (!config.network_interface.empty()) {
+    address_why = "RINGLET_NETWORK_INTERFACE=" + config.network_interface;
   }
   {
     const auto key = common::secret_key(launch.secret);
@@ -263,6 +299,8 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     c->carrier_of_[peer] = (same_host && shm != nullptr) ? shm : across;
   }
   c->pairs_.resize(w.size);
+  tell_transport(*c, t, opts.interface.empty() ? opts.address : "interface " + opts.interface,
+                 address_why);
 
   if (w.single_host() && (t == TransportKind::kAuto || t == TransportKind::kShm) && w.size > 1) {
     transport::SharedWindow::Options wo;
@@ -285,6 +323,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     for (int peer : neighbours) {
       if (c->pairs_[peer] == nullptr) {
         c->pairs_[peer] = c->carrier_of_[peer]->connect(peer, start);
+        c->tell_connected(peer);
       }
     }
   }
@@ -359,8 +398,23 @@ transport::Pair& Communicator::pair(int peer) {
   if (parent_ != nullptr) return parent_->pair(members_.at(peer));
   if (failed()) throw failed_earlier();
   auto& p = pairs_.at(peer);
-  if (p == nullptr) p = carrier_of_.at(peer)->connect(peer, deadline());
+  if (p == nullptr) {
+    p = carrier_of_.at(peer)->connect(peer, deadline());
+    tell_connected(peer);
+  }
   return *p;
+}
+
+std::string_view Communicator::carrier_name(int peer) const {
+  if (parent_ != nullptr) return parent_->carrier_name(members_.at(peer));
+  const transport::Carrier* carrier = carrier_of_.at(peer);
+  return carrier == nullptr ? std::string_view("none") : carrier->name();
+}
+
+void Communicator::tell_connected(int peer) const {
+  if (!common::log_enabled(common::LogLevel::kDebug)) return;
+  common::log(common::LogLevel::kDebug, "linked to rank %d on %s over %s", peer,
+              world_.hostnames.at(peer).c_str(), std::string(carrier_name(peer)).c_str());
 }
 
 void Communicator::connect_all() {

@@ -115,11 +115,19 @@ class Communicator {
   };
   std::optional<PeerFailure> failure_of(int peer, std::chrono::milliseconds wait);
 
+  // A process set's name; empty for the job's own communicator.
+  const std::string& name() const { return name_; }
+
+  // The carrier that links this rank to `peer` ("shm", "tcp", "ucx").
+  std::string_view carrier_name(int peer) const;
+
   StoreClient& store() { return parent_ != nullptr ? parent_->store() : *store_; }
   collectives::Workspace& workspace() { return *workspace_; }
 
  private:
   Communicator();
+  // Says at debug level that the link to `peer` is up, and over what.
+  void tell_connected(int peer) const;
 
   Config config_;
   World world_;

@@ -320,8 +320,19 @@ std::string describe_choice(std::span<const Row> rows, const PlacementFacts& fac
     text += i == 0 ? "" : ", ";
     text += to_string(runs[i].second);
     if (runs.size() == 1) break;
-    text += i + 1 < runs.size() ? " below " + bytes_text(runs[i + 1].first)
-                                : " from " + bytes_text(runs[i].first);
+    if (i + 1 < runs.size()) {
+      // "up to 8 KiB" where the row ends on a round size, else "below 256 KiB".
+      const size_t next = runs[i + 1].first;
+      const std::string last = bytes_text(next - 1);
+      text += last.ends_with(" B") ? " below " + bytes_text(next) : " up to " + last;
+    } else {
+      // "from 256 KiB", or "above 8 KiB" after a row that ended on 8 KiB.
+      const size_t first = runs[i].first;
+      const std::string before = bytes_text(first - 1);
+      text += bytes_text(first).ends_with(" B") && !before.ends_with(" B")
+                  ? " above " + before
+                  : " from " + bytes_text(first);
+    }
   }
   if (hierarchical != Switch::kUnset && c != Collective::kBarrier) {
     text += std::string(" (") +
@@ -381,9 +392,9 @@ void tell_choice(Communicator& comm, const std::array<Row, kDefaultRows>& rows,
                  const PlacementFacts& facts, std::optional<Algorithm> forced, Collective c,
                  size_t bytes, Algorithm a) {
   Workspace& w = comm.workspace();
-  const std::string who = comm.size() == comm.world().size && comm.rank() == comm.world().rank
+  const std::string who = comm.name().empty()
                               ? std::string("the job's ranks")
-                              : "a process set of " + std::to_string(comm.size()) + " ranks";
+                              : "'" + comm.name() + "' (" + std::to_string(comm.size()) + " ranks)";
   if (!w.choices_told && common::log_enabled(common::LogLevel::kInfo)) {
     std::string table;
     for (Collective each : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,

@@ -273,6 +273,20 @@ void apply_flags(const Args& args, Environment& env) {
   }
 }
 
+// Replaces ringletrun with argv[0] (looked up on PATH), given `env`: how the
+// job goes to mpirun or srun. Returns only when that fails (127, as a shell).
+int exec_handing_over(std::vector<std::string> argv, const Environment& env) {
+  std::vector<std::string> entries = env.entries();
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : entries) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  ::execvpe(cargv[0], cargv.data(), cenv.data());
+  std::cerr << "ringletrun: cannot execute " << argv[0] << ": " << std::strerror(errno) << "\n";
+  return 127;
+}
+
 // --mpi: mpirun starts the ranks, and Ringlet reads OMPI_COMM_WORLD_* there.
 int exec_mpirun(const Args& args, int np) {
   if (!command_exists("mpirun")) {
@@ -294,15 +308,7 @@ int exec_mpirun(const Args& args, int np) {
     for (const auto& a : argv) line += " " + a;
     std::cerr << line << "\n";
   }
-  std::vector<std::string> entries = env.entries();
-  std::vector<char*> cargv, cenv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : entries) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  ::execvpe("mpirun", cargv.data(), cenv.data());
-  std::cerr << "ringletrun: cannot execute mpirun: " << std::strerror(errno) << "\n";
-  return 127;
+  return exec_handing_over(argv, env);
 }
 
 // This ringletrun's path, which the other hosts are expected to share (as
@@ -352,15 +358,7 @@ int exec_srun(const Args& args, int np) {
     for (const auto& a : argv) line += " " + a;
     std::cerr << line << "\n";
   }
-  std::vector<std::string> entries = env.entries();
-  std::vector<char*> cargv, cenv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : entries) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  ::execvpe("srun", cargv.data(), cenv.data());
-  std::cerr << "ringletrun: cannot execute srun: " << std::strerror(errno) << "\n";
-  return 127;
+  return exec_handing_over(argv, env);
 }
 
 int run(int argc, char** argv) {
