@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "core/bootstrap/job_settings.h"
+#include "core/bootstrap/mpi_bootstrap.h"
+#include "core/collectives/mpi_communicator.h"
 #include "core/collectives/workspace.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/hmac.h"
@@ -113,6 +115,7 @@ Communicator::~Communicator() {
   // window, the carriers, the store.
   pairs_.clear();
   window_.reset();
+  mpi_.reset();
   carrier_of_.clear();
   carriers_.clear();
   store_.reset();
@@ -132,11 +135,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     throw ConfigError(
         "RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
   }
-  if (config.cpu_operations == CpuOperations::kMpi) {
-    throw ConfigError(
-        "HOROVOD_CPU_OPERATIONS=MPI: host collectives through MPI are not supported yet "
-        "(accepted: RING)");
-  }
+  if (config.cpu_operations == CpuOperations::kMpi) check_mpi_operations(config, launch);
 
   if (launch.size == 1 && launch.rendezvous.empty()) {
     c->world_ = derive_world(0, {host_name(config)});
@@ -157,6 +156,11 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   c->secret_ = launch.secret;
   c->world_ = build_world(launch, *c->store_, start);
   check_job_settings(config, launch.rank, launch.size, *c->store_, start);
+  // Only now: MPI's start is collective, and every rank is known to ask for it.
+  if (config.cpu_operations == CpuOperations::kMpi && launch.size > 1) {
+    start_mpi_operations(launch);
+    c->mpi_ = collectives::MpiCommunicator::world();
+  }
   // Read once: hardware_concurrency() opens a sysfs file on every call.
   c->workspace_->tuning.oversubscribed =
       static_cast<unsigned>(c->world_.local_size) > std::thread::hardware_concurrency();
@@ -276,6 +280,9 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   // that cannot deadlock, so that a collective's first use never waits on a
   // peer busy connecting elsewhere.
   c->connect_all();
+  if (parent.mpi_ != nullptr && members.size() > 1) {
+    c->mpi_ = parent.mpi_->subset(members, c->config_.timeout);
+  }
   return c;
 }
 

@@ -161,8 +161,8 @@ Setter byte_size(size_t Config::*field, int64_t min = 1) {
 
 std::vector<EnvVar> build_table() {
   std::vector<EnvVar> t;
-  // ucx and MPI parse, so that the refusal at init (Communicator::create)
-  // can say what is accepted today rather than call the value invalid.
+  // ucx parses, so that the refusal at init (Communicator::create) can say
+  // what is accepted today rather than call the value invalid.
   t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx (ucx: not served yet)",
                   "carrier between ranks; auto = shm within a host, UCX or TCP across",
                   choice<TransportKind>({{"auto", TransportKind::kAuto},
@@ -170,8 +170,11 @@ std::vector<EnvVar> build_table() {
                                          {"tcp", TransportKind::kTcp},
                                          {"ucx", TransportKind::kUcx}},
                                         &Config::transport)));
-  t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case; MPI: not served yet)",
-                  "backend for host-memory collectives",
+  // MPI needs the job launched by mpirun (or srun with MPI): checked at init
+  // (core/bootstrap/mpi_bootstrap.h), where the launch is known.
+  t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case)",
+                  "backend for host-memory collectives: Ringlet's own (RING), or MPI's (MPI: "
+                  "the job launched by mpirun)",
                   choice<CpuOperations>({{"RING", CpuOperations::kRing},
                                          {"MPI", CpuOperations::kMpi}},
                                         &Config::cpu_operations)));

@@ -7,6 +7,8 @@
 //                                   all others      any                        direct
 //   several hosts, or tcp forced    all             any                        ring (pairwise
 //                                                                              for alltoall)
+//   HOROVOD_CPU_OPERATIONS=MPI      all             any                        mpi (above all
+//                                                                              the others)
 //
 // RINGLET_ALGORITHM forces an algorithm at every size: ring runs anywhere;
 // direct and onestep need the window (and say so otherwise); onestep on a
@@ -23,6 +25,9 @@
 // 69-80 vs 135-240 us at np=3; 78 vs 136 us at np=4). Across hosts only the
 // ring keeps every link busy. The choice depends only on facts every rank
 // shares (size, local_size, the host's core count), so all ranks agree.
+// HOROVOD_CPU_OPERATIONS=MPI is the user's choice of MPI's algorithms for
+// every host collective (a job-wide setting), so its rows come first and
+// RINGLET_ALGORITHM does not override them.
 #include "core/collectives/algorithm_table.h"
 
 namespace ringlet::core::collectives {
@@ -53,6 +58,8 @@ std::string_view to_string(Algorithm a) {
       return "direct";
     case Algorithm::kOneStep:
       return "onestep";
+    case Algorithm::kMpi:
+      return "mpi";
   }
   return "algorithm";
 }
@@ -134,7 +141,7 @@ Algorithm select_forced(std::span<const Row> rows, const PlacementFacts& f, Algo
 
 bool Placement::matches(const PlacementFacts& f) const {
   return holds(one_host, f.one_host()) && holds(window, f.window) &&
-         holds(oversubscribed, f.oversubscribed);
+         holds(oversubscribed, f.oversubscribed) && holds(mpi, f.mpi);
 }
 
 // The limits read here must be the ones choose_algorithm() compares.
@@ -145,7 +152,14 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
   const Placement window_own_cores{.window = kYes, .oversubscribed = kNo};
   const Placement window_oversubscribed{.window = kYes, .oversubscribed = kYes};
   const Placement anywhere{};
+  const Placement mpi{.mpi = kYes};
   return {{
+      {kAllreduce, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kAllgather, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kBroadcast, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kReducescatter, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kAlltoall, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kBarrier, mpi, 0, kAnyBytes, Algorithm::kMpi},
       {kAllreduce, window_own_cores, 0, t.onestep_max_bytes, Algorithm::kOneStep},
       {kAllreduce, window_oversubscribed, 0, t.onestep_max_oversubscribed_bytes,
        Algorithm::kOneStep},
@@ -166,7 +180,7 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
 
 Algorithm select(std::span<const Row> rows, const PlacementFacts& facts,
                  std::optional<Algorithm> forced, Collective c, size_t bytes) {
-  if (forced) return select_forced(rows, facts, *forced, c);
+  if (forced && !facts.mpi) return select_forced(rows, facts, *forced, c);
   for (const Row& r : rows) {
     if (r.collective == c && r.placement.matches(facts) && r.min_bytes <= bytes &&
         bytes <= r.max_bytes) {
@@ -194,7 +208,8 @@ std::optional<Algorithm> forced_algorithm(AlgorithmChoice choice) {
 PlacementFacts facts_of(Communicator& comm) {
   return PlacementFacts{.hosts = comm.world().cross_size,
                         .window = comm.window() != nullptr,
-                        .oversubscribed = comm.workspace().tuning.oversubscribed};
+                        .oversubscribed = comm.workspace().tuning.oversubscribed,
+                        .mpi = comm.mpi() != nullptr};
 }
 
 Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {

@@ -41,6 +41,7 @@ enum class Algorithm {
   kRing,     // pipelined ring (pairwise exchange for alltoall) over pairs: any carrier
   kDirect,   // through the shared-memory window: every rank reads its peers' staging
   kOneStep,  // window, one flag: every rank reduces the whole message itself
+  kMpi,      // MPI's own collective (HOROVOD_CPU_OPERATIONS=MPI), on the set's MPI communicator
 };
 
 std::string_view to_string(Collective c);
@@ -53,6 +54,7 @@ struct PlacementFacts {
   int hosts = 1;                // hosts the communicator's ranks span
   bool window = false;          // a shared-memory window over all its ranks
   bool oversubscribed = false;  // more ranks on this host than cores
+  bool mpi = false;             // HOROVOD_CPU_OPERATIONS=MPI: an MPI communicator over its ranks
   bool one_host() const { return hosts == 1; }
 };
 
@@ -63,6 +65,7 @@ struct Placement {
   Need one_host = Need::kAny;
   Need window = Need::kAny;
   Need oversubscribed = Need::kAny;
+  Need mpi = Need::kAny;
   bool matches(const PlacementFacts& f) const;
 };
 
@@ -78,7 +81,7 @@ struct Row {
 
 // Today's table; the one-step limits come from `t` (tests tune them on a live
 // communicator). See algorithm_table.cc for why each row is where it is.
-inline constexpr size_t kDefaultRows = 14;
+inline constexpr size_t kDefaultRows = 20;
 std::array<Row, kDefaultRows> default_rows(const Tuning& t);
 
 // The algorithm for a collective of `bytes` (the whole message, the same on
@@ -86,7 +89,10 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t);
 // RINGLET_ALGORITHM (nullopt: auto). A forced algorithm that the collective
 // lacks runs its stand-in (one-step on a collective without one: direct). A
 // forced algorithm that cannot run on these facts, or no row at all, throws
-// ConfigError naming RINGLET_ALGORITHM and what it accepts here.
+// ConfigError naming RINGLET_ALGORITHM and what it accepts here. Where MPI
+// serves the host collectives (facts.mpi) nothing is forced: RINGLET_ALGORITHM
+// then concerns device tensors only (Communicator::create refuses the values
+// that have no meaning there).
 Algorithm select(std::span<const Row> rows, const PlacementFacts& facts,
                  std::optional<Algorithm> forced, Collective c, size_t bytes);
 
