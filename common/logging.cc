@@ -24,6 +24,9 @@ constexpr std::string_view kNames[] = {"trace", "debug", "info", "warning", "err
 std::atomic<int> g_rank{-1};
 std::atomic<bool> g_timestamp{false};
 std::atomic<int> g_fd{2};
+// Set at init, read while formatting a line that is printed.
+std::mutex g_host_mu;
+std::string g_host;
 // Keeps lines of different threads whole where one write() might not be
 // (a pipe takes only PIPE_BUF bytes atomically).
 std::mutex g_write_mu;
@@ -78,14 +81,19 @@ void configure_log(const LogSettings& s) {
   g_rank.store(s.rank, std::memory_order_relaxed);
   g_timestamp.store(s.timestamp, std::memory_order_relaxed);
   g_fd.store(s.fd, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(g_host_mu);
+    g_host = s.host;
+  }
   detail::min_log_level.store(static_cast<int>(s.level), std::memory_order_relaxed);
 }
 
 LogSettings log_settings() {
+  std::lock_guard lock(g_host_mu);
   return LogSettings{static_cast<LogLevel>(detail::min_log_level.load(std::memory_order_relaxed)),
                      g_rank.load(std::memory_order_relaxed),
                      g_timestamp.load(std::memory_order_relaxed),
-                     g_fd.load(std::memory_order_relaxed)};
+                     g_fd.load(std::memory_order_relaxed), g_host};
 }
 
 void log(LogLevel level, const char* format, ...) {
@@ -97,10 +105,20 @@ void log(LogLevel level, const char* format, ...) {
   if (g_timestamp.load(std::memory_order_relaxed)) n += put_time(line + n, sizeof line - n);
   const int rank = g_rank.load(std::memory_order_relaxed);
   const std::string_view name = to_string(level);
-  int p = rank >= 0 ? std::snprintf(line + n, sizeof line - n, "ringlet rank %d] %.*s: ", rank,
-                                    static_cast<int>(name.size()), name.data())
-                    : std::snprintf(line + n, sizeof line - n, "ringlet] %.*s: ",
-                                    static_cast<int>(name.size()), name.data());
+  int p;
+  if (rank < 0) {
+    p = std::snprintf(line + n, sizeof line - n, "ringlet] %.*s: ", static_cast<int>(name.size()),
+                      name.data());
+  } else {
+    std::lock_guard lock(g_host_mu);
+    // A host name is at most 255 bytes (HOST_NAME_MAX, or a DNS name): the
+    // prefix still fits the buffer.
+    p = g_host.empty()
+            ? std::snprintf(line + n, sizeof line - n, "ringlet rank %d] %.*s: ", rank,
+                            static_cast<int>(name.size()), name.data())
+            : std::snprintf(line + n, sizeof line - n, "ringlet rank %d on %.255s] %.*s: ", rank,
+                            g_host.c_str(), static_cast<int>(name.size()), name.data());
+  }
   if (p < 0) return;
   n += static_cast<size_t>(p);  // the prefix is far shorter than the buffer
 

@@ -105,6 +105,9 @@ transport::WaitPolicy wait_policy(int spin_iterations, bool oversubscribed) {
 Communicator::Communicator() : workspace_(std::make_unique<collectives::Workspace>()) {}
 
 Communicator::~Communicator() {
+  // The groups borrow the world's links and its list of subsets.
+  cross_group_.reset();
+  host_group_.reset();
   if (parent_ != nullptr) std::erase(parent_->subsets_, this);
   // After a failure rank 0 keeps the store up a moment, so that peers still
   // failing can read who failed first (peer_abort_reason).
@@ -135,7 +138,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     throw ConfigError(
         "RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
   }
-  if (config.cpu_operations == CpuOperations::kMpi) check_mpi_operations(config, launch);
+  if (config.cpu_operations == CpuOperations::kMpi) check_mpi_operations(launch);
 
   if (launch.size == 1 && launch.rendezvous.empty()) {
     c->world_ = derive_world(0, {host_name(config)});
@@ -259,12 +262,16 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   c->parent_ = &parent;
   parent.subsets_.push_back(c.get());
   c->members_ = members;
+  c->name_ = name;
   std::vector<std::string> hostnames;
   for (int r : members) hostnames.push_back(parent.world_.hostnames.at(r));
   c->world_ = derive_world(static_cast<int>(mine - members.begin()), hostnames);
   c->world_.job_id = parent.world_.job_id;
   const transport::Deadline deadline = c->deadline();
-  if (parent.window_ != nullptr && members.size() > 1) {
+  // A window wherever the members share one host, also in a job that spans
+  // several (a set within a host, a hierarchical collective's host group).
+  if (c->world_.single_host() && c->config_.transport != TransportKind::kTcp &&
+      members.size() > 1) {
     transport::SharedWindow::Options wo;
     wo.local_rank = c->world_.rank;
     wo.local_size = c->world_.size;

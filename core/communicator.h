@@ -43,6 +43,20 @@ class Communicator {
                                                      const std::string& name);
   ~Communicator();
 
+  // The two groups of a hierarchical collective (core/collectives/
+  // hierarchical_*.cc), built at the first call: collective over this
+  // communicator's ranks, which all call it at the same collective. `host`
+  // holds this communicator's ranks on this rank's host (with a shared window
+  // unless RINGLET_TRANSPORT=tcp), in rank order; `cross` holds, one per host,
+  // the ranks whose index within their host's ranks is this rank's, in rank
+  // order (hosts lacking that index have none in it). Both run over the
+  // world's links and fail with the world, as a process set does.
+  struct HostGroups {
+    Communicator* host = nullptr;
+    Communicator* cross = nullptr;
+  };
+  HostGroups host_groups();
+
   const World& world() const { return world_; }
   const Config& config() const { return config_; }
   int rank() const { return world_.rank; }
@@ -117,6 +131,9 @@ class Communicator {
   Communicator* parent_ = nullptr;      // a process set's: the world's communicator
   std::vector<Communicator*> subsets_;  // the world's: its live process sets' (to abort)
   std::vector<int> members_;  // a process set's: global rank of each rank; empty for the world
+  std::string name_;          // a process set's (names its window); empty for the world
+  // host_groups(), once built; released first at destruction.
+  std::unique_ptr<Communicator> host_group_, cross_group_;
   std::unique_ptr<collectives::Workspace> workspace_;  // outlives the pairs
   std::unique_ptr<StoreServer> store_server_;          // rank 0 only
   std::unique_ptr<StoreClient> store_;

@@ -104,15 +104,17 @@ Setter boolean(bool Config::*field) {
   };
 }
 
-// A switch whose "on" asks for an algorithm this version does not have:
-// "off" is stored, "on" is refused by name rather than silently ignored, and
-// anything else is the table's usual bad-value error.
-Setter not_served_when_true(bool Config::*field, const char* name, const char* what) {
-  return [field, name, what](const std::string& value, Config& config) {
-    if (!boolean(field)(value, config)) return false;
-    if (config.*field) {
-      throw ConfigError(std::string(name) + "=" + value + ": " + what +
-                        " is not served yet (accepted today: 0|false)");
+// 0|1|true|false, as boolean() reads them, where unset (nullopt) means a
+// third thing: let Ringlet choose.
+Setter optional_boolean(std::optional<bool> Config::*field) {
+  return [field](const std::string& value, Config& config) {
+    const std::string v = lower(value);
+    if (v == "1" || v == "true") {
+      config.*field = true;
+    } else if (v == "0" || v == "false") {
+      config.*field = false;
+    } else {
+      return false;
     }
     return true;
   };
@@ -246,16 +248,17 @@ std::vector<EnvVar> build_table() {
   t.push_back(row("HOROVOD_LOG_TIMESTAMP", "0", "one of 0|1|true|false",
                   "start every log line with the local date and time (microseconds)",
                   boolean(&Config::log_timestamp)));
-  t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "0",
-                  "one of 0|1|true|false (1|true: not served yet)",
-                  "allreduce within hosts, then across them, then within again",
-                  not_served_when_true(&Config::hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE",
-                                       "a hierarchical allreduce")));
-  t.push_back(row("HOROVOD_HIERARCHICAL_ALLGATHER", "0",
-                  "one of 0|1|true|false (1|true: not served yet)",
-                  "allgather within hosts, then across them",
-                  not_served_when_true(&Config::hierarchical_allgather, "HOROVOD_HIERARCHICAL_ALLGATHER",
-                                       "a hierarchical allgather")));
+  // Unset, the algorithm table chooses (core/collectives/algorithm_table.cc).
+  t.push_back(row("HOROVOD_HIERARCHICAL_ALLREDUCE", "", "one of 0|1|true|false",
+                  "allreduce within each host, across hosts, then within again; 1: at every "
+                  "size where the hosts hold as many ranks, several each; 0: never; unset: the "
+                  "algorithm table chooses by size",
+                  optional_boolean(&Config::hierarchical_allreduce)));
+  t.push_back(row("HOROVOD_HIERARCHICAL_ALLGATHER", "", "one of 0|1|true|false",
+                  "allgather within each host, across hosts, then broadcast within; 1: at every "
+                  "size where some host holds several ranks; 0: never; unset: the algorithm "
+                  "table chooses by size",
+                  optional_boolean(&Config::hierarchical_allgather)));
   t.push_back(row("RINGLET_SHM_WINDOW_BYTES", "16M", "a byte count > 0, with optional K|M|G suffix",
                   "shared-memory window per rank", byte_size(&Config::shm_window_bytes)));
   t.push_back(row("RINGLET_CUDA_IPC_DIRECT_BYTES", "4M",
@@ -362,6 +365,37 @@ Config load_config(const std::map<std::string, std::string>* env) {
     if (it == env->end() || it->second.empty()) continue;
     var.parse(it->second, config);
   }
+  // Both would choose the algorithm of the same collective: refused rather
+  // than one silently overriding the other.
+  const std::pair<const std::optional<bool>&, const char*> switches[] = {
+      {config.hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE"},
+      {config.hierarchical_allgather, "HOROVOD_HIERARCHICAL_ALLGATHER"}};
+  for (const auto& [on, name] : switches) {
+    if (on.value_or(false) && config.algorithm != AlgorithmChoice::kAuto) {
+      throw ConfigError(std::string(name) + "=" + env->at(name) + " and RINGLET_ALGORITHM=" +
+                        std::string(to_string(config.algorithm)) +
+                        " both choose the algorithm: set one of them (or RINGLET_ALGORITHM=auto)");
+    }
+  }
+  // MPI's operations take every host collective: a choice among Ringlet's own
+  // host algorithms beside them would be ignored, so it is refused.
+  if (config.cpu_operations == CpuOperations::kMpi) {
+    const std::string mpi = "HOROVOD_CPU_OPERATIONS=" + env->at("HOROVOD_CPU_OPERATIONS");
+    if (config.algorithm == AlgorithmChoice::kDirect ||
+        config.algorithm == AlgorithmChoice::kOneStep) {
+      throw ConfigError("RINGLET_ALGORITHM=" + env->at("RINGLET_ALGORITHM") +
+                        " chooses one of Ringlet's host algorithms, but " + mpi +
+                        " hands every host collective to MPI (accepted with it: auto, or ring "
+                        "for device tensors under HOROVOD_GPU_OPERATIONS=RING)");
+    }
+    for (const auto& [on, name] : switches) {
+      if (on.value_or(false)) {
+        throw ConfigError(std::string(name) + "=" + env->at(name) +
+                          " asks for Ringlet's hierarchical host algorithm, but " + mpi +
+                          " hands every host collective to MPI (accepted with it: 0, or unset)");
+      }
+    }
+  }
   return config;
 }
 
@@ -370,6 +404,7 @@ common::LogSettings log_settings(const Config& config, int rank) {
   s.level = common::parse_log_level(config.log_level).value_or(common::LogLevel::kWarning);
   s.rank = rank;
   s.timestamp = config.log_timestamp;
+  s.host = host_name(config);
   return s;
 }
 

@@ -54,8 +54,11 @@ struct Config {
   std::string log_level = "WARNING";               // HOROVOD_LOG_LEVEL (upper case)
   bool log_timestamp = false;                      // HOROVOD_LOG_TIMESTAMP
   std::string hostname;                            // RINGLET_HOSTNAME ("": the machine's)
-  bool hierarchical_allreduce = false;             // HOROVOD_HIERARCHICAL_ALLREDUCE (1: refused)
-  bool hierarchical_allgather = false;             // HOROVOD_HIERARCHICAL_ALLGATHER (1: refused)
+  // HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER: true takes the hierarchical
+  // algorithm wherever the placement has one, false never; unset lets the
+  // algorithm table choose by size.
+  std::optional<bool> hierarchical_allreduce;
+  std::optional<bool> hierarchical_allgather;
   size_t shm_window_bytes = 16 << 20;              // RINGLET_SHM_WINDOW_BYTES (per rank)
   size_t cuda_ipc_direct_bytes = 4 << 20;          // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
   int spin_iterations = -1;                        // RINGLET_SPIN (-1: auto)

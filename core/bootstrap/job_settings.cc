@@ -54,6 +54,11 @@ std::string failure(const std::string& found) {
          " (set them alike on every rank, for example in the launcher's environment)";
 }
 
+// A switch Ringlet may choose for: "1", "0", or "unset".
+std::string switch_text(const std::optional<bool>& on) {
+  return on ? (*on ? "1" : "0") : "unset";
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> job_wide_settings(const Config& c) {
@@ -66,6 +71,8 @@ std::vector<std::pair<std::string, std::string>> job_wide_settings(const Config&
       {"HOROVOD_CACHE_CAPACITY", std::to_string(c.cache_capacity)},
       {"RINGLET_SHM_WINDOW_BYTES", std::to_string(c.shm_window_bytes)},
       {"RINGLET_CUDA_IPC_DIRECT_BYTES", std::to_string(c.cuda_ipc_direct_bytes)},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", switch_text(c.hierarchical_allreduce)},
+      {"HOROVOD_HIERARCHICAL_ALLGATHER", switch_text(c.hierarchical_allgather)},
   };
 }
 

@@ -30,18 +30,10 @@ bool needs_mpi_bootstrap(const LaunchInfo& launch) {
          (launch.launcher == "mpirun" || launch.launcher == "slurm");
 }
 
-void check_mpi_operations(const Config& config, const LaunchInfo& launch) {
+void check_mpi_operations(const LaunchInfo& launch) {
   const std::string var = "HOROVOD_CPU_OPERATIONS=MPI";
   if (!mpi_bootstrap_available()) {
     throw ConfigError(launch.rank, var + ": this build has no MPI (accepted: RING)");
-  }
-  if (config.algorithm == AlgorithmChoice::kDirect ||
-      config.algorithm == AlgorithmChoice::kOneStep) {
-    throw ConfigError(launch.rank,
-                      "RINGLET_ALGORITHM=" + std::string(to_string(config.algorithm)) +
-                          " chooses one of Ringlet's host algorithms, but " + var +
-                          " hands every host collective to MPI (accepted with it: auto, or ring "
-                          "for device tensors under HOROVOD_GPU_OPERATIONS=RING)");
   }
   if (launch.size > 1 && launch.launcher != "mpirun" && launch.launcher != "slurm") {
     const std::string by = launch.launcher == "horovod"

@@ -21,7 +21,6 @@
 #pragma once
 
 #include "core/bootstrap/launch_info.h"
-#include "core/config.h"
 
 namespace ringlet::core {
 
@@ -39,11 +38,11 @@ bool needs_mpi_bootstrap(const LaunchInfo& launch);
 void complete_launch_with_mpi(LaunchInfo& launch);
 
 // HOROVOD_CPU_OPERATIONS=MPI, before the rendezvous and without touching MPI:
-// ConfigError when this build has no MPI, when RINGLET_ALGORITHM names one of
-// Ringlet's host algorithms (direct, onestep), or when a job of more than one
-// rank was not launched by mpirun or srun. A job of one rank needs no MPI:
-// its collectives are local copies, as MPI's would be.
-void check_mpi_operations(const Config& config, const LaunchInfo& launch);
+// ConfigError when this build has no MPI, or when a job of more than one rank
+// was not launched by mpirun or srun. A job of one rank needs no MPI: its
+// collectives are local copies, as MPI's would be. (Settings that contradict
+// it are refused by load_config.)
+void check_mpi_operations(const LaunchInfo& launch);
 
 // HOROVOD_CPU_OPERATIONS=MPI with more than one rank, after the rendezvous
 // (where every rank was found to ask for it): initializes MPI when nobody

@@ -5,6 +5,9 @@
 //                                                   ranks outnumber cores)
 //                                   allreduce       larger                     direct
 //                                   all others      any                        direct
+//   several hosts, some host with   allreduce       >= 256 KiB                 hierarchical
+//   more than one rank, every host  allgather       >= 256 KiB                 hierarchical
+//   with as many (allreduce only)
 //   several hosts, or tcp forced    all             any                        ring (pairwise
 //                                                                              for alltoall)
 //   HOROVOD_CPU_OPERATIONS=MPI      all             any                        mpi (above all
@@ -13,6 +16,8 @@
 // RINGLET_ALGORITHM forces an algorithm at every size: ring runs anywhere;
 // direct and onestep need the window (and say so otherwise); onestep on a
 // collective other than allreduce runs that collective's direct algorithm.
+// HOROVOD_HIERARCHICAL_ALLREDUCE=1 (_ALLGATHER=1) takes the hierarchical row
+// at every size where its placement matches, and =0 never takes it.
 //
 // Why: within a host a flag in shared memory costs far less than a message,
 // and the direct algorithms touch each byte fewer times than a ring (no
@@ -23,12 +28,39 @@
 // 1.8 us, 64 KiB 5.1 vs 6.4 us); np=3 and 4 on 2 cores, where every
 // synchronisation may cost a wake-up, one-step wins through 128 KiB (64 KiB:
 // 69-80 vs 135-240 us at np=3; 78 vs 136 us at np=4). Across hosts only the
-// ring keeps every link busy. The choice depends only on facts every rank
-// shares (size, local_size, the host's core count), so all ranks agree.
+// ring keeps every link busy.
+//
+// The hierarchical row, across H hosts of L ranks: the flat ring sends
+// 2(HL-1)/(HL) of the message out of each host, in 2(HL-1) steps each as slow
+// as the slowest link it crosses; the hierarchical allreduce reduces within
+// the host over shared memory, sends 2(H-1)/H of the message out of each host
+// (as L rings of 1/L of it, one per local index), in 2(H-1) network steps,
+// and gathers within the host again. For two hosts of two ranks that is a
+// third fewer bytes on the network and 2 network steps instead of 6; for two
+// hosts of eight, nearly half the bytes. The cost is two or three passes
+// through the host's window, each a synchronisation that may cost a wake-up
+// (50-200 us above) when ranks outnumber cores. Until it is measured on a
+// real link the row starts where the bytes saved clearly outweigh that: at
+// 256 KiB, 10 Gb/s saves ~100 us of transfer and 4 network latencies at two
+// hosts of two, against at most a few wake-ups. The allgather's saving is
+// alike: (H-1)/H of the message leaves each host instead of (HL-1)/(HL), in
+// H-1 network steps instead of HL-1. The allreduce needs every host to hold
+// as many ranks (its slices are one per local index); the allgather goes
+// through each host's first rank and takes any layout. One host, or one rank
+// per host, has no hierarchy: the flat algorithm is the hierarchical one.
+//
+// The choice depends only on facts every rank shares (size, the hosts' rank
+// counts, the host's core count, settings checked alike at init), so all
+// ranks agree.
+//
 // HOROVOD_CPU_OPERATIONS=MPI is the user's choice of MPI's algorithms for
 // every host collective (a job-wide setting), so its rows come first and
-// RINGLET_ALGORITHM does not override them.
+// neither RINGLET_ALGORITHM nor the hierarchical switches override them.
 #include "core/collectives/algorithm_table.h"
+
+#include <vector>
+
+#include "ringlet/common/logging.h"
 
 namespace ringlet::core::collectives {
 
@@ -58,6 +90,8 @@ std::string_view to_string(Algorithm a) {
       return "direct";
     case Algorithm::kOneStep:
       return "onestep";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
     case Algorithm::kMpi:
       return "mpi";
   }
@@ -95,6 +129,12 @@ std::string shortfall(const Placement& need, const PlacementFacts& f) {
     return need.oversubscribed == Need::kYes ? "needs more ranks than cores, but each has one"
                                              : "needs a core per rank, but ranks outnumber cores";
   }
+  if (need.shared_hosts == Need::kYes && !f.shared_hosts) {
+    return "needs a host with more than one rank, but each has one";
+  }
+  if (need.even_hosts == Need::kYes && !f.even_hosts) {
+    return "needs as many ranks on every host, but the hosts hold different numbers";
+  }
   return "cannot run here";
 }
 
@@ -103,6 +143,8 @@ std::string accepted_here(std::span<const Row> rows, const PlacementFacts& f, Co
   std::string out = "auto";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
+    // The hierarchical rows answer to their own switches, not RINGLET_ALGORITHM.
+    if (r.algorithm == Algorithm::kHierarchical) continue;
     if (r.collective != c || !r.placement.matches(f)) continue;
     bool seen = false;
     for (size_t j = 0; j < i; ++j) {
@@ -141,7 +183,8 @@ Algorithm select_forced(std::span<const Row> rows, const PlacementFacts& f, Algo
 
 bool Placement::matches(const PlacementFacts& f) const {
   return holds(one_host, f.one_host()) && holds(window, f.window) &&
-         holds(oversubscribed, f.oversubscribed) && holds(mpi, f.mpi);
+         holds(oversubscribed, f.oversubscribed) && holds(shared_hosts, f.shared_hosts) &&
+         holds(even_hosts, f.even_hosts) && holds(mpi, f.mpi);
 }
 
 // The limits read here must be the ones choose_algorithm() compares.
@@ -152,6 +195,8 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
   const Placement window_own_cores{.window = kYes, .oversubscribed = kNo};
   const Placement window_oversubscribed{.window = kYes, .oversubscribed = kYes};
   const Placement anywhere{};
+  const Placement hosts_in_layers{.one_host = kNo, .shared_hosts = kYes};
+  const Placement even_hosts_in_layers{.one_host = kNo, .shared_hosts = kYes, .even_hosts = kYes};
   const Placement mpi{.mpi = kYes};
   return {{
       {kAllreduce, mpi, 0, kAnyBytes, Algorithm::kMpi},
@@ -169,6 +214,9 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
       {kReducescatter, window, 0, kAnyBytes, Algorithm::kDirect},
       {kAlltoall, window, 0, kAnyBytes, Algorithm::kDirect},
       {kBarrier, window, 0, kAnyBytes, Algorithm::kDirect},
+      {kAllreduce, even_hosts_in_layers, t.hierarchical_min_bytes, kAnyBytes,
+       Algorithm::kHierarchical},
+      {kAllgather, hosts_in_layers, t.hierarchical_min_bytes, kAnyBytes, Algorithm::kHierarchical},
       {kAllreduce, anywhere, 0, kAnyBytes, Algorithm::kRing},
       {kAllgather, anywhere, 0, kAnyBytes, Algorithm::kRing},
       {kBroadcast, anywhere, 0, kAnyBytes, Algorithm::kRing},
@@ -179,9 +227,20 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
 }
 
 Algorithm select(std::span<const Row> rows, const PlacementFacts& facts,
-                 std::optional<Algorithm> forced, Collective c, size_t bytes) {
+                 std::optional<Algorithm> forced, Collective c, size_t bytes,
+                 Switch hierarchical) {
   if (forced && !facts.mpi) return select_forced(rows, facts, *forced, c);
+  if (hierarchical == Switch::kOn && !facts.mpi) {
+    for (const Row& r : rows) {
+      if (r.collective == c && r.algorithm == Algorithm::kHierarchical &&
+          r.placement.matches(facts)) {
+        return r.algorithm;
+      }
+    }
+  }
   for (const Row& r : rows) {
+    // Switched on, the hierarchical rows had their turn above; off, none.
+    if (r.algorithm == Algorithm::kHierarchical && hierarchical != Switch::kUnset) continue;
     if (r.collective == c && r.placement.matches(facts) && r.min_bytes <= bytes &&
         bytes <= r.max_bytes) {
       return r.algorithm;
@@ -205,12 +264,68 @@ std::optional<Algorithm> forced_algorithm(AlgorithmChoice choice) {
   return std::nullopt;
 }
 
-PlacementFacts facts_of(Communicator& comm) {
-  return PlacementFacts{.hosts = comm.world().cross_size,
-                        .window = comm.window() != nullptr,
-                        .oversubscribed = comm.workspace().tuning.oversubscribed,
-                        .mpi = comm.mpi() != nullptr};
+Switch hierarchical_switch(const Config& config, Collective c) {
+  std::optional<bool> on;
+  if (c == Collective::kAllreduce) on = config.hierarchical_allreduce;
+  if (c == Collective::kAllgather) on = config.hierarchical_allgather;
+  if (!on) return Switch::kUnset;
+  return *on ? Switch::kOn : Switch::kOff;
 }
+
+std::string flat_because(const PlacementFacts& f, Collective c) {
+  if (f.one_host()) return "every rank is on one host";
+  if (!f.shared_hosts) return "each host holds one rank";
+  if (c == Collective::kAllreduce && !f.even_hosts) {
+    return "the hosts hold different numbers of ranks";
+  }
+  return "";
+}
+
+PlacementFacts facts_of(Communicator& comm) {
+  const World& w = comm.world();
+  PlacementFacts f{.hosts = w.cross_size,
+                   .window = comm.window() != nullptr,
+                   .oversubscribed = comm.workspace().tuning.oversubscribed,
+                   .mpi = comm.mpi() != nullptr};
+  f.even_hosts = true;
+  for (const std::vector<int>& ranks : w.ranks_on_host) {
+    f.shared_hosts = f.shared_hosts || ranks.size() > 1;
+    f.even_hosts = f.even_hosts && ranks.size() == w.ranks_on_host.front().size();
+  }
+  return f;
+}
+
+namespace {
+
+// "2, 1": the ranks on each host, in host order.
+std::string ranks_per_host(const World& w) {
+  std::string text;
+  for (const std::vector<int>& ranks : w.ranks_on_host) {
+    text += (text.empty() ? "" : ", ") + std::to_string(ranks.size());
+  }
+  return text;
+}
+
+// The switch is on, yet the flat algorithm runs: said once per communicator
+// and collective.
+void tell_flat(Communicator& comm, const PlacementFacts& f, Collective c) {
+  uint32_t& told = comm.workspace().flat_despite_switch;
+  const uint32_t bit = uint32_t{1} << static_cast<int>(c);
+  if ((told & bit) != 0) return;
+  told |= bit;
+  const std::string var = c == Collective::kAllreduce ? "HOROVOD_HIERARCHICAL_ALLREDUCE"
+                                                      : "HOROVOD_HIERARCHICAL_ALLGATHER";
+  const std::string why = flat_because(f, c);
+  // Uneven hosts are a hierarchy this version leaves flat: worth an info
+  // line. On one host, or one rank per host, the flat algorithm is the
+  // hierarchical one.
+  const bool uneven = !f.one_host() && f.shared_hosts;
+  common::log(uneven ? common::LogLevel::kInfo : common::LogLevel::kDebug,
+              "%s=1: %s (ranks per host: %s), so the %s runs flat", var.c_str(), why.c_str(),
+              ranks_per_host(comm.world()).c_str(), std::string(to_string(c)).c_str());
+}
+
+}  // namespace
 
 Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
   // Every collective asks, so the rows are built again only when a test has
@@ -219,11 +334,19 @@ Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
   thread_local std::array<Row, kDefaultRows> rows = default_rows(built_for);
   const Tuning& t = comm.workspace().tuning;
   if (t.onestep_max_bytes != built_for.onestep_max_bytes ||
-      t.onestep_max_oversubscribed_bytes != built_for.onestep_max_oversubscribed_bytes) {
+      t.onestep_max_oversubscribed_bytes != built_for.onestep_max_oversubscribed_bytes ||
+      t.hierarchical_min_bytes != built_for.hierarchical_min_bytes) {
     built_for = t;
     rows = default_rows(t);
   }
-  return select(rows, facts_of(comm), forced_algorithm(comm.config().algorithm), c, bytes);
+  const PlacementFacts facts = facts_of(comm);
+  const Switch hierarchical = hierarchical_switch(comm.config(), c);
+  const std::optional<Algorithm> forced = forced_algorithm(comm.config().algorithm);
+  const Algorithm a = select(rows, facts, forced, c, bytes, hierarchical);
+  if (hierarchical == Switch::kOn && !forced && a != Algorithm::kHierarchical) {
+    tell_flat(comm, facts, c);
+  }
+  return a;
 }
 
 }  // namespace ringlet::core::collectives

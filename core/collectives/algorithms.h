@@ -63,6 +63,14 @@ void direct_alltoall(Communicator& comm, const void* send, std::span<const size_
                      void* recv, std::span<const size_t> recv_counts, DataType dtype);
 void window_barrier(Communicator& comm);
 
+// Hierarchical, across hosts: within each host through its window, across
+// hosts over pairs (Communicator::host_groups()). The allreduce needs as many
+// ranks on every host; the allgather takes any.
+void hierarchical_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double prescale,
+                            double postscale);
+void hierarchical_allgather(Communicator& comm, const void* send, void* recv,
+                            std::span<const size_t> counts, DataType dtype);
+
 // MPI's own collectives on the communicator's MPI communicator
 // (HOROVOD_CPU_OPERATIONS=MPI; mpi_communicator.h), with Ringlet's scaling
 // around them. Builds without MPI have stand-ins that refuse.
@@ -99,15 +107,17 @@ using AlltoallFn = void (*)(Communicator&, const void* send, std::span<const siz
                             void* recv, std::span<const size_t> recv_counts, DataType);
 using BarrierFn = void (*)(Communicator&);
 
-inline constexpr std::array<Implementation<AllreduceFn>, 4> kAllreduceImpls = {{
+inline constexpr std::array<Implementation<AllreduceFn>, 5> kAllreduceImpls = {{
     {Algorithm::kRing, &ring_allreduce_segments},
     {Algorithm::kDirect, &direct_allreduce},
     {Algorithm::kOneStep, &onestep_allreduce},
+    {Algorithm::kHierarchical, &hierarchical_allreduce},
     {Algorithm::kMpi, &mpi_allreduce},
 }};
-inline constexpr std::array<Implementation<AllgatherFn>, 3> kAllgatherImpls = {{
+inline constexpr std::array<Implementation<AllgatherFn>, 4> kAllgatherImpls = {{
     {Algorithm::kRing, &ring_allgather},
     {Algorithm::kDirect, &direct_allgather},
+    {Algorithm::kHierarchical, &hierarchical_allgather},
     {Algorithm::kMpi, &mpi_allgather},
 }};
 inline constexpr std::array<Implementation<BroadcastFn>, 3> kBroadcastImpls = {{

@@ -5,7 +5,10 @@
 // peer and the collective's name as fields.
 #include "core/collectives/collectives.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -31,17 +34,25 @@ using common::seconds_text;
 // been waiting itself, and its reason names the culprit. A peer that lost a
 // rank, or timed out waiting for one, makes this failure that loss or that
 // timeout too, learnt second-hand: the job cannot go on without the rank it
-// names, however this rank noticed.
+// names, however this rank noticed. The culprit may have learnt it
+// second-hand as well (it published before it asked), so the chain is
+// followed, each rank once, until a rank that published nothing (the dead
+// one) or one that failed on its own.
 void fail(Communicator& comm, common::Failure& f) {
   comm.abort(f);
-  const int peer = f.peer();
-  const auto theirs = comm.failure_of(peer, std::chrono::milliseconds(300));
-  if (!theirs) return;
-  if (f.cause().find(theirs->what) == std::string::npos) f.add_cause(theirs->what);
-  const bool second_hand =
-      f.kind() == common::FailureKind::kTimeout || f.kind() == common::FailureKind::kPeerLost;
-  if (theirs->peer >= 0 && theirs->peer != f.rank() && second_hand) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  std::set<int> asked = {f.rank()};
+  for (int peer = f.peer(); peer >= 0 && asked.insert(peer).second;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    const auto theirs = comm.failure_of(peer, std::max(left, std::chrono::milliseconds(0)));
+    if (!theirs) return;
+    if (f.cause().find(theirs->what) == std::string::npos) f.add_cause(theirs->what);
+    const bool second_hand =
+        f.kind() == common::FailureKind::kTimeout || f.kind() == common::FailureKind::kPeerLost;
+    if (theirs->peer < 0 || theirs->peer == f.rank() || !second_hand) return;
     f.set_kind(theirs->kind).set_peer(theirs->peer);
+    peer = theirs->peer;
   }
 }
 

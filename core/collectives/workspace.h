@@ -29,6 +29,7 @@ struct Tuning {
   size_t onestep_max_oversubscribed_bytes = 128 << 10;  // ...or here, more ranks than cores
   size_t fusion_piece_bytes = 1 << 20;  // ring allreduce_segments: one pack/reduce/unpack
   size_t stream_min_bytes = 16 << 20;   // streamed output from here (half the LLC; set at create)
+  size_t hierarchical_min_bytes = 256 << 10;  // hierarchical across hosts from here (unset switch)
   bool oversubscribed = false;          // more local ranks than cores (set at create)
   // The most elements one MPI call moves (0: INT_MAX, MPI's own limit for an
   // int count). Larger messages go in pieces; tests lower it to reach them.
@@ -50,6 +51,10 @@ inline constexpr int kMaxInFlight = 16;
 //             rank's part), DIRECT_ALLGATHER (reading the reduced parts out),
 //             per round; see direct_allreduce.cc
 //   onestep   ONESTEP_ALLREDUCE
+//   hierarchical  LOCAL_REDUCESCATTER, CROSS_ALLREDUCE, LOCAL_ALLGATHER (per
+//             call; for several tensors per piece, between
+//             MEMCPY_IN_FUSION_BUFFER and MEMCPY_OUT_FUSION_BUFFER; for one
+//             prescaled tensor PRESCALE before them)
 //   one rank  LOCAL_COPY
 class PhaseObserver {
  public:
@@ -93,8 +98,11 @@ struct Workspace {
   uint64_t round = 1;
   uint64_t next_round() { return round++; }
 
-  // Per-peer values of the current alltoall (element offsets and counts).
+  // Per-peer values of the current alltoall (element offsets and counts), or
+  // of the current hierarchical collective; and its per-host or per-local-rank
+  // counts and offsets.
   std::vector<size_t> peer_offset, peer_count;
+  std::vector<size_t> group_counts, group_offsets;
   // The inputs of one reduce_many over the window, one per local rank.
   std::vector<const void*> inputs;
   // Where allreduce_segments' tensors start in their concatenation (one more
@@ -108,6 +116,10 @@ struct Workspace {
 
   // Set by whoever wants the phases (null otherwise: one branch per phase).
   PhaseObserver* phases = nullptr;
+
+  // Collectives (bit c: Collective c) whose hierarchical switch is on but
+  // whose flat algorithm runs, as logged once (choose_algorithm).
+  uint32_t flat_despite_switch = 0;
 };
 
 // Reports one phase for its lifetime (also when the algorithm throws);

@@ -112,10 +112,6 @@ struct Unserved {
 TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
   const Unserved cases[] = {
       {"RINGLET_TRANSPORT", "ucx", {"RINGLET_TRANSPORT=ucx", "no UCX carrier", "auto|shm|tcp"}},
-      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1",
-       {"HOROVOD_HIERARCHICAL_ALLREDUCE=1", "not served yet", "0|false"}},
-      {"HOROVOD_HIERARCHICAL_ALLGATHER", "true",
-       {"HOROVOD_HIERARCHICAL_ALLGATHER=true", "not served yet", "0|false"}},
   };
   for (const Unserved& c : cases) {
     setenv(c.name, c.value, 1);

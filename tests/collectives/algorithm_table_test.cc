@@ -5,6 +5,7 @@
 // and compares with the rules the table replaced, written out as they were.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -258,6 +259,162 @@ TEST(AlgorithmTable, EveryRowHasAnImplementation) {
         << to_string(r.collective) << " has no " << to_string(r.algorithm) << " in its dispatch "
         << "table";
   }
+}
+
+// The hierarchical rows: facts of hosts in layers, the switch
+// (HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER) and the size.
+constexpr PlacementFacts kTwoHostsOfTwo{.hosts = 2, .window = false, .oversubscribed = true,
+                                        .shared_hosts = true, .even_hosts = true};
+constexpr PlacementFacts kTwoUnevenHosts{.hosts = 2, .window = false, .oversubscribed = true,
+                                         .shared_hosts = true, .even_hosts = false};
+constexpr PlacementFacts kTwoHostsOfOne{.hosts = 2, .window = false, .oversubscribed = false,
+                                        .shared_hosts = false, .even_hosts = true};
+constexpr PlacementFacts kOneHostOfFour{.hosts = 1, .window = true, .oversubscribed = true,
+                                        .shared_hosts = true, .even_hosts = true};
+
+struct SwitchCase {
+  const char* what;
+  Collective collective;
+  PlacementFacts facts;
+  Switch hierarchical;
+  size_t bytes;
+  Algorithm expected;
+};
+
+const SwitchCase kSwitchCases[] = {
+    // Unset: from 256 KiB up, where hosts hold several ranks.
+    {"unset, small allreduce", kAllreduce, kTwoHostsOfTwo, Switch::kUnset, 4 * KiB, A::kRing},
+    {"unset, below the limit", kAllreduce, kTwoHostsOfTwo, Switch::kUnset, 256 * KiB - 1,
+     A::kRing},
+    {"unset, at the limit", kAllreduce, kTwoHostsOfTwo, Switch::kUnset, 256 * KiB,
+     A::kHierarchical},
+    {"unset, 64 MiB", kAllreduce, kTwoHostsOfTwo, Switch::kUnset, 64 << 20, A::kHierarchical},
+    {"unset, allgather at the limit", kAllgather, kTwoHostsOfTwo, Switch::kUnset, 256 * KiB,
+     A::kHierarchical},
+    {"unset, small allgather", kAllgather, kTwoHostsOfTwo, Switch::kUnset, 100, A::kRing},
+    // The allreduce needs even hosts; the allgather does not.
+    {"unset, uneven allreduce", kAllreduce, kTwoUnevenHosts, Switch::kUnset, 64 << 20, A::kRing},
+    {"unset, uneven allgather", kAllgather, kTwoUnevenHosts, Switch::kUnset, 64 << 20,
+     A::kHierarchical},
+    // One rank per host, or one host: no hierarchy to use.
+    {"unset, one rank per host", kAllreduce, kTwoHostsOfOne, Switch::kUnset, 64 << 20, A::kRing},
+    {"unset, one host", kAllreduce, kOneHostOfFour, Switch::kUnset, 64 << 20, A::kDirect},
+    // On: at every size where the placement has a hierarchy; flat elsewhere.
+    {"on, 4 bytes", kAllreduce, kTwoHostsOfTwo, Switch::kOn, 4, A::kHierarchical},
+    {"on, 0 bytes", kAllgather, kTwoHostsOfTwo, Switch::kOn, 0, A::kHierarchical},
+    {"on, uneven allreduce", kAllreduce, kTwoUnevenHosts, Switch::kOn, 4, A::kRing},
+    {"on, uneven allgather", kAllgather, kTwoUnevenHosts, Switch::kOn, 4, A::kHierarchical},
+    {"on, one rank per host", kAllgather, kTwoHostsOfOne, Switch::kOn, 64 << 20, A::kRing},
+    {"on, one host, small", kAllreduce, kOneHostOfFour, Switch::kOn, 4, A::kOneStep},
+    {"on, one host, large", kAllreduce, kOneHostOfFour, Switch::kOn, 64 << 20, A::kDirect},
+    // Off: never.
+    {"off, 64 MiB", kAllreduce, kTwoHostsOfTwo, Switch::kOff, 64 << 20, A::kRing},
+    {"off, allgather", kAllgather, kTwoUnevenHosts, Switch::kOff, 64 << 20, A::kRing},
+    // The other collectives have no hierarchical row.
+    {"on, broadcast", kBroadcast, kTwoHostsOfTwo, Switch::kOn, 64 << 20, A::kRing},
+    {"unset, reducescatter", kReducescatter, kTwoHostsOfTwo, Switch::kUnset, 64 << 20, A::kRing},
+};
+
+TEST(AlgorithmTable, HierarchicalRowsFollowTheSwitch) {
+  const auto rows = default_rows(Tuning{});
+  for (const SwitchCase& c : kSwitchCases) {
+    SCOPED_TRACE(c.what);
+    EXPECT_EQ(select(rows, c.facts, std::nullopt, c.collective, c.bytes, c.hierarchical),
+              c.expected);
+  }
+}
+
+// RINGLET_ALGORITHM forces what it names and never the hierarchical rows,
+// which it does not name: what it accepts leaves them out.
+TEST(AlgorithmTable, ForcingPassesOverTheHierarchicalRows) {
+  const auto rows = default_rows(Tuning{});
+  EXPECT_EQ(select(rows, kTwoHostsOfTwo, A::kRing, kAllreduce, 64 << 20), A::kRing);
+  EXPECT_EQ(select(rows, kTwoHostsOfTwo, A::kRing, kAllgather, 64 << 20, Switch::kUnset),
+            A::kRing);
+  try {
+    select(rows, kTwoHostsOfTwo, A::kDirect, kAllreduce, 64 << 20);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), kDirectTwoHosts);
+  }
+}
+
+TEST(AlgorithmTable, HierarchicalLimitFollowsTheTuning) {
+  Tuning t;
+  t.hierarchical_min_bytes = 0;
+  auto rows = default_rows(t);
+  EXPECT_EQ(select(rows, kTwoHostsOfTwo, std::nullopt, kAllreduce, 0), A::kHierarchical);
+  t.hierarchical_min_bytes = kAnyBytes;
+  rows = default_rows(t);
+  EXPECT_EQ(select(rows, kTwoHostsOfTwo, std::nullopt, kAllreduce, size_t{1} << 40), A::kRing);
+  EXPECT_EQ(select(rows, kTwoHostsOfTwo, std::nullopt, kAllreduce, 4, Switch::kOn),
+            A::kHierarchical);
+}
+
+// The rule the hierarchical rows stand for, written out, against the table
+// over every consistent combination of facts, switch and sizes around the
+// limit.
+TEST(AlgorithmTable, HierarchicalRowsAgreeWithTheirRuleEverywhere) {
+  int compared = 0;
+  for (size_t limit : {size_t{0}, size_t{256} * KiB, size_t{4} << 20}) {
+    Tuning t;
+    t.hierarchical_min_bytes = limit;
+    const auto rows = default_rows(t);
+    std::vector<size_t> sizes = {0, 1, 4 * KiB, size_t{1} << 30, limit, limit + 1};
+    if (limit > 0) sizes.push_back(limit - 1);
+    for (Collective c : {kAllreduce, kAllgather, kBroadcast, kReducescatter, kAlltoall, kBarrier}) {
+      for (int hosts : {1, 2, 5}) {
+        for (bool shared : {false, true}) {
+          for (bool even : {false, true}) {
+            for (bool oversubscribed : {false, true}) {
+              // A window only where every rank is on one host (shm allowed).
+              for (bool window : hosts == 1 ? std::vector<bool>{false, true}
+                                            : std::vector<bool>{false}) {
+                const PlacementFacts f{hosts, window, oversubscribed, shared, even};
+                for (Switch sw : {Switch::kUnset, Switch::kOn, Switch::kOff}) {
+                  for (size_t bytes : sizes) {
+                    SCOPED_TRACE(std::string(to_string(c)) + " hosts=" + std::to_string(hosts) +
+                                 " shared=" + std::to_string(shared) +
+                                 " even=" + std::to_string(even) +
+                                 " window=" + std::to_string(window) +
+                                 " switch=" + std::to_string(static_cast<int>(sw)) +
+                                 " bytes=" + std::to_string(bytes) +
+                                 " limit=" + std::to_string(limit));
+                    const bool layered = hosts > 1 && shared &&
+                                         (c == kAllgather || (c == kAllreduce && even));
+                    const Algorithm flat =
+                        previous_rules(f, AlgorithmChoice::kAuto, Tuning{}, c, bytes);
+                    Algorithm want = flat;
+                    if (layered && sw == Switch::kOn) want = A::kHierarchical;
+                    if (layered && sw == Switch::kUnset && bytes >= limit) {
+                      want = A::kHierarchical;
+                    }
+                    EXPECT_EQ(select(rows, f, std::nullopt, c, bytes, sw), want);
+                    EXPECT_EQ(flat_because(f, c).empty(), hosts > 1 && shared &&
+                                                              (c != kAllreduce || even));
+                    ++compared;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 5000);
+}
+
+// The switch of each collective, from the configuration.
+TEST(AlgorithmTable, SwitchesComeFromTheirVariables) {
+  const std::map<std::string, std::string> env = {{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+                                                  {"HOROVOD_HIERARCHICAL_ALLGATHER", "0"}};
+  const Config on = load_config(&env);
+  EXPECT_EQ(hierarchical_switch(on, kAllreduce), Switch::kOn);
+  EXPECT_EQ(hierarchical_switch(on, kAllgather), Switch::kOff);
+  EXPECT_EQ(hierarchical_switch(on, kBroadcast), Switch::kUnset);
+  EXPECT_EQ(hierarchical_switch(Config{}, kAllreduce), Switch::kUnset);
+  EXPECT_EQ(hierarchical_switch(Config{}, kAllgather), Switch::kUnset);
 }
 
 // A new algorithm is one row: a row placed above the others wins where its

@@ -301,6 +301,16 @@ TEST(Allreduce, SegmentsReportPhases) {
           EXPECT_EQ(rec.seen[i + 1], "DIRECT_ALLGATHER");
         }
         break;
+      case core::collectives::Algorithm::kHierarchical:
+        // Per piece: in, within the host, across hosts, within again, out.
+        ASSERT_EQ(rec.seen.size() % 5, 0u);
+        for (size_t i = 0; i < rec.seen.size(); i += 5) {
+          EXPECT_EQ(std::vector<std::string>(rec.seen.begin() + i, rec.seen.begin() + i + 5),
+                    (std::vector<std::string>{"MEMCPY_IN_FUSION_BUFFER", "LOCAL_REDUCESCATTER",
+                                              "CROSS_ALLREDUCE", "LOCAL_ALLGATHER",
+                                              "MEMCPY_OUT_FUSION_BUFFER"}));
+        }
+        break;
       case core::collectives::Algorithm::kMpi:
         // Horovod's MPI allreduce of fused tensors: one call over the fusion buffer.
         EXPECT_EQ(rec.seen, (std::vector<std::string>{"MEMCPY_IN_FUSION_BUFFER", "MPI_ALLREDUCE",

@@ -101,6 +101,15 @@ TEST(Logging, PrintsTheLevelAndAboveOnly) {
   EXPECT_TRUE(log_enabled(LogLevel::kWarning));
 }
 
+TEST(Logging, NamesTheHostOnceItIsKnown) {
+  LogSettings s = at(LogLevel::kInfo, 5);
+  s.host = "node7";
+  Captured out(s);
+  log(LogLevel::kInfo, "transport tcp");
+  EXPECT_EQ(out.text(), "[ringlet rank 5 on node7] info: transport tcp\n");
+  EXPECT_EQ(log_settings().host, "node7");
+}
+
 TEST(Logging, TraceShowsEverythingFatalOnlyFatal) {
   {
     Captured out(at(LogLevel::kTrace, 0));

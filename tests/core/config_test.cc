@@ -21,6 +21,14 @@ std::string error_of(const std::string& name, const std::string& value) {
   }
   return "";
 }
+std::string error_of(const Env& env) {
+  try {
+    load(env);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 TEST(Config, DefaultsMatchHorovod) {
   const Config c = load({});
@@ -39,8 +47,8 @@ TEST(Config, DefaultsMatchHorovod) {
   EXPECT_EQ(c.stall_check_seconds, 60);
   EXPECT_EQ(c.stall_shutdown_seconds, 0);
   EXPECT_EQ(c.log_level, "WARNING");
-  EXPECT_FALSE(c.hierarchical_allreduce);
-  EXPECT_FALSE(c.hierarchical_allgather);
+  EXPECT_EQ(c.hierarchical_allreduce, std::nullopt);  // unset: the algorithm table chooses
+  EXPECT_EQ(c.hierarchical_allgather, std::nullopt);
   EXPECT_EQ(c.shm_window_bytes, size_t{16} << 20);
   EXPECT_EQ(c.cuda_ipc_direct_bytes, size_t{4} << 20);
   EXPECT_EQ(c.spin_iterations, -1);  // auto: decided from the placement at create
@@ -105,8 +113,8 @@ TEST(Config, ValidValues) {
   EXPECT_EQ(c.stall_shutdown_seconds, 10);
   EXPECT_EQ(c.stall_timeout_seconds, 0);
   EXPECT_EQ(c.log_level, "DEBUG");
-  EXPECT_FALSE(c.hierarchical_allreduce);
-  EXPECT_FALSE(c.hierarchical_allgather);
+  EXPECT_EQ(c.hierarchical_allreduce, false);
+  EXPECT_EQ(c.hierarchical_allgather, false);
   EXPECT_EQ(c.shm_window_bytes, 64u << 10);
   EXPECT_EQ(c.spin_iterations, 0);
   EXPECT_FALSE(c.nvtx);
@@ -133,6 +141,56 @@ TEST(Config, MoreValidForms) {
   EXPECT_EQ(load({{"RINGLET_SPIN", "500"}}).spin_iterations, 500);
   // An empty value keeps the default, as `export VAR=` does in Horovod.
   EXPECT_EQ(load({{"HOROVOD_FUSION_THRESHOLD", ""}}).fusion_threshold, 134217728);
+  EXPECT_EQ(load({{"HOROVOD_HIERARCHICAL_ALLREDUCE", ""}}).hierarchical_allreduce, std::nullopt);
+  EXPECT_EQ(load({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}}).hierarchical_allreduce, true);
+  EXPECT_EQ(load({{"HOROVOD_HIERARCHICAL_ALLGATHER", "TRUE"}}).hierarchical_allgather, true);
+  // RINGLET_ALGORITHM=auto leaves the choice to them.
+  EXPECT_EQ(load({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "true"}, {"RINGLET_ALGORITHM", "auto"}})
+                .hierarchical_allreduce,
+            true);
+  // Forbidding the hierarchical algorithm beside a forced one is no conflict.
+  EXPECT_EQ(load({{"HOROVOD_HIERARCHICAL_ALLGATHER", "0"}, {"RINGLET_ALGORITHM", "ring"}})
+                .hierarchical_allgather,
+            false);
+}
+
+// A hierarchical switch that is on and a forced RINGLET_ALGORITHM would both
+// choose the algorithm: refused, naming both.
+TEST(Config, HierarchicalAndAForcedAlgorithmAreRefusedTogether) {
+  EXPECT_EQ(error_of({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}, {"RINGLET_ALGORITHM", "ring"}}),
+            "HOROVOD_HIERARCHICAL_ALLREDUCE=1 and RINGLET_ALGORITHM=ring both choose the "
+            "algorithm: set one of them (or RINGLET_ALGORITHM=auto)");
+  EXPECT_EQ(error_of({{"HOROVOD_HIERARCHICAL_ALLGATHER", "true"}, {"RINGLET_ALGORITHM", "direct"}}),
+            "HOROVOD_HIERARCHICAL_ALLGATHER=true and RINGLET_ALGORITHM=direct both choose the "
+            "algorithm: set one of them (or RINGLET_ALGORITHM=auto)");
+}
+
+// HOROVOD_CPU_OPERATIONS=MPI takes every host collective: a choice among
+// Ringlet's own host algorithms beside it is refused, naming both; what still
+// has a meaning (ring for device tensors, a switch at 0) is accepted.
+TEST(Config, MpiOperationsRefuseRingletsHostAlgorithms) {
+  EXPECT_EQ(error_of({{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"RINGLET_ALGORITHM", "direct"}}),
+            "RINGLET_ALGORITHM=direct chooses one of Ringlet's host algorithms, but "
+            "HOROVOD_CPU_OPERATIONS=MPI hands every host collective to MPI (accepted with it: "
+            "auto, or ring for device tensors under HOROVOD_GPU_OPERATIONS=RING)");
+  EXPECT_NE(error_of({{"HOROVOD_CPU_OPERATIONS", "mpi"}, {"RINGLET_ALGORITHM", "onestep"}})
+                .find("RINGLET_ALGORITHM=onestep chooses one of Ringlet's host algorithms, but "
+                      "HOROVOD_CPU_OPERATIONS=mpi"),
+            std::string::npos);
+  EXPECT_EQ(error_of({{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}}),
+            "HOROVOD_HIERARCHICAL_ALLREDUCE=1 asks for Ringlet's hierarchical host algorithm, but "
+            "HOROVOD_CPU_OPERATIONS=MPI hands every host collective to MPI (accepted with it: 0, "
+            "or unset)");
+  EXPECT_NE(error_of({{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"HOROVOD_HIERARCHICAL_ALLGATHER", "true"}})
+                .find("HOROVOD_HIERARCHICAL_ALLGATHER=true asks for"),
+            std::string::npos);
+  for (const Env& fine : {Env{{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"RINGLET_ALGORITHM", "ring"}},
+                          Env{{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"RINGLET_ALGORITHM", "auto"}},
+                          Env{{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}},
+                          Env{{"HOROVOD_CPU_OPERATIONS", "RING"}, {"RINGLET_ALGORITHM", "direct"}}}) {
+    EXPECT_EQ(error_of(fine), "");
+  }
+  EXPECT_EQ(load({{"HOROVOD_CPU_OPERATIONS", "MPI"}}).cpu_operations, CpuOperations::kMpi);
 }
 
 TEST(Config, TheDocumentedMessage) {
@@ -197,17 +255,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"RINGLET_SPIN", "-3", "integer >= 0"},
         BadValue{"RINGLET_NVTX", "on", "0|1|true|false"}));
 
-// A knob that asks for an algorithm this version lacks is refused by name,
-// with the value and what is accepted today, never parsed and ignored.
-TEST(Config, HierarchicalCollectivesAreRefusedUntilServed) {
+// The hierarchical switches are served: on and off parse in every spelling
+// Horovod's users write, and an empty value leaves the choice to the table.
+TEST(Config, HierarchicalSwitchesParse) {
   for (const char* name : {"HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLGATHER"}) {
     for (const char* on : {"1", "true", "TRUE"}) {
-      const std::string msg = error_of(name, on);
-      EXPECT_EQ(msg.rfind(std::string(name) + "=" + on + ": ", 0), 0u) << msg;
-      EXPECT_NE(msg.find("not served yet"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("accepted today: 0|false"), std::string::npos) << msg;
+      const Config c = load({{name, on}});
+      EXPECT_EQ(std::string(name) == "HOROVOD_HIERARCHICAL_ALLREDUCE" ? c.hierarchical_allreduce
+                                                                      : c.hierarchical_allgather,
+                true)
+          << name << "=" << on;
     }
-    for (const char* off : {"0", "false", "False"}) EXPECT_EQ(error_of(name, off), "") << name << "=" << off;
+    for (const char* off : {"0", "false", "False"}) {
+      const Config c = load({{name, off}});
+      EXPECT_EQ(std::string(name) == "HOROVOD_HIERARCHICAL_ALLREDUCE" ? c.hierarchical_allreduce
+                                                                      : c.hierarchical_allgather,
+                false)
+          << name << "=" << off;
+    }
   }
 }
 

@@ -35,7 +35,18 @@ TEST(JobSettings, ValuesAreCanonical) {
   EXPECT_EQ(by_name.at("HOROVOD_GPU_OPERATIONS"), "RING");
   EXPECT_EQ(by_name.at("RINGLET_ALGORITHM"), "direct");
   EXPECT_EQ(by_name.at("RINGLET_SHM_WINDOW_BYTES"), "16777216");
-  EXPECT_EQ(by_name.size(), 8u);
+  EXPECT_EQ(by_name.at("HOROVOD_HIERARCHICAL_ALLREDUCE"), "unset");
+  EXPECT_EQ(by_name.at("HOROVOD_HIERARCHICAL_ALLGATHER"), "unset");
+  EXPECT_EQ(by_name.size(), 10u);
+  // The hierarchical switches as parsed: "true" and "1" are one value.
+  const auto on = job_wide_settings(config_of({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "true"},
+                                               {"HOROVOD_HIERARCHICAL_ALLGATHER", "0"}}));
+  const auto one = job_wide_settings(config_of({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+                                                {"HOROVOD_HIERARCHICAL_ALLGATHER", "false"}}));
+  EXPECT_EQ(on, one);
+  std::map<std::string, std::string> switches(on.begin(), on.end());
+  EXPECT_EQ(switches.at("HOROVOD_HIERARCHICAL_ALLREDUCE"), "1");
+  EXPECT_EQ(switches.at("HOROVOD_HIERARCHICAL_ALLGATHER"), "0");
   // Settings a rank may hold on its own are not among them.
   EXPECT_EQ(by_name.count("RINGLET_TIMEOUT_SECONDS"), 0u);
   EXPECT_EQ(by_name.count("HOROVOD_CYCLE_TIME"), 0u);
@@ -94,6 +105,25 @@ TEST(JobSettings, OneRankThatDiffersFailsEveryRankNamingIt) {
                error.find("HOROVOD_FUSION_THRESHOLD is 134217728 on rank 0 but 0 on rank 2") !=
                    std::string::npos &&
                error.find("HOROVOD_GPU_OPERATIONS") == std::string::npos;
+      });
+}
+
+// Every rank must pick the same algorithm: a rank that forces (or forbids)
+// the hierarchical one where the others leave it to the table fails them all.
+TEST(JobSettings, HierarchicalSwitchesMustAgree) {
+  run_ranks(
+      3,
+      [](int rank) {
+        std::map<std::string, std::string> env;
+        if (rank == 1) env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1";
+        if (rank == 2) env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "0";
+        return env;
+      },
+      [](int, const std::string& error) {
+        return error.find("HOROVOD_HIERARCHICAL_ALLREDUCE is unset on rank 0 but 1 on rank 1") !=
+                   std::string::npos &&
+               error.find("HOROVOD_HIERARCHICAL_ALLGATHER is unset on rank 0 but 0 on rank 2") !=
+                   std::string::npos;
       });
 }
 

@@ -593,8 +593,16 @@ bool is_allreduce_phase_sequence(const std::vector<std::string>& a) {
   size_t i = 0;
   bool any = false;
   while (i < a.size()) {
+    const size_t h = i + (at(i) == "PRESCALE" ? 1 : at(i) == "MEMCPY_IN_FUSION_BUFFER" ? 1 : 0);
     if (at(i) == "DIRECT_REDUCESCATTER" && at(i + 1) == "DIRECT_ALLGATHER") {
       i += 2;
+    } else if (at(h) == "LOCAL_REDUCESCATTER") {
+      // Hierarchical: within the host, across, within again; per piece
+      // between the fusion buffer's copies, or once for one tensor.
+      if (at(h + 1) != "CROSS_ALLREDUCE" || at(h + 2) != "LOCAL_ALLGATHER") return false;
+      const bool fused = at(i) == "MEMCPY_IN_FUSION_BUFFER";
+      if (fused && at(h + 3) != "MEMCPY_OUT_FUSION_BUFFER") return false;
+      i = h + 3 + (fused ? 1 : 0);
     } else if (at(i) == "MEMCPY_IN_FUSION_BUFFER" && at(i + 1) == "RING_REDUCESCATTER" &&
                at(i + 2) == "RING_ALLGATHER" && at(i + 3) == "MEMCPY_OUT_FUSION_BUFFER") {
       i += 4;
@@ -633,16 +641,27 @@ nlohmann::json read_timeline(const std::string& path) {
 }
 
 // A runtime created with RINGLET_ALGORITHM forced (the config is read at creation).
-void recreate_runtime_with_algorithm(const char* algorithm) {
+void recreate_runtime_with(const char* variable, const char* value) {
   g_rt.reset();
-  const char* before = std::getenv("RINGLET_ALGORITHM");
-  const std::string saved = before ? before : "";
-  ::setenv("RINGLET_ALGORITHM", algorithm, 1);
+  const char* before = std::getenv(variable);
+  // Restored also when the runtime refuses the setting, so that later tests
+  // start from the job's own environment.
+  struct Restore {
+    const char* variable;
+    std::optional<std::string> saved;
+    ~Restore() {
+      if (saved)
+        ::setenv(variable, saved->c_str(), 1);
+      else
+        ::unsetenv(variable);
+    }
+  } restore{variable, before ? std::optional<std::string>(before) : std::nullopt};
+  ::setenv(variable, value, 1);
   g_rt = make_runtime();
-  if (before)
-    ::setenv("RINGLET_ALGORITHM", saved.c_str(), 1);
-  else
-    ::unsetenv("RINGLET_ALGORITHM");
+}
+
+void recreate_runtime_with_algorithm(const char* algorithm) {
+  recreate_runtime_with("RINGLET_ALGORITHM", algorithm);
 }
 
 TEST(Runtime, TimelineIsValidJsonWithExpectedEvents) {
@@ -730,6 +749,50 @@ TEST(Runtime, TimelineRingPhasesInOrder) {
                                       "RING_ALLGATHER", "MEMCPY_OUT_FUSION_BUFFER"};
   }
   EXPECT_TRUE(saw_fused) << "no fused op with the fusion-buffer phases";
+  std::remove(path.c_str());
+}
+
+// With HOROVOD_HIERARCHICAL_ALLREDUCE=1 on two hosts of several ranks each
+// (as_two_hosts.sh, a ctest entry of its own), a fused op runs per piece
+// MEMCPY_IN_FUSION_BUFFER, LOCAL_REDUCESCATTER, CROSS_ALLREDUCE,
+// LOCAL_ALLGATHER, MEMCPY_OUT_FUSION_BUFFER, and every allreduce span is a
+// hierarchical sequence.
+TEST(Runtime, TimelineHierarchicalPhasesInOrder) {
+  const char* host = std::getenv("RINGLET_HOSTNAME");
+  const bool two_hosts_of_several = host != nullptr &&
+                                    std::string(host).rfind("simhost", 0) == 0 &&
+                                    rt().size() >= 4 && rt().size() % 2 == 0 &&
+                                    std::getenv("AS_TWO_HOSTS") == nullptr;
+  if (!two_hosts_of_several) {
+    GTEST_SKIP() << "needs two simulated hosts of as many ranks, several each (as_two_hosts.sh)";
+  }
+  recreate_runtime_with("HOROVOD_HIERARCHICAL_ALLREDUCE", "1");
+  const std::string path =
+      "/tmp/ringlet_timeline_hierarchical_" + std::to_string(::getppid()) + ".json";
+  rt().start_timeline(path, false);
+  bool fused = false;
+  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("tlhier.", attempt);
+  EXPECT_TRUE(fused);
+  rt().stop_timeline();
+  const bool writer = rt().rank() == 0;
+  g_rt.reset();  // the later tests run with the table's choice again
+  if (!writer) return;
+  const nlohmann::json events = read_timeline(path);
+  const auto spans = allreduce_activities(events);
+  ASSERT_FALSE(spans.empty());
+  bool saw_fused = false;
+  for (const auto& s : spans) {
+    std::string text;
+    for (const auto& n : s) text += n + " ";
+    EXPECT_EQ(s[0], "QUEUE") << text;
+    EXPECT_NE(std::find(s.begin(), s.end(), "CROSS_ALLREDUCE"), s.end()) << text;
+    EXPECT_TRUE(is_allreduce_phase_sequence(std::vector<std::string>(s.begin() + 1, s.end())))
+        << text;
+    saw_fused |= s == std::vector<std::string>{"QUEUE", "MEMCPY_IN_FUSION_BUFFER",
+                                               "LOCAL_REDUCESCATTER", "CROSS_ALLREDUCE",
+                                               "LOCAL_ALLGATHER", "MEMCPY_OUT_FUSION_BUFFER"};
+  }
+  EXPECT_TRUE(saw_fused) << "no fused op with the hierarchical phases";
   std::remove(path.c_str());
 }
 

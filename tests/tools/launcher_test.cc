@@ -368,7 +368,9 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
   for (const char* want : {"Available Frameworks:", "] TensorFlow", "] PyTorch", "] Keras",
                            "Available Controllers:", "    [X] Ringlet store (TCP)",
                            "Available Tensor Operations:", "    [X] Ringlet ring (CPU)", "NCCL",
-                           "Available Transports:", "[X] shm  [X] tcp  "}) {
+                           "Available Transports:", "[X] shm  [X] tcp  ",
+                           "Available Launchers:", "    [X] ringletrun (this host)",
+                           "] ringletrun -H over ssh", "] srun (Slurm", "] mpirun (--mpi"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   // A build with CUDA says what HOROVOD_GPU_OPERATIONS could use here.

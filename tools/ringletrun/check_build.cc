@@ -1,9 +1,13 @@
 #include "check_build.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #ifndef RINGLET_BUILD_CUDA
 #error "RINGLET_BUILD_* must come from tools/ringletrun/CMakeLists.txt"
@@ -42,6 +46,22 @@ bool python_has_module(const std::string& module) {
       module + "\") else 1)' 2>/dev/null";
   const int status = std::system(command.c_str());
   return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const std::size_t colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    const std::string file = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st;
+    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(file.c_str(), X_OK) == 0) {
+      return true;
+    }
+    if (colon == std::string_view::npos) return false;
+    dirs.remove_prefix(colon + 1);
+  }
 }
 
 void count_cuda_devices(BuildFeatures& f) {
@@ -135,6 +155,12 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   out += "    [X] shm  [X] tcp  ";
   // RINGLET_TRANSPORT=ucx is refused at init: there is no UCX carrier yet.
   out += f.ucx ? "[ ] ucx (found at build time; not served yet)\n" : "[ ] ucx\n";
+  // How ranks can be started from here (what is on PATH now).
+  out += "\nAvailable Launchers:\n";
+  item(out, true, "ringletrun (this host)");
+  item(out, f.ssh, std::string("ringletrun -H over ssh") + (f.ssh ? "" : " (no ssh on PATH; --rsh names another)"));
+  item(out, f.srun, std::string("srun (Slurm)") + (f.srun ? "" : " (not on PATH)"));
+  item(out, f.mpirun, std::string("mpirun (--mpi)") + (f.mpirun ? "" : " (not on PATH)"));
   return out;
 }
 

@@ -28,7 +28,15 @@ struct BuildFeatures {
   // be counted (found at run time).
   int cuda_devices = 0;
   std::string cuda_devices_note;
+  // The launchers found on PATH here (run time): ssh reaches other hosts,
+  // srun an allocation's nodes, mpirun serves --mpi.
+  bool ssh = false;
+  bool srun = false;
+  bool mpirun = false;
 };
+
+// Whether `name` is an executable on PATH.
+bool on_path(const std::string& name);
 
 // Counts the CUDA devices through the driver, loaded with dlopen so that
 // ringletrun links no CUDA library; fills cuda_devices and cuda_devices_note.

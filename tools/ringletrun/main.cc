@@ -117,7 +117,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   // Two flags, not one negatable flag: without either, the environment's value stands.
   auto* hierarchical =
       app.add_flag("--hierarchical-allreduce", args.hierarchical_allreduce,
-                   "sets HOROVOD_HIERARCHICAL_ALLREDUCE=1 (refused by the ranks: not served yet)");
+                   "sets HOROVOD_HIERARCHICAL_ALLREDUCE=1: allreduce within each host, "
+                   "across hosts, then within again, at every size (where every host holds "
+                   "as many ranks, several each)");
   app.add_flag("--no-hierarchical-allreduce", args.no_hierarchical_allreduce,
                "sets HOROVOD_HIERARCHICAL_ALLREDUCE=0")
       ->excludes(hierarchical);
@@ -156,21 +158,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
 // execvp's search, done up front so that a typo is one clear usage error
 // rather than N ranks each failing to start.
 bool command_exists(const std::string& cmd) {
-  auto runnable = [](const std::string& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-           ::access(path.c_str(), X_OK) == 0;
-  };
-  if (cmd.find('/') != std::string::npos) return runnable(cmd);
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    std::size_t colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    if (runnable((dir.empty() ? "." : dir) + "/" + cmd)) return true;
-    if (colon == std::string_view::npos) return false;
-    dirs.remove_prefix(colon + 1);
-  }
+  if (cmd.find('/') == std::string::npos) return on_path(cmd);
+  struct stat st;
+  return ::stat(cmd.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cmd.c_str(), X_OK) == 0;
 }
 
 // Where each rank runs, from -H / --hostfile (every rank here without them).
@@ -375,6 +365,9 @@ int run(int argc, char** argv) {
       features.tf_keras = python_has_module("tf_keras");
     }
     if (features.cuda) count_cuda_devices(features);
+    features.ssh = on_path("ssh");
+    features.srun = on_path("srun");
+    features.mpirun = on_path("mpirun");
     std::cout << format_check_build(features, built_version());
     return 0;
   }

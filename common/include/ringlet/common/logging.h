@@ -4,10 +4,11 @@
 // HOROVOD_LOG_TIMESTAMP through the configuration table at init.
 //
 // A line reads
-//   [ringlet rank 3] warning: <message>
+//   [ringlet rank 3 on node7] warning: <message>
 // with the local time in front of "ringlet" when timestamps are on
-//   [2026-12-02 19:40:01.123456 ringlet rank 3] warning: <message>
-// and "[ringlet]" alone before the rank is known.
+//   [2026-12-02 19:40:01.123456 ringlet rank 3 on node7] warning: <message>
+// "[ringlet rank 3]" while the host is not set, and "[ringlet]" alone before
+// the rank is known.
 //
 // Thread-safe; each line is one write(); a filtered-out message costs one
 // relaxed load and formats nothing (no allocation).
@@ -15,6 +16,7 @@
 
 #include <atomic>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace ringlet::common {
@@ -30,6 +32,7 @@ struct LogSettings {
   int rank = -1;                        // -1: not known yet
   bool timestamp = false;               // local time at the start of every line
   int fd = 2;                           // where lines go
+  std::string host;                     // the rank's host, as the job names it; "" = unsaid
 };
 
 // Takes effect for every later line, on every thread.
