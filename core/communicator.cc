@@ -16,6 +16,7 @@
 
 #include "core/bootstrap/job_settings.h"
 #include "core/bootstrap/mpi_bootstrap.h"
+#include "core/bootstrap/placement.h"
 #include "core/collectives/mpi_communicator.h"
 #include "core/collectives/workspace.h"
 #include "ringlet/common/duration_text.h"
@@ -64,7 +65,8 @@ int culprit_of(const common::Failure& f) {
   return blames ? f.peer() : -1;
 }
 
-// The last-level cache of cpu0 in bytes ("32768K" in sysfs), 0 if unknown.
+// The last-level cache of cpu0 in bytes ("32768K" in sysfs), 0 if unknown;
+// what the tuning takes where the topology does not say.
 size_t llc_bytes() {
   FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
   if (f == nullptr) return 0;
@@ -141,6 +143,9 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   if (config.cpu_operations == CpuOperations::kMpi) check_mpi_operations(launch);
 
   if (launch.size == 1 && launch.rendezvous.empty()) {
+    // One process and no launcher: left where the system put it; a
+    // RINGLET_TOPO_FILE it names is still checked.
+    if (!config.topo_file.empty()) load_host_topology(config, 0);
     c->world_ = derive_world(0, {host_name(config)});
     c->world_.job_id = launch.job_id;
     return c;
@@ -149,6 +154,9 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     throw ConfigError("RINGLET_RENDEZVOUS is not set: " + std::to_string(launch.size) +
                       " ranks need a rendezvous host:port");
   }
+  // Read before the rendezvous, so that a bad RINGLET_TOPO_FILE fails this
+  // rank before the others wait for it.
+  const std::optional<topology::Host> host = load_host_topology(config, launch.rank);
   if (launch.rank == 0) {
     c->store_server_ = std::make_unique<StoreServer>(
         rendezvous_host(launch.rendezvous), rendezvous_port(launch.rendezvous), launch.secret);
@@ -164,9 +172,17 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     start_mpi_operations(launch);
     c->mpi_ = collectives::MpiCommunicator::world();
   }
-  // Read once: hardware_concurrency() opens a sysfs file on every call.
+  // Bound, placed, and ordered in the ring by where it runs (placement.h).
+  const RankPlacement placed =
+      place_this_rank(host, config, c->world_.local_rank, c->world_.local_size);
+  exchange_locality(c->world_, placed.locality, *c->store_, start);
+  if (placed.llc_bytes > 0) c->workspace_->tuning.stream_min_bytes = placed.llc_bytes / 2;
+  // The CPUs the topology lists here, else hardware_concurrency() (read
+  // once: it opens a sysfs file on every call).
+  c->host_cpus_ = placed.host_cpus > 0 ? static_cast<unsigned>(placed.host_cpus)
+                                       : std::thread::hardware_concurrency();
   c->workspace_->tuning.oversubscribed =
-      static_cast<unsigned>(c->world_.local_size) > std::thread::hardware_concurrency();
+      static_cast<unsigned>(c->world_.local_size) > c->host_cpus_;
   c->wait_policy_ =
       wait_policy(c->config_.spin_iterations, c->workspace_->tuning.oversubscribed);
   const World& w = c->world_;
@@ -194,6 +210,12 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   // it needs to connect), else the source address of the route to rank 0,
   // which the other hosts can reach as rank 0 reached them.
   opts.address = w.single_host() ? "127.0.0.1" : c->store_->local_address();
+  // Across hosts, the NIC nearest the rank where it reaches rank 0 (placement.h).
+  if (!w.single_host() && config.network_interface.empty()) {
+    const std::string nic =
+        nic_address(host, placed, w.local_rank, rendezvous_host(launch.rendezvous), opts.address);
+    if (!nic.empty()) opts.address = nic;
+  }
   {
     const auto key = common::secret_key(launch.secret);
     opts.secret.assign(key.begin(), key.end());
@@ -263,9 +285,14 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   parent.subsets_.push_back(c.get());
   c->members_ = members;
   c->name_ = name;
+  c->host_cpus_ = parent.host_cpus_;
   std::vector<std::string> hostnames;
-  for (int r : members) hostnames.push_back(parent.world_.hostnames.at(r));
-  c->world_ = derive_world(static_cast<int>(mine - members.begin()), hostnames);
+  std::vector<int> locality;
+  for (int r : members) {
+    hostnames.push_back(parent.world_.hostnames.at(r));
+    if (!parent.world_.locality.empty()) locality.push_back(parent.world_.locality.at(r));
+  }
+  c->world_ = derive_world(static_cast<int>(mine - members.begin()), hostnames, locality);
   c->world_.job_id = parent.world_.job_id;
   const transport::Deadline deadline = c->deadline();
   // A window wherever the members share one host, also in a job that spans
@@ -331,8 +358,8 @@ int Communicator::rank_of_global(int global) const {
 transport::Deadline Communicator::deadline() const { return Clock::now() + config_.timeout; }
 
 void Communicator::set_busy_threads_per_rank(int threads) {
-  const bool oversubscribed =
-      static_cast<unsigned>(world_.local_size * threads) > std::thread::hardware_concurrency();
+  const unsigned cpus = host_cpus_ > 0 ? host_cpus_ : std::thread::hardware_concurrency();
+  const bool oversubscribed = static_cast<unsigned>(world_.local_size * threads) > cpus;
   wait_policy_ = wait_policy(config_.spin_iterations, oversubscribed);
   if (window_) window_->set_wait_policy(wait_policy_);
 }

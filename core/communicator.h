@@ -144,6 +144,7 @@ class Communicator {
   std::unique_ptr<transport::SharedWindow> window_;
   std::unique_ptr<collectives::MpiCommunicator> mpi_;
   transport::WaitPolicy wait_policy_;  // from RINGLET_SPIN and the placement
+  unsigned host_cpus_ = 0;  // CPUs of this host for its ranks (the topology's); 0: not known
   std::optional<common::Failure> first_;  // the first failure; set: this communicator failed
   // Publishes this rank's failure under its own store connection; joined at
   // destruction (bounded: a 2 s connect, then one set).

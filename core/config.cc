@@ -206,7 +206,19 @@ std::vector<EnvVar> build_table() {
                   "a number of seconds > 0 (fractions allowed)",
                   "how long rendezvous at start-up may take", seconds(&Config::start_timeout)));
   t.push_back(row("RINGLET_NETWORK_INTERFACE", "", "an interface name, e.g. eth0",
-                  "interface TCP links listen on; empty = loopback on one host, else the address reaching rank 0", text(&Config::network_interface)));
+                  "interface TCP links listen on; empty = loopback on one host, else that of "
+                  "the NIC nearest the rank where it is on rank 0's subnet, else the address "
+                  "reaching rank 0",
+                  text(&Config::network_interface)));
+  t.push_back(row("RINGLET_BIND", "auto", "one of auto|none",
+                  "auto = each rank binds itself to the cores of its GPU's NUMA node (else its "
+                  "share of one), unless it was started bound; none = the system places it",
+                  choice<BindMode>({{"auto", BindMode::kAuto}, {"none", BindMode::kNone}},
+                                   &Config::bind)));
+  t.push_back(row("RINGLET_TOPO_FILE", "", "a path to an hwloc XML file",
+                  "place ranks by this saved topology (ringlet-topo --save-xml, lstopo F.xml) "
+                  "instead of discovering the machine's; only CPUs online here are bound",
+                  text(&Config::topo_file)));
   t.push_back(row("HOROVOD_FUSION_THRESHOLD", "134217728", "an integer >= 0 (bytes)",
                   "largest fusion buffer; 0 disables fusion",
                   integer(&Config::fusion_threshold, 0)));
@@ -343,6 +355,16 @@ std::string_view to_string(AlgorithmChoice a) {
       return "direct";
     case AlgorithmChoice::kOneStep:
       return "onestep";
+  }
+  return "?";
+}
+
+std::string_view to_string(BindMode b) {
+  switch (b) {
+    case BindMode::kAuto:
+      return "auto";
+    case BindMode::kNone:
+      return "none";
   }
   return "?";
 }

@@ -34,6 +34,8 @@ enum class CpuOperations { kRing, kMpi };
 enum class GpuOperations { kNccl, kRing, kMpi };
 // Which allreduce/allgather algorithm runs; kAuto follows the algorithm table.
 enum class AlgorithmChoice { kAuto, kRing, kDirect, kOneStep };
+// RINGLET_BIND: whether each rank binds itself to the cores of its placement.
+enum class BindMode { kAuto, kNone };
 
 struct Config {
   TransportKind transport = TransportKind::kAuto;
@@ -43,6 +45,8 @@ struct Config {
   std::chrono::milliseconds timeout{30000};        // RINGLET_TIMEOUT_SECONDS
   std::chrono::milliseconds start_timeout{30000};  // RINGLET_START_TIMEOUT_SECONDS
   std::string network_interface;                   // RINGLET_NETWORK_INTERFACE
+  BindMode bind = BindMode::kAuto;                 // RINGLET_BIND
+  std::string topo_file;                           // RINGLET_TOPO_FILE ("": this machine, by hwloc)
   int64_t fusion_threshold = 128 * 1024 * 1024;    // HOROVOD_FUSION_THRESHOLD
   double cycle_time_ms = 1.0;                      // HOROVOD_CYCLE_TIME
   int64_t cache_capacity = 1024;                   // HOROVOD_CACHE_CAPACITY
@@ -95,6 +99,7 @@ std::string_view to_string(GpuOperations g);
 std::string_view to_string(TransportKind t);
 std::string_view to_string(CpuOperations c);
 std::string_view to_string(AlgorithmChoice a);
+std::string_view to_string(BindMode b);
 
 // The table as text, for `ringletrun --help-env`.
 std::string describe_env_table();

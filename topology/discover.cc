@@ -164,6 +164,36 @@ bool is_gpu(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& pci) {
   return (cls >> 8) == 0x03 && (pci.vendor_id == 0x10de || pci.vendor_id == 0x1002);
 }
 
+// The bridges above `obj`, from the host bridge down (PciDevice::pci_path).
+std::vector<std::string> pci_path(hwloc_obj_t obj) {
+  std::vector<std::string> path;
+  for (hwloc_obj_t up = obj->parent; up != nullptr && up->type == HWLOC_OBJ_BRIDGE;
+       up = up->parent) {
+    const auto& b = up->attr->bridge;
+    char id[32];
+    if (b.upstream_type == HWLOC_OBJ_BRIDGE_PCI) {
+      std::snprintf(id, sizeof id, "%04x:%02x:%02x.%x", b.upstream.pci.domain, b.upstream.pci.bus,
+                    b.upstream.pci.dev, b.upstream.pci.func);
+    } else {
+      std::snprintf(id, sizeof id, "host:%04x:%02x", b.downstream.pci.domain,
+                    b.downstream.pci.secondary_bus);
+    }
+    path.insert(path.begin(), id);
+  }
+  return path;
+}
+
+// The N of a "cudaN" name; -1 for any other.
+int cuda_index(const std::string& name) {
+  if (name.size() <= 4 || name.compare(0, 4, "cuda") != 0) return -1;
+  int n = 0;
+  for (size_t i = 4; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || n > 100000) return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
 void add_pci_devices(hwloc_topology_t topo, Host& host) {
   for (hwloc_obj_t obj = hwloc_get_next_pcidev(topo, nullptr); obj != nullptr;
        obj = hwloc_get_next_pcidev(topo, obj)) {
@@ -184,6 +214,8 @@ void add_pci_devices(hwloc_topology_t topo, Host& host) {
     for (hwloc_obj_t os = obj->io_first_child; os != nullptr; os = os->next_sibling) {
       if (os->type != HWLOC_OBJ_OS_DEVICE || os->name == nullptr) continue;
       const auto t = os->attr->osdev.type;
+      if (t == HWLOC_OBJ_OSDEV_NETWORK) d.netdevs.emplace_back(os->name);
+      if (t == HWLOC_OBJ_OSDEV_OPENFABRICS) d.rdma = true;
       const int rank = t == HWLOC_OBJ_OSDEV_COPROC ? 0 : t == HWLOC_OBJ_OSDEV_OPENFABRICS ? 1
                        : t == HWLOC_OBJ_OSDEV_NETWORK ? 2 : 3;
       if (rank < best_rank) {
@@ -191,6 +223,7 @@ void add_pci_devices(hwloc_topology_t topo, Host& host) {
         d.name = os->name;
       }
     }
+    d.pci_path = pci_path(obj);
     // The closest NUMA node, unless the device hangs off the whole machine.
     // On a machine with one NUMA node, that node is every device's closest.
     hwloc_obj_t cpu_side = hwloc_get_non_io_ancestor_obj(topo, obj);
@@ -200,6 +233,14 @@ void add_pci_devices(hwloc_topology_t topo, Host& host) {
     }
     (gpu ? host.gpus : host.nics).push_back(std::move(d));
   }
+  // GPUs in CUDA's numbering where hwloc knows it ("cuda0", "cuda1", ...),
+  // since a rank's GPU is picked by that number (local rank % GPUs); CUDA
+  // may number them otherwise than the PCI walk. The others follow in PCI order.
+  std::stable_sort(host.gpus.begin(), host.gpus.end(), [](const PciDevice& a, const PciDevice& b) {
+    const unsigned ia = static_cast<unsigned>(cuda_index(a.name));
+    const unsigned ib = static_cast<unsigned>(cuda_index(b.name));
+    return ia < ib;  // -1 becomes the largest
+  });
 }
 
 void add_distances(hwloc_topology_t topo, Host& host) {
@@ -258,6 +299,28 @@ int Host::core_count() const {
     for (const auto& node : p.numa_nodes) n += static_cast<int>(node.cores.size());
   }
   return n;
+}
+
+std::vector<int> Host::pus() const {
+  std::vector<int> all;
+  for (const auto& p : packages) {
+    for (const auto& node : p.numa_nodes) {
+      for (const auto& c : node.cores) all.insert(all.end(), c.pus.begin(), c.pus.end());
+    }
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
+}
+
+int64_t Host::numa_distance(int from, int to) const {
+  const auto at = [this](int node) {
+    return std::find(numa_order.begin(), numa_order.end(), node) - numa_order.begin();
+  };
+  const size_t n = numa_order.size();
+  const size_t i = static_cast<size_t>(at(from)), j = static_cast<size_t>(at(to));
+  if (i >= n || j >= n || numa_distances.size() != n * n) return -1;
+  return static_cast<int64_t>(numa_distances[i * n + j]);
 }
 
 int Host::numa_count() const {

@@ -4,6 +4,11 @@
 //
 // RINGLET_HOSTNAME (a row of the configuration table) overrides gethostname():
 // tests use it to pretend that ranks of one machine live on several hosts.
+//
+// Once each rank knows where on its host it runs (core/bootstrap/placement.h),
+// exchange_locality shares that the same way ("world/locality/<rank>", then
+// "world/localities" from rank 0), and the ring keeps each NUMA node's ranks
+// together within their host (topology::ring_order).
 #include "core/bootstrap/world.h"
 
 #include <unistd.h>
@@ -16,6 +21,7 @@
 #include <thread>
 
 #include "core/config.h"
+#include "ringlet/topology/placement.h"
 
 namespace ringlet::core {
 namespace {
@@ -33,7 +39,8 @@ std::pair<std::string, std::string> local_names(const std::string& launcher) {
 
 }  // namespace
 
-World derive_world(int rank, const std::vector<std::string>& hostnames) {
+World derive_world(int rank, const std::vector<std::string>& hostnames,
+                   const std::vector<int>& locality) {
   World w;
   w.rank = rank;
   w.size = static_cast<int>(hostnames.size());
@@ -51,7 +58,8 @@ World derive_world(int rank, const std::vector<std::string>& hostnames) {
   const auto& mine = w.ranks_on_host[w.cross_rank];
   w.local_size = static_cast<int>(mine.size());
   w.local_rank = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
-  for (const auto& host : w.ranks_on_host) w.ring.insert(w.ring.end(), host.begin(), host.end());
+  w.locality = locality;
+  w.ring = topology::ring_order(w.ranks_on_host, locality);
   return w;
 }
 
@@ -204,6 +212,58 @@ World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadl
                                   " (by global rank) of host '" + host + "'");
   }
   return w;
+}
+
+void exchange_locality(World& w, int locality, StoreClient& store, transport::Deadline deadline) {
+  std::string all;
+  if (w.size == 1) {
+    all = std::to_string(locality) + '\n';
+  } else {
+    const std::string mine = std::to_string(locality);
+    store.set("world/locality/" + std::to_string(w.rank), {mine.begin(), mine.end()});
+    if (w.rank == 0) {
+      for (int r = 0; r < w.size; ++r) {
+        std::vector<uint8_t> v;
+        try {
+          v = store.get("world/locality/" + std::to_string(r), deadline);
+        } catch (const transport::Timeout& e) {
+          throw transport::Timeout(
+              0, r,
+              "rank " + std::to_string(r) + " did not tell where it runs in time: " + e.cause());
+        }
+        all.append(v.begin(), v.end());
+        all += '\n';
+      }
+      store.set("world/localities", {all.begin(), all.end()});
+    } else {
+      std::vector<uint8_t> v;
+      try {
+        v = store.get("world/localities", deadline);
+      } catch (const transport::Timeout& e) {
+        throw transport::Timeout(
+            w.rank, 0, "rank 0 did not publish where the ranks run in time: " + e.cause());
+      }
+      all.assign(v.begin(), v.end());
+    }
+  }
+  std::vector<int> parsed;
+  size_t at = 0;
+  for (size_t nl; (nl = all.find('\n', at)) != std::string::npos; at = nl + 1) {
+    const auto v = parse_int64(std::string_view(all).substr(at, nl - at));
+    if (!v || *v < -1 || *v > INT_MAX) {
+      throw transport::Error(
+          w.rank, 0,
+          "rank 0 published a malformed locality for rank " + std::to_string(parsed.size()));
+    }
+    parsed.push_back(static_cast<int>(*v));
+  }
+  if (parsed.size() != static_cast<size_t>(w.size) || at != all.size()) {
+    throw transport::Error(w.rank, 0,
+                           "rank 0 published " + std::to_string(parsed.size()) +
+                               " localities for a world of " + std::to_string(w.size));
+  }
+  w.locality = std::move(parsed);
+  w.ring = topology::ring_order(w.ranks_on_host, w.locality);
 }
 
 }  // namespace ringlet::core

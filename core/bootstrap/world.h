@@ -1,6 +1,7 @@
 // The job as every rank agrees on it after rendezvous: ranks, hosts, and the
 // order of the ring (each host's ranks contiguous, hosts in order of their
-// lowest rank).
+// lowest rank; within a host, ranks of one NUMA node together, once the ranks
+// have told where they run).
 #pragma once
 
 #include <memory>
@@ -24,6 +25,10 @@ struct World {
   std::vector<int> host_of;             // per global rank: host index
   std::vector<std::vector<int>> ranks_on_host;  // per host: global ranks, ascending
   std::vector<int> ring;                // ring order of global ranks
+  // Per global rank: where on its host it runs, as the ring orders a host's
+  // ranks (topology::ring_locality: its NUMA node's place in the host's
+  // order; -1 unknown). Empty until exchange_locality.
+  std::vector<int> locality;
   bool single_host() const { return cross_size == 1; }
 };
 
@@ -34,7 +39,13 @@ struct World {
 World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadline deadline);
 
 // The pure part of build_world: everything that follows from each rank's
-// hostname (job_id left empty).
-World derive_world(int rank, const std::vector<std::string>& hostnames);
+// hostname and, where given, its locality (job_id left empty).
+World derive_world(int rank, const std::vector<std::string>& hostnames,
+                   const std::vector<int>& locality = {});
+
+// Every rank tells its locality (rank 0 gathers them and publishes them as one
+// value); fills w.locality and orders w.ring by it. Collective; throws
+// transport::Timeout naming the rank not heard from by `deadline`.
+void exchange_locality(World& w, int locality, StoreClient& store, transport::Deadline deadline);
 
 }  // namespace ringlet::core

@@ -39,6 +39,8 @@ TEST(Config, DefaultsMatchHorovod) {
   EXPECT_EQ(c.timeout, std::chrono::seconds(30));
   EXPECT_EQ(c.start_timeout, std::chrono::seconds(30));
   EXPECT_EQ(c.network_interface, "");
+  EXPECT_EQ(c.bind, BindMode::kAuto);
+  EXPECT_EQ(c.topo_file, "");
   EXPECT_EQ(c.fusion_threshold, 134217728);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 1.0);
   EXPECT_EQ(c.cache_capacity, 1024);
@@ -64,7 +66,7 @@ TEST(Config, TableHasEveryVariableOnceAndItsDefaultParses) {
       EXPECT_NO_THROW(var.parse(var.default_value, c)) << var.name;
     }
   }
-  EXPECT_EQ(names.size(), 24u);
+  EXPECT_EQ(names.size(), 26u);
   // Parsing every default gives the default Config.
   Env env;
   for (const EnvVar& var : env_table()) env[var.name] = var.default_value;
@@ -83,6 +85,8 @@ TEST(Config, ValidValues) {
                          {"RINGLET_TIMEOUT_SECONDS", "2.5"},
                          {"RINGLET_START_TIMEOUT_SECONDS", "120"},
                          {"RINGLET_NETWORK_INTERFACE", "eth1"},
+                         {"RINGLET_BIND", "none"},
+                         {"RINGLET_TOPO_FILE", "/etc/ringlet/node.xml"},
                          {"HOROVOD_FUSION_THRESHOLD", "0"},
                          {"HOROVOD_CYCLE_TIME", "0.5"},
                          {"HOROVOD_CACHE_CAPACITY", "0"},
@@ -104,6 +108,8 @@ TEST(Config, ValidValues) {
   EXPECT_EQ(c.timeout, std::chrono::milliseconds(2500));
   EXPECT_EQ(c.start_timeout, std::chrono::seconds(120));
   EXPECT_EQ(c.network_interface, "eth1");
+  EXPECT_EQ(c.bind, BindMode::kNone);
+  EXPECT_EQ(c.topo_file, "/etc/ringlet/node.xml");
   EXPECT_EQ(c.fusion_threshold, 0);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 0.5);
   EXPECT_EQ(c.cache_capacity, 0);
@@ -139,6 +145,8 @@ TEST(Config, MoreValidForms) {
   EXPECT_EQ(load({{"HOROVOD_FUSION_THRESHOLD", "+67108864"}}).fusion_threshold, 67108864);
   EXPECT_EQ(load({{"RINGLET_SPIN", "auto"}}).spin_iterations, -1);
   EXPECT_EQ(load({{"RINGLET_SPIN", "500"}}).spin_iterations, 500);
+  EXPECT_EQ(load({{"RINGLET_BIND", "AUTO"}}).bind, BindMode::kAuto);
+  EXPECT_EQ(load({{"RINGLET_BIND", "None"}}).bind, BindMode::kNone);
   // An empty value keeps the default, as `export VAR=` does in Horovod.
   EXPECT_EQ(load({{"HOROVOD_FUSION_THRESHOLD", ""}}).fusion_threshold, 134217728);
   EXPECT_EQ(load({{"HOROVOD_HIERARCHICAL_ALLREDUCE", ""}}).hierarchical_allreduce, std::nullopt);
@@ -253,7 +261,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"RINGLET_CUDA_IPC_DIRECT_BYTES", "-1", "byte count >= 0"},
         BadValue{"RINGLET_CUDA_IPC_DIRECT_BYTES", "4MB", "K|M|G"},
         BadValue{"RINGLET_SPIN", "-3", "integer >= 0"},
-        BadValue{"RINGLET_NVTX", "on", "0|1|true|false"}));
+        BadValue{"RINGLET_NVTX", "on", "0|1|true|false"},
+        BadValue{"RINGLET_BIND", "core", "auto|none"},
+        BadValue{"RINGLET_BIND", "1", "auto|none"}));
 
 // The hierarchical switches are served: on and off parse in every spelling
 // Horovod's users write, and an empty value leaves the choice to the table.

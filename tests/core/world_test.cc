@@ -132,5 +132,65 @@ TEST(World, AMalformedHostListIsATransportFailureNamingRankZero) {
   }
 }
 
+// Locality orders a host's ranks (each host's still together, in order);
+// without it a host's ranks ascend.
+TEST(World, LocalityOrdersTheRingWithinEachHost) {
+  const std::vector<std::string> hosts{"a", "a", "a", "a", "b", "b", "b", "b"};
+  EXPECT_EQ(derive_world(0, hosts).ring, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  const World w = derive_world(5, hosts, {0, 1, 0, 1, 1, 0, 1, 0});
+  EXPECT_EQ(w.ring, (std::vector<int>{0, 2, 1, 3, 5, 7, 4, 6}));
+  EXPECT_EQ(w.locality, (std::vector<int>{0, 1, 0, 1, 1, 0, 1, 0}));
+  EXPECT_EQ(w.local_rank, 1);  // local ranks stay by rank: the ring alone moves
+}
+
+// Four forked ranks on one host, on NUMA nodes 0, 1, 0, 1: every rank ends
+// with the same ring, each node's ranks together.
+TEST(World, ExchangedLocalityGivesEveryRankTheSameRing) {
+  constexpr int kRanks = 4;
+  test::ForkedRanks ranks(kRanks, [](int rank, uint16_t port) {
+    ::setenv("RINGLET_HOSTNAME", "one", 1);
+    LaunchInfo launch;
+    launch.rank = rank;
+    launch.size = kRanks;
+    launch.job_id = "localitytest";
+    StoreClient store("127.0.0.1:" + std::to_string(port), kSecret, rank, Clock::now() + 10s);
+    World w = build_world(launch, store, Clock::now() + 10s);
+    exchange_locality(w, rank % 2, store, Clock::now() + 10s);
+    const bool ok =
+        w.ring == std::vector<int>{0, 2, 1, 3} && w.locality == std::vector<int>{0, 1, 0, 1};
+    if (!ok) std::fprintf(stderr, "rank %d: unexpected ring\n", rank);
+    return ok;
+  });
+  StoreServer server(0, kSecret);
+  ranks.start(server.port());
+  test::expect_all_passed(ranks.wait());
+}
+
+TEST(World, ALocalityNotToldNamesTheRank) {
+  StoreServer server(0, kSecret);
+  StoreClient store("127.0.0.1:" + std::to_string(server.port()), kSecret, 0, Clock::now() + 5s);
+  World w = derive_world(0, {"a", "a"});
+  try {
+    exchange_locality(w, 0, store, Clock::now() + 200ms);
+    FAIL() << "rank 1's locality came from nowhere";
+  } catch (const transport::Timeout& e) {
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_NE(std::string(e.what()).find("rank 1 did not tell where it runs in time"),
+              std::string::npos)
+        << e.what();
+  }
+  // A published list that does not fit the world is rank 0 breaking the protocol.
+  StoreClient other("127.0.0.1:" + std::to_string(server.port()), kSecret, 1, Clock::now() + 5s);
+  other.set("world/localities", {'0', '\n'});
+  World w1 = derive_world(1, {"a", "a"});
+  try {
+    exchange_locality(w1, 0, other, Clock::now() + 5s);
+    FAIL() << "a ring of 2 from one locality";
+  } catch (const common::Failure& e) {
+    EXPECT_EQ(e.kind(), common::FailureKind::kTransport) << e.what();
+    EXPECT_EQ(std::string(e.what()), "rank 1: rank 0 published 1 localities for a world of 2");
+  }
+}
+
 }  // namespace
 }  // namespace ringlet::core

@@ -1,118 +1,154 @@
-// ringlet-topo [--xml FILE | --from-json FILE] [--json] [--ranks N] [--save-xml FILE]
+// ringlet-topo [--input FILE | --xml FILE | --from-json FILE] [--json]
+//              [-n N] [-H host:slots,... | --hostfile F] [--save-xml FILE]
 //
 // Prints the machine as Ringlet sees it (packages, NUMA nodes, cores, GPUs,
-// NICs) and, for N local ranks, the core, GPU and NIC each would use and the
-// ring order within the host.
+// NICs); for a job of N ranks, on this host or on the hosts -H names (each
+// taken to look like this one), the host, CPUs, NUMA node, GPU and NIC of
+// every rank and the ring init() would form; and which transports and
+// launchers this build and machine can use. The topology is this machine's
+// (hwloc), or the file given, or RINGLET_TOPO_FILE's, the file init() reads.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
-#include "ringlet/topology/placement.h"
+#include "capabilities.h"
+#include "hosts.h"
+#include "job_plan.h"
+#include "report.h"
+#include "ringlet/common/failure.h"
 #include "ringlet/topology/topology.h"
 
 namespace topo = ringlet::topology;
 
 namespace {
 
-std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
-
-std::string numa_text(int node) { return node < 0 ? "?" : std::to_string(node); }
-
-void print_devices(const char* what, const std::vector<topo::PciDevice>& devices) {
-  std::cout << "  " << what << ": " << devices.size() << "\n";
-  for (size_t i = 0; i < devices.size(); ++i) {
-    const auto& d = devices[i];
-    char ids[16];
-    std::snprintf(ids, sizeof ids, "%04x:%04x", d.vendor_id, d.device_id);
-    std::cout << "    [" << i << "] " << d.name << "  pci " << d.bus_id << "  id " << ids
-              << "  numa " << numa_text(d.numa_node) << "\n";
-  }
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
-void print_text(const topo::Host& host, const std::vector<topo::Placement>& placement) {
-  std::cout << "host " << (host.hostname.empty() ? "(unnamed)" : host.hostname) << ": "
-            << host.packages.size() << " package(s), " << host.numa_count() << " NUMA node(s), "
-            << host.core_count() << " core(s)\n";
-  for (const auto& p : host.packages) {
-    std::cout << "  package " << (p.os_index < 0 ? std::string("?") : std::to_string(p.os_index));
-    if (p.last_level_cache_bytes) std::cout << "  (last-level cache " << mib(p.last_level_cache_bytes) << ")";
-    std::cout << "\n";
-    for (const auto& n : p.numa_nodes) {
-      std::cout << "    numa " << numa_text(n.os_index) << "  " << mib(n.memory_bytes) << "  cores";
-      for (const auto& c : n.cores) std::cout << " " << c.index;
-      std::cout << "\n";
-    }
-  }
-  print_devices("gpus", host.gpus);
-  print_devices("nics", host.nics);
-  std::cout << "placement of " << placement.size() << " local rank(s):\n";
-  for (const auto& p : placement) {
-    std::cout << "  local rank " << p.local_rank << ": core " << p.core << " (pu";
-    for (int pu : p.pus) std::cout << " " << pu;
-    std::cout << ")  numa " << numa_text(p.numa_node);
-    if (p.gpu >= 0) std::cout << "  gpu " << host.gpus[p.gpu].name;
-    if (p.nic >= 0) std::cout << "  nic " << host.nics[p.nic].name;
-    std::cout << "\n";
-  }
-  std::cout << "ring within the host:";
-  for (int r : topo::local_ring(static_cast<int>(placement.size()))) std::cout << " " << r;
-  std::cout << "\n";
+topo::Topology from_json_file(const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(read_file(path));
+  // Either a topology, or what ringlet-topo --json printed.
+  return (j.contains("topology") ? j.at("topology") : j).get<topo::Topology>();
 }
 
-nlohmann::json placement_json(const std::vector<topo::Placement>& placement) {
-  auto out = nlohmann::json::array();
-  for (const auto& p : placement) {
-    out.push_back({{"local_rank", p.local_rank}, {"core", p.core}, {"pus", p.pus},
-                   {"numa_node", p.numa_node}, {"gpu", p.gpu}, {"nic", p.nic}});
-  }
-  return out;
+// An hwloc XML starts with '<', JSON with '{'.
+bool looks_like_json(const std::string& path) {
+  const std::string text = read_file(path);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text[first] == '{';
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"What hwloc found on this machine, and where Ringlet's local ranks would run."};
-  std::string xml, from_json, save_xml;
+  CLI::App app{
+      "What hwloc found on this machine, where Ringlet's ranks would run and in which ring "
+      "order, and what this build and machine can run a job with."};
+  std::string input, xml, from_json, save_xml, host_list, hostfile;
   bool json = false;
   int ranks = 0;
-  auto* xml_opt = app.add_option("--xml", xml, "read an hwloc XML topology instead of this machine")
-                      ->check(CLI::ExistingFile);
-  app.add_option("--from-json", from_json, "read a topology ringlet-topo --json wrote")
+  auto* input_opt =
+      app.add_option("-i,--input", input,
+                     "read the topology from FILE: hwloc XML (ringlet-topo --save-xml, lstopo "
+                     "F.xml) or JSON (ringlet-topo --json)")
+          ->check(CLI::ExistingFile);
+  auto* xml_opt = app.add_option("--xml", xml, "read an hwloc XML topology (as --input)")
+                      ->check(CLI::ExistingFile)
+                      ->excludes(input_opt);
+  app.add_option("--from-json", from_json, "read a topology ringlet-topo --json wrote (as --input)")
       ->check(CLI::ExistingFile)
+      ->excludes(input_opt)
       ->excludes(xml_opt);
   app.add_flag("--json", json, "print JSON instead of text");
   app.add_option("-n,--ranks", ranks,
-                 "local ranks to place (default: one per GPU, else one per core)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--save-xml", save_xml, "also export this machine's hwloc XML to FILE");
+                 "ranks of the job (default: the slots -H names, else one per GPU, else one per "
+                 "core)")
+      ->check(CLI::PositiveNumber);
+  auto* hosts_opt =
+      app.add_option("-H,--hosts", host_list, "hosts of the job, as ringletrun: host1:4,host2:4");
+  app.add_option("--hostfile", hostfile, "hosts of the job, as ringletrun's --hostfile")
+      ->check(CLI::ExistingFile)
+      ->excludes(hosts_opt);
+  app.add_option("--save-xml", save_xml,
+                 "write the topology shown as hwloc XML to FILE, for RINGLET_TOPO_FILE");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    topo::Topology t;
-    if (!xml.empty()) {
-      t = topo::load_hwloc_xml(xml);
-    } else if (!from_json.empty()) {
-      std::ifstream in(from_json);
-      nlohmann::json j = nlohmann::json::parse(in);
-      t = (j.contains("topology") ? j.at("topology") : j).get<topo::Topology>();
-    } else {
-      t = topo::discover();
+    ringlet_topo::Report report;
+    std::string xml_file;  // the hwloc XML read, if any (for --save-xml)
+    const char* env_file = std::getenv("RINGLET_TOPO_FILE");
+    if (input.empty() && xml.empty() && from_json.empty() && env_file != nullptr &&
+        *env_file != '\0') {
+      xml_file = env_file;
+      report.source = std::string("RINGLET_TOPO_FILE=") + env_file;
     }
-    if (!save_xml.empty()) topo::save_hwloc_xml(save_xml);
-    if (t.hosts.empty()) throw std::runtime_error("the topology lists no host");
-    const topo::Host& host = t.hosts.front();
-    if (ranks == 0) ranks = host.gpus.empty() ? host.core_count() : static_cast<int>(host.gpus.size());
-    const auto placement = topo::place_local_ranks(host, ranks);
-    if (json) {
-      nlohmann::json out{{"topology", t},
-                         {"ranks", ranks},
-                         {"placement", placement_json(placement)},
-                         {"ring", topo::local_ring(ranks)}};
-      std::cout << out.dump(2) << "\n";
+    if (!input.empty()) {
+      if (looks_like_json(input)) {
+        from_json = input;
+      } else {
+        xml_file = input;
+      }
+    }
+    if (!xml.empty()) xml_file = xml;
+    if (!from_json.empty()) {
+      report.topology = from_json_file(from_json);
+      report.source = from_json;
+    } else if (!xml_file.empty()) {
+      report.topology = topo::load_hwloc_xml(xml_file);
+      if (report.source.empty()) report.source = xml_file;
     } else {
-      print_text(host, placement);
+      report.topology = topo::discover();
+      report.source = "this machine";
+    }
+    if (report.topology.hosts.empty()) throw std::runtime_error("the topology lists no host");
+    if (!save_xml.empty()) {
+      if (!from_json.empty()) {
+        throw std::runtime_error("--save-xml: a topology read from JSON has no hwloc XML to save");
+      }
+      if (xml_file.empty()) {
+        topo::save_hwloc_xml(save_xml);
+      } else {
+        std::ofstream out(save_xml, std::ios::binary);
+        out << read_file(xml_file);
+        if (!out.flush()) throw std::runtime_error("cannot write '" + save_xml + "'");
+      }
+    }
+    const topo::Host& host = report.topology.hosts.front();
+    const std::string here = ringletrun::this_hostname();
+    std::vector<ringletrun::HostSlots> hosts;
+    if (!host_list.empty()) hosts = ringletrun::parse_host_list(host_list);
+    if (!hostfile.empty()) {
+      std::ifstream in(hostfile);
+      hosts = ringletrun::parse_hostfile(in);
+    }
+    std::vector<ringletrun::RankPlace> places;
+    if (!hosts.empty()) {
+      int slots = 0;
+      for (const auto& h : hosts) slots += h.slots;
+      places = ringletrun::place_ranks(hosts, ranks > 0 ? ranks : slots, here);
+    } else {
+      if (ranks == 0) {
+        ranks =
+            host.gpus.empty() ? std::max(host.core_count(), 1) : static_cast<int>(host.gpus.size());
+      }
+      places = ringletrun::place_here(ranks);
+    }
+    // Local ranks are shown under the topology's host name where it has one.
+    report.job = ringlet_topo::plan_job(host, places, host.hostname.empty() ? here : host.hostname);
+    report.transports = ringlet_topo::transports();
+    report.launchers = ringlet_topo::launchers();
+    if (json) {
+      std::cout << ringlet_topo::to_json(report).dump(2) << "\n";
+    } else {
+      ringlet_topo::print_text(report, std::cout);
     }
   } catch (const std::exception& e) {
     std::cerr << "ringlet-topo: " << e.what() << "\n";

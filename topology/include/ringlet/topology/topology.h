@@ -44,6 +44,14 @@ struct PciDevice {
   uint16_t vendor_id = 0;
   uint16_t device_id = 0;
   int numa_node = -1;      // OS index of the closest NUMA node; -1 = not known
+  // NICs: the network interfaces the device carries ("ib0", "ens1f0np0"),
+  // which an RDMA device's name ("mlx5_0") is not; TCP listens on these.
+  std::vector<std::string> netdevs;
+  bool rdma = false;       // NICs: has an RDMA (OpenFabrics) device
+  // The bridges above the device, from the host bridge down: a PCI bridge by
+  // its bus id, a host bridge as "host:<domain>:<bus>". Two devices behind
+  // the same switch share a longer prefix than two that meet at the host.
+  std::vector<std::string> pci_path;
   bool operator==(const PciDevice&) const = default;
 };
 
@@ -60,6 +68,9 @@ struct Host {
 
   int core_count() const;
   int numa_count() const;  // distinct NUMA nodes
+  std::vector<int> pus() const;  // every PU's OS index, ascending
+  // hwloc's latency from node `from` to node `to` (OS indexes); -1 = not known.
+  int64_t numa_distance(int from, int to) const;
   bool operator==(const Host&) const = default;
 };
 

@@ -120,8 +120,9 @@ TEST(Topology, TwoSocketMachineFromXml) {
   EXPECT_EQ(placement[0].numa_node, h.packages[0].numa_nodes[0].os_index);
   EXPECT_EQ(placement[1].numa_node, h.packages[1].numa_nodes[0].os_index);
   EXPECT_EQ(placement[2].numa_node, placement[0].numa_node);
-  EXPECT_NE(placement[2].core, placement[0].core);
-  EXPECT_EQ(local_ring(4), (std::vector<int>{0, 1, 2, 3}));
+  // Two ranks on a node of 4 cores: 2 cores each, in order.
+  EXPECT_EQ(placement[0].cores, (std::vector<int>{0, 1}));
+  EXPECT_EQ(placement[2].cores, (std::vector<int>{2, 3}));
 }
 
 // A machine described as data: 2 NUMA nodes, 2 GPUs on node 1 and 0, one NIC per node.
@@ -139,21 +140,21 @@ TEST(Topology, GpusPullRanksToTheirNumaNode) {
   const auto p = place_local_ranks(t.hosts[0], 4);
   EXPECT_EQ(p[0].gpu, 0);
   EXPECT_EQ(p[0].numa_node, 1);
-  EXPECT_EQ(p[0].core, 2);
+  EXPECT_EQ(p[0].cores, std::vector<int>{2});
   EXPECT_EQ(p[0].nic, 1);
   EXPECT_EQ(p[1].gpu, 1);
   EXPECT_EQ(p[1].numa_node, 0);
-  EXPECT_EQ(p[1].core, 0);
+  EXPECT_EQ(p[1].cores, std::vector<int>{0});
   EXPECT_EQ(p[1].nic, 0);
   EXPECT_EQ(p[2].gpu, 0);
-  EXPECT_EQ(p[2].core, 3);  // next core of GPU 0's node
+  EXPECT_EQ(p[2].cores, std::vector<int>{3});  // next core of GPU 0's node
   EXPECT_EQ(nlohmann::json(t).get<Topology>(), t);
 }
 
 TEST(Topology, EmptyHostPlacesNothingOnACore) {
   const auto p = place_local_ranks(Host{}, 2);
   ASSERT_EQ(p.size(), 2u);
-  EXPECT_EQ(p[0].core, -1);
+  EXPECT_TRUE(p[0].cores.empty());
   EXPECT_EQ(p[1].nic, -1);
 }
 

@@ -1,0 +1,78 @@
+#include "capabilities.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "ringlet/topology/nic_interface.h"
+
+namespace ringlet_topo {
+
+std::string on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  size_t at = 0;
+  for (;;) {
+    const size_t colon = dirs.find(':', at);
+    std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + program;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string::npos) return "";
+    at = colon + 1;
+  }
+}
+
+std::vector<Capability> transports() {
+  std::vector<Capability> out;
+  const bool shm = ::access("/dev/shm", W_OK | X_OK) == 0;
+  out.push_back(
+      {"shm", shm, shm ? "ranks on one host, through /dev/shm" : "/dev/shm is not writable here"});
+  std::string addresses;
+  for (const auto& i : ringlet::topology::ipv4_interfaces()) {
+    if (!i.up) continue;
+    addresses +=
+        (addresses.empty() ? "" : ", ") + i.name + " " + ringlet::topology::ipv4_text(i.address);
+  }
+  out.push_back({"tcp", !addresses.empty(),
+                 addresses.empty() ? "no IPv4 interface is up" : "IPv4: " + addresses});
+#if RINGLET_UCX_CARRIER
+  out.push_back({"ucx", true, "RINGLET_TRANSPORT=ucx"});
+#elif RINGLET_BUILD_UCX
+  out.push_back({"ucx", false, "UCX was found at build time, but this version has no UCX carrier"});
+#else
+  out.push_back({"ucx", false, "not in this build"});
+#endif
+  return out;
+}
+
+std::vector<Capability> launchers() {
+  std::vector<Capability> out;
+  out.push_back({"ringletrun", true, "ranks on this host"});
+  const char* rsh = std::getenv("RINGLET_RSH");
+  if (rsh != nullptr && *rsh != '\0') {
+    out.push_back(
+        {"ringletrun -H", true, "ranks on other hosts through RINGLET_RSH=" + std::string(rsh)});
+  } else {
+    const std::string ssh = on_path("ssh");
+    out.push_back({"ringletrun -H", !ssh.empty(),
+                   ssh.empty() ? "ssh is not on PATH (or set RINGLET_RSH, or pass --rsh)"
+                               : "ranks on other hosts through " + ssh});
+  }
+  const std::string bootstrap = RINGLET_BUILD_MPI
+                                    ? "; without RINGLET_RENDEZVOUS ranks meet through MPI"
+                                    : "; this build has no MPI: ranks need RINGLET_RENDEZVOUS";
+  const std::string mpirun = on_path("mpirun");
+  out.push_back({"ringletrun --mpi", !mpirun.empty(),
+                 mpirun.empty() ? "mpirun is not on PATH" : mpirun + bootstrap});
+  const std::string srun = on_path("srun");
+  out.push_back({"srun", !srun.empty(), srun.empty() ? "srun is not on PATH" : srun + bootstrap});
+  return out;
+}
+
+}  // namespace ringlet_topo
