@@ -81,7 +81,7 @@ TEST(Config, ValidValues) {
   const Config c = load({{"RINGLET_TRANSPORT", "tcp"},
                          {"HOROVOD_CPU_OPERATIONS", "mpi"},
                          {"HOROVOD_GPU_OPERATIONS", "RING"},
-                         {"RINGLET_ALGORITHM", "onestep"},
+                         {"RINGLET_ALGORITHM", "ring"},
                          {"RINGLET_TIMEOUT_SECONDS", "2.5"},
                          {"RINGLET_START_TIMEOUT_SECONDS", "120"},
                          {"RINGLET_NETWORK_INTERFACE", "eth1"},
@@ -104,7 +104,7 @@ TEST(Config, ValidValues) {
   EXPECT_EQ(c.transport, TransportKind::kTcp);
   EXPECT_EQ(c.cpu_operations, CpuOperations::kMpi);
   EXPECT_EQ(c.gpu_operations, GpuOperations::kRing);
-  EXPECT_EQ(c.algorithm, AlgorithmChoice::kOneStep);
+  EXPECT_EQ(c.algorithm, AlgorithmChoice::kRing);
   EXPECT_EQ(c.timeout, std::chrono::milliseconds(2500));
   EXPECT_EQ(c.start_timeout, std::chrono::seconds(120));
   EXPECT_EQ(c.network_interface, "eth1");
@@ -199,6 +199,7 @@ TEST(Config, MpiOperationsRefuseRingletsHostAlgorithms) {
     EXPECT_EQ(error_of(fine), "");
   }
   EXPECT_EQ(load({{"HOROVOD_CPU_OPERATIONS", "MPI"}}).cpu_operations, CpuOperations::kMpi);
+  EXPECT_EQ(load({{"RINGLET_ALGORITHM", "onestep"}}).algorithm, AlgorithmChoice::kOneStep);
 }
 
 TEST(Config, TheDocumentedMessage) {
