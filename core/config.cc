@@ -163,10 +163,12 @@ Setter byte_size(size_t Config::*field, int64_t min = 1) {
 
 std::vector<EnvVar> build_table() {
   std::vector<EnvVar> t;
-  // ucx parses, so that the refusal at init (Communicator::create) can say
-  // what is accepted today rather than call the value invalid.
-  t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx (ucx: not served yet)",
-                  "carrier between ranks; auto = shm within a host, UCX or TCP across",
+  // ucx and MPI parse in every build, so that the refusal at init in a build
+  // without UCX (Communicator::create) or MPI (check_mpi_operations) can say
+  // what is accepted there rather than call the value invalid.
+  t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx (ucx: builds with UCX)",
+                  "carrier between ranks; auto = shm within a host, TCP across; tcp, ucx = "
+                  "that carrier for every pair",
                   choice<TransportKind>({{"auto", TransportKind::kAuto},
                                          {"shm", TransportKind::kShm},
                                          {"tcp", TransportKind::kTcp},

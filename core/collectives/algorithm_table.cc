@@ -297,6 +297,63 @@ PlacementFacts facts_of(Communicator& comm) {
 
 namespace {
 
+// "8 KiB", "1 MiB", "300 B": the sizes of the table's limits.
+std::string bytes_text(size_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (unit < 4 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return std::to_string(bytes) + " " + kUnits[unit];
+}
+
+}  // namespace
+
+std::string describe_choice(std::span<const Row> rows, const PlacementFacts& facts,
+                            std::optional<Algorithm> forced, Collective c, Switch hierarchical) {
+  std::string text = std::string(to_string(c)) + ": ";
+  if (forced) {
+    return text + std::string(to_string(select(rows, facts, forced, c, 0, hierarchical))) +
+           " (RINGLET_ALGORITHM)";
+  }
+  // The sizes where a row of this collective starts or ends are the only
+  // places the choice can change.
+  std::vector<size_t> starts = {0};
+  for (const Row& r : rows) {
+    if (r.collective != c || !r.placement.matches(facts)) continue;
+    starts.push_back(r.min_bytes);
+    if (r.max_bytes != kAnyBytes) starts.push_back(r.max_bytes + 1);
+  }
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  std::vector<std::pair<size_t, Algorithm>> runs;  // from size, algorithm
+  for (size_t from : starts) {
+    const Algorithm a = select(rows, facts, std::nullopt, c, from, hierarchical);
+    if (runs.empty() || runs.back().second != a) runs.emplace_back(from, a);
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    text += i == 0 ? "" : ", ";
+    text += to_string(runs[i].second);
+    if (runs.size() == 1) break;
+    text += i + 1 < runs.size() ? " below " + bytes_text(runs[i + 1].first)
+                                : " from " + bytes_text(runs[i].first);
+  }
+  if (hierarchical != Switch::kUnset && c != Collective::kBarrier) {
+    text += std::string(" (") +
+            (c == Collective::kAllreduce ? "HOROVOD_HIERARCHICAL_ALLREDUCE="
+                                         : "HOROVOD_HIERARCHICAL_ALLGATHER=") +
+            (hierarchical == Switch::kOn ? "1" : "0") + ")";
+  }
+  return text;
+}
+
+namespace {
+
+// "world, 2 hosts (ranks per host: 2, 2), a shared-memory window": what the
+// table's rows were matched against.
+std::string facts_text(Communicator& comm, const PlacementFacts& f);
+
 // "2, 1": the ranks on each host, in host order.
 std::string ranks_per_host(const World& w) {
   std::string text;
@@ -325,6 +382,51 @@ void tell_flat(Communicator& comm, const PlacementFacts& f, Collective c) {
               ranks_per_host(comm.world()).c_str(), std::string(to_string(c)).c_str());
 }
 
+std::string facts_text(Communicator& comm, const PlacementFacts& f) {
+  std::string text = f.one_host() ? "one host"
+                                  : std::to_string(f.hosts) + " hosts (ranks per host: " +
+                                        ranks_per_host(comm.world()) + ")";
+  text += f.window ? ", a shared-memory window" : ", no shared-memory window";
+  if (f.oversubscribed) text += ", more ranks than cores";
+  return text;
+}
+
+// The table for this communicator, once, and each change of a collective's
+// algorithm, and each collective: the decisions a user asks the log about.
+void tell_choice(Communicator& comm, const std::array<Row, kDefaultRows>& rows,
+                 const PlacementFacts& facts, std::optional<Algorithm> forced, Collective c,
+                 size_t bytes, Algorithm a) {
+  Workspace& w = comm.workspace();
+  const std::string who = comm.size() == comm.world().size && comm.rank() == comm.world().rank
+                              ? std::string("the job's ranks")
+                              : "a process set of " + std::to_string(comm.size()) + " ranks";
+  if (!w.choices_told && common::log_enabled(common::LogLevel::kInfo)) {
+    std::string table;
+    for (Collective each : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
+                            Collective::kReducescatter, Collective::kAlltoall,
+                            Collective::kBarrier}) {
+      table += (table.empty() ? "" : "; ") +
+               describe_choice(rows, facts, forced, each, hierarchical_switch(comm.config(), each));
+    }
+    common::log(common::LogLevel::kInfo, "algorithms for %s on %s: %s", who.c_str(),
+                facts_text(comm, facts).c_str(), table.c_str());
+  }
+  w.choices_told = true;
+  int& last = w.last_algorithm[static_cast<size_t>(c)];
+  if (last >= 0 && last != static_cast<int>(a)) {
+    common::log(common::LogLevel::kDebug, "%s for %s: %s from here on (%s bytes), was %s",
+                std::string(to_string(c)).c_str(), who.c_str(), std::string(to_string(a)).c_str(),
+                std::to_string(bytes).c_str(),
+                std::string(to_string(static_cast<Algorithm>(last))).c_str());
+  }
+  last = static_cast<int>(a);
+  if (common::log_enabled(common::LogLevel::kTrace)) {
+    common::log(common::LogLevel::kTrace, "%s of %zu bytes for %s: %s",
+                std::string(to_string(c)).c_str(), bytes, who.c_str(),
+                std::string(to_string(a)).c_str());
+  }
+}
+
 }  // namespace
 
 Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
@@ -346,6 +448,7 @@ Algorithm choose_algorithm(Communicator& comm, Collective c, size_t bytes) {
   if (hierarchical == Switch::kOn && !forced && a != Algorithm::kHierarchical) {
     tell_flat(comm, facts, c);
   }
+  tell_choice(comm, rows, facts, forced, c, bytes, a);
   return a;
 }
 

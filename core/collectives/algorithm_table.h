@@ -128,8 +128,16 @@ std::string flat_because(const PlacementFacts& facts, Collective c);
 // The facts of a live communicator.
 PlacementFacts facts_of(Communicator& comm);
 
+// What select() picks for `c` at every size, as one clause: "allreduce:
+// onestep up to 8 KiB, direct from 8 KiB", or "allreduce: ring (forced)".
+std::string describe_choice(std::span<const Row> rows, const PlacementFacts& facts,
+                            std::optional<Algorithm> forced, Collective c, Switch hierarchical);
+
 // select() over default_rows() with the communicator's facts, tuning,
-// RINGLET_ALGORITHM and hierarchical switches. Where a switch is on but the
+// RINGLET_ALGORITHM and hierarchical switches. Says what it chose, as
+// Horovod's and NCCL's logs do: at info level once per communicator (every
+// collective's algorithm by size, and why), at debug level each time a
+// collective's algorithm changes, at trace level each collective. Where a switch is on but the
 // placement has no hierarchy to use, logs why the flat algorithm runs, once
 // per communicator and collective: at debug level for one host or one rank
 // per host (the hierarchical algorithm would be the flat one), at info level

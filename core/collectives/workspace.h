@@ -120,6 +120,10 @@ struct Workspace {
   // Collectives (bit c: Collective c) whose hierarchical switch is on but
   // whose flat algorithm runs, as logged once (choose_algorithm).
   uint32_t flat_despite_switch = 0;
+  // What choose_algorithm() told the log: the table once, then each
+  // collective's last algorithm (-1: none yet), so that a change is said.
+  bool choices_told = false;
+  std::array<int, 6> last_algorithm{-1, -1, -1, -1, -1, -1};
 };
 
 // Reports one phase for its lifetime (also when the algorithm throws);

@@ -110,9 +110,12 @@ struct Unserved {
 };
 
 TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
-  const Unserved cases[] = {
-      {"RINGLET_TRANSPORT", "ucx", {"RINGLET_TRANSPORT=ucx", "no UCX carrier", "auto|shm|tcp"}},
-  };
+  std::vector<Unserved> cases;
+  // RINGLET_TRANSPORT=ucx is served where the build has the UCX carrier.
+  if (ringlet::build_info().find("transports: shm tcp ucx") == std::string::npos) {
+    cases.push_back(
+        {"RINGLET_TRANSPORT", "ucx", {"RINGLET_TRANSPORT=ucx", "no UCX carrier", "auto|shm|tcp"}});
+  }
   for (const Unserved& c : cases) {
     setenv(c.name, c.value, 1);
     EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG) << c.name << "=" << c.value;

@@ -16,6 +16,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <numeric>
@@ -515,7 +517,7 @@ TEST(Placement, MatchesTheHosts) {
   // hosts counted, the ranks sharing this one, and the shared window present
   // exactly when every rank is on one host and the transport allows shared
   // memory. Under as_two_hosts.sh the job spans two hosts: no window, the ring
-  // over tcp between the hosts and shm pairs within.
+  // over UCX between the hosts (TCP in builds without UCX) and shm pairs within.
   const int n = comm().size(), me = comm().rank();
   std::vector<std::string> hosts(n);
   hosts[me] = own_host_name();
@@ -535,10 +537,46 @@ TEST(Placement, MatchesTheHosts) {
   EXPECT_EQ(comm().world().local_size, on_my_host);
 
   const char* transport = std::getenv("RINGLET_TRANSPORT");
-  const bool tcp_only = transport != nullptr && std::string(transport) == "tcp";
-  const bool window_expected = n > 1 && distinct.size() == 1 && !tcp_only;
+  const std::string kind = transport != nullptr && *transport != 0 ? transport : "auto";
+  // tcp and ucx carry every pair, within a host too: no window then.
+  const bool one_carrier = kind == "tcp" || kind == "ucx";
+  const bool window_expected = n > 1 && distinct.size() == 1 && !one_carrier;
   EXPECT_EQ(comm().window() != nullptr, window_expected)
-      << "hosts: " << distinct.size() << ", RINGLET_TRANSPORT=" << (transport ? transport : "");
+      << "hosts: " << distinct.size() << ", RINGLET_TRANSPORT=" << kind;
+
+  // Which carriers exist, seen from outside: each publishes this rank's
+  // address in the store when it is made. auto: shm where a host holds two
+  // ranks or more; between hosts TCP, also in builds with UCX.
+  if (n > 1) {
+    bool shared_host = false;
+    for (const std::string& h : distinct) {
+      shared_host |= std::count(hosts.begin(), hosts.end(), h) > 1;
+    }
+    const bool several_hosts = distinct.size() > 1;
+    const bool auto_kind = kind == "auto";
+    const bool want_shm = (auto_kind || kind == "shm") && shared_host;
+    const bool want_ucx = kind == "ucx";
+    const bool want_tcp = kind == "tcp" || (auto_kind && several_hosts);
+    auto published = [&](const std::string& key) {
+      try {
+        comm().store().get(key, transport::Clock::now() + std::chrono::milliseconds(300));
+        return true;
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    const std::string me_text = std::to_string(me);
+    EXPECT_EQ(published("shm/rank/" + me_text), want_shm) << "RINGLET_TRANSPORT=" << kind;
+    EXPECT_EQ(published("ucx/addr/" + me_text), want_ucx) << "RINGLET_TRANSPORT=" << kind;
+    EXPECT_EQ(published("tcp/addr/" + me_text), want_tcp) << "RINGLET_TRANSPORT=" << kind;
+    // UCX is loaded only by a process that makes a UCX carrier: its memory
+    // hooks stay out of every other process.
+    std::ifstream maps("/proc/self/maps");
+    const std::string mapped((std::istreambuf_iterator<char>(maps)),
+                             std::istreambuf_iterator<char>());
+    EXPECT_EQ(mapped.find("libucp.so") != std::string::npos, want_ucx)
+        << "RINGLET_TRANSPORT=" << kind;
+  }
   const char* simulated = std::getenv("RINGLET_HOSTNAME");
   if (simulated != nullptr && std::string(simulated).rfind("simhost", 0) == 0 && n > 1) {
     EXPECT_EQ(comm().world().cross_size, 2);

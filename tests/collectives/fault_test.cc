@@ -1,10 +1,10 @@
 // The fault test: three ranks under ringletrun loop allreduce and rank 2 kills
 // itself. Ranks 0 and 1 must fail with a message naming rank 2 well before
 // the 10 s deadline, ringletrun must exit non-zero, and no shared-memory
-// segment of the job may remain. Once through the window (direct) and once
-// over TCP (ring); and as two hosts of two ranks through the hierarchical
-// allreduce (rank 2's host window, the TCP links between the hosts), where
-// ranks 0, 1 and 3 survive.
+// segment of the job may remain. Once through the window (direct), once
+// over TCP (ring), in builds with UCX once over UCX (ring); and as two hosts
+// of two ranks through the hierarchical allreduce (rank 2's host window, the
+// links between the hosts), where ranks 0, 1 and 3 survive.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -75,5 +75,9 @@ TEST(Fault, TimeoutThroughWindow) { check("direct", "shm", "hang"); }
 TEST(Fault, TimeoutRingOverTcp) { check("ring", "tcp", "hang"); }
 TEST(Fault, HierarchicalAcrossTwoHosts) { check("hierarchical", "auto", "kill"); }
 TEST(Fault, TimeoutHierarchicalAcrossTwoHosts) { check("hierarchical", "auto", "hang"); }
+#if RINGLET_TEST_UCX
+TEST(Fault, RingOverUcx) { check("ring", "ucx", "kill"); }
+TEST(Fault, TimeoutRingOverUcx) { check("ring", "ucx", "hang"); }
+#endif
 
 }  // namespace

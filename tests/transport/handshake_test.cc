@@ -4,7 +4,10 @@
 #include "tcp/handshake.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
+#include <string_view>
 #include <vector>
 
 #include "tests/common/throws_failure.h"
@@ -51,6 +54,35 @@ std::string exchange(const Identity& dialer, const Identity& acceptor) {
 }
 
 TEST(Handshake, SameKeyAndJobPass) { EXPECT_EQ(exchange(side(3), side(1)), ""); }
+
+// A UCX link runs the same frames under labels of its own: two ucx sides
+// pass, and a MAC made for a TCP link never passes on a UCX one (or back).
+TEST(Handshake, EachKindOfLinkHasItsOwnLabels) {
+  Identity tcp_dialer = side(3), tcp_acceptor = side(1);
+  Identity ucx_dialer = side(3), ucx_acceptor = side(1);
+  ucx_dialer.link = ucx_acceptor.link = kUcxLink;
+  EXPECT_EQ(exchange(ucx_dialer, ucx_acceptor), "");
+  EXPECT_NE(exchange(tcp_dialer, ucx_acceptor).find("RINGLET_SECRET"), std::string::npos);
+  EXPECT_NE(exchange(ucx_dialer, tcp_acceptor).find("RINGLET_SECRET"), std::string::npos);
+  const Bytes32 dn = filled(1), an = filled(2), job = job_digest("job-a");
+  EXPECT_NE(proof(kKey, true, dn, an, job, 3, 1, kTcpLink),
+            proof(kKey, true, dn, an, job, 3, 1, kUcxLink));
+  // The TCP link's MAC is what it always was: HMAC-SHA256 under the key of
+  // "ringlet/tcp-link/v1/dial", both nonces, the job digest and the two ranks
+  // (little-endian), computed here with OpenSSL directly.
+  std::vector<uint8_t> data;
+  for (char c : std::string_view("ringlet/tcp-link/v1/dial")) data.push_back(uint8_t(c));
+  data.insert(data.end(), dn.begin(), dn.end());
+  data.insert(data.end(), an.begin(), an.end());
+  data.insert(data.end(), job.begin(), job.end());
+  for (uint8_t b : {3, 0, 0, 0, 1, 0, 0, 0}) data.push_back(b);
+  Bytes32 expected{};
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), kKey.data(), static_cast<int>(kKey.size()), data.data(), data.size(),
+       expected.data(), &length);
+  ASSERT_EQ(length, 32u);
+  EXPECT_EQ(proof(kKey, true, dn, an, job, 3, 1), expected);
+}
 
 TEST(Handshake, WrongKeyIsRefusedBothWays) {
   // The acceptor has the key, the dialer does not: the dialer cannot check

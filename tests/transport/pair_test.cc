@@ -15,6 +15,10 @@
 #include "tests/common/forked_ranks.h"
 #include "ringlet/transport/transport.h"
 
+#if RINGLET_HAVE_UCX
+#include "ucx/library.h"
+#endif
+
 namespace ringlet::transport::testing {
 namespace {
 
@@ -41,6 +45,15 @@ int64_t first_wrong(const std::vector<uint8_t>& v, int message, int from) {
     if (v[i] != pattern(i, message, from)) return static_cast<int64_t>(i);
   }
   return -1;
+}
+
+// The carrier of kind `kind` ("tcp", "shm" or "ucx").
+std::unique_ptr<Carrier> make_carrier(const std::string& kind, const CarrierOptions& options) {
+  if (kind == "tcp") return make_tcp_carrier(options);
+#if RINGLET_HAVE_UCX
+  if (kind == "ucx") return make_ucx_carrier(options);
+#endif
+  return make_shm_carrier(options);
 }
 
 // How the peer goes away in the middle of a 64 MiB transfer.
@@ -73,7 +86,7 @@ class PairTest : public ::testing::TestWithParam<std::string> {
     options.job_id = job_.job_id;
     options.store = r.store.get();
     options.secret = job_.secret;
-    r.carrier = GetParam() == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+    r.carrier = make_carrier(GetParam(), options);
     if (peer < 0) peer = 1 - rank;
     r.pair = r.carrier->connect(peer, Clock::now() + seconds(20));
     return r;
@@ -221,7 +234,13 @@ TEST_P(PairTest, PeerSigkilledMidTransfer) { lose_peer_mid_transfer(Exit::kSigki
 TEST_P(PairTest, PeerExitsMidTransfer) { lose_peer_mid_transfer(Exit::kExit); }
 TEST_P(PairTest, PeerClosesPairMidTransfer) { lose_peer_mid_transfer(Exit::kClose); }
 
-INSTANTIATE_TEST_SUITE_P(Carriers, PairTest, ::testing::Values("tcp", "shm"),
+INSTANTIATE_TEST_SUITE_P(Carriers, PairTest,
+                         ::testing::Values("tcp", "shm"
+#if RINGLET_HAVE_UCX
+                                           ,
+                                           "ucx"
+#endif
+                                           ),
                          [](const auto& info) { return info.param; });
 
 void PairTest::lose_peer_mid_transfer(Exit how) {
@@ -262,6 +281,43 @@ void PairTest::lose_peer_mid_transfer(Exit how) {
   EXPECT_FALSE(exits[0].signaled);
 }
 
+// A peer killed while nothing moves: this rank waits on a receive the peer
+// never answers. Only the carrier's own liveness (a socket's end, a pid, UCX's
+// keepalive) can tell, and it must, well before the runtime's timeout.
+TEST_P(PairTest, PeerSigkilledWhileWaitingForIt) {
+  auto exits = run_ranks(2, [&](int rank) {
+    Rank r = join(rank);
+    if (rank == 1) {
+      r.store->set("test/connected", {1});
+      r.store->get("test/kill", Clock::now() + seconds(20));
+      ::raise(SIGKILL);
+    }
+    r.store->get("test/connected", Clock::now() + seconds(20));
+    uint64_t word = 0;
+    Request recv;
+    r.pair->post_recv(&word, sizeof word, recv);
+    // Idle for a moment first, as a rank waiting on a slow peer would be.
+    auto until = Clock::now() + milliseconds(200);
+    while (Clock::now() < until) {
+      if (!r.pair->progress()) r.carrier->wait_for_activity(std::chrono::microseconds(1000));
+    }
+    r.store->set("test/kill", {1});
+    auto start = Clock::now();
+    try {
+      drive(
+          r, [] { return false; }, seconds(10));
+      ADD_FAILURE() << "no PeerLost";
+    } catch (const PeerLost& e) {
+      EXPECT_EQ(e.peer(), 1);
+      EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+      EXPECT_LT(Clock::now() - start, seconds(5));
+      EXPECT_TRUE(recv.failed());
+    }
+  });
+  EXPECT_EQ(exits[0].code, 0);
+  EXPECT_FALSE(exits[0].signaled);
+}
+
 // Four ranks on a ring, each sending right and receiving from the left with
 // several slices in flight: more ranks than cores here, so it also checks
 // that waits give the core away instead of starving the peer.
@@ -274,7 +330,7 @@ TEST_P(PairTest, RingOfFourOversubscribed) {
   expect_all_passed(run_ranks(n, [&](int rank) {
     FileStore store(job_.dir);
     CarrierOptions options{rank, n, job_.job_id, &store, "", "", job_.secret};
-    auto carrier = kind == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+    auto carrier = make_carrier(kind, options);
     int right = (rank + 1) % n, left = (rank + n - 1) % n;
     std::unique_ptr<Pair> to_right, from_left;
     // Right first, then left: the order whose waits form a cycle.
@@ -314,7 +370,7 @@ TEST_P(PairTest, RingOfFourOversubscribed) {
 TEST_P(PairTest, ConnectTimesOutNamingThePeerAndCleansUp) {
   FileStore store(job_.dir);
   CarrierOptions options{0, 2, job_.job_id, &store, "", "", job_.secret};
-  auto carrier = GetParam() == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+  auto carrier = make_carrier(GetParam(), options);
   try {
     carrier->connect(1, Clock::now() + milliseconds(200));
     ADD_FAILURE() << "no timeout";
@@ -326,14 +382,15 @@ TEST_P(PairTest, ConnectTimesOutNamingThePeerAndCleansUp) {
 }
 
 // The dialing side (higher rank) creates the shm channels: when the peer
-// exists but never connects, they must be gone after the Timeout.
+// exists but never connects, they must be gone after the Timeout. A ucx
+// acceptor answers only while it connects too, so its dialer times out alike.
 TEST_P(PairTest, DialerTimesOutWhenPeerNeverConnects) {
   FileStore store(job_.dir);
   CarrierOptions first{0, 2, job_.job_id, &store, "", "", job_.secret};
   CarrierOptions second{1, 2, job_.job_id, &store, "", "", job_.secret};
   bool tcp = GetParam() == "tcp";
-  auto idle = tcp ? make_tcp_carrier(first) : make_shm_carrier(first);
-  auto dialer = tcp ? make_tcp_carrier(second) : make_shm_carrier(second);
+  auto idle = make_carrier(GetParam(), first);
+  auto dialer = make_carrier(GetParam(), second);
   if (!tcp) {
     EXPECT_THROW(dialer->connect(0, Clock::now() + milliseconds(200)), Timeout);
     return;
@@ -346,13 +403,13 @@ TEST_P(PairTest, DialerTimesOutWhenPeerNeverConnects) {
 }
 
 // A dialer gives up at its deadline, not a poll or a sleep later: when the
-// peer never starts (no address or rank page in the store), and for shm when
-// the peer exists but never serves the request it filed.
+// peer never starts (no address or rank page in the store), and for shm and
+// ucx when the peer exists but never serves the request (HELLO) it filed.
 TEST_P(PairTest, DialerGivesUpAtItsDeadline) {
   FileStore store(job_.dir);
   CarrierOptions second{1, 2, job_.job_id, &store, "", "", job_.secret};
   const bool tcp = GetParam() == "tcp";
-  auto dialer = tcp ? make_tcp_carrier(second) : make_shm_carrier(second);
+  auto dialer = make_carrier(GetParam(), second);
   // Late is bounded generously: a loaded machine (or a sanitizer) may hold
   // the process off the core for a while, but never seconds per wait slice.
   const auto limit = milliseconds(300);
@@ -365,7 +422,7 @@ TEST_P(PairTest, DialerGivesUpAtItsDeadline) {
   if (tcp) return;  // a tcp peer that exists answers on its own thread
 
   CarrierOptions first{0, 2, job_.job_id, &store, "", "", job_.secret};
-  auto idle = make_shm_carrier(first);
+  auto idle = make_carrier(GetParam(), first);
   start = Clock::now();
   EXPECT_THROW(dialer->connect(0, start + limit), Timeout);
   took = Clock::now() - start;
@@ -374,6 +431,8 @@ TEST_P(PairTest, DialerGivesUpAtItsDeadline) {
 
   // The request it gave up is taken back: the same two carriers connect at
   // the next try, and the channels of the failed tries are gone (TearDown).
+  // (ucx: the idle side answers the abandoned HELLO too; the dialer knows
+  // that answer for a stale one and waits for the answer to its new HELLO.)
   std::unique_ptr<Pair> accepted;
   std::string accept_error;
   std::thread acceptor([&] {
@@ -398,7 +457,7 @@ TEST_P(PairTest, ConnectInAnyOrder) {
   expect_all_passed(run_ranks(3, [&](int rank) {
     FileStore store(job_.dir);
     CarrierOptions options{rank, 3, job_.job_id, &store, "", "", job_.secret};
-    auto carrier = kind == "tcp" ? make_tcp_carrier(options) : make_shm_carrier(options);
+    auto carrier = make_carrier(kind, options);
     const std::vector<std::vector<int>> order = {{2, 1}, {0, 2}, {1, 0}};
     std::vector<std::unique_ptr<Pair>> pairs(3);
     for (int peer : order[rank]) pairs[peer] = carrier->connect(peer, Clock::now() + seconds(20));
@@ -517,6 +576,130 @@ TEST_F(TcpSecurity, ADifferentSecretNeverConnects) {
     }
   }));
 }
+
+#if RINGLET_HAVE_UCX
+// UCX links: the same secret rules as TCP's, addresses through the store, one
+// link per pair and carrier, and CUDA memory only where UCX has it.
+class UcxCarrier : public ::testing::Test {
+ protected:
+  JobDir job_;
+};
+
+TEST_F(UcxCarrier, AnEmptySecretIsRefused) {
+  FileStore store(job_.dir);
+  CarrierOptions options{0, 2, job_.job_id, &store, "", "", ""};
+  try {
+    make_ucx_carrier(options);
+    FAIL() << "a ucx carrier started without a secret";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no job secret"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(UcxCarrier, PublishesItsWorkerAddressInTheStore) {
+  FileStore store(job_.dir);
+  CarrierOptions options{0, 2, job_.job_id, &store, "", "", job_.secret};
+  auto carrier = make_ucx_carrier(options);
+  EXPECT_EQ(carrier->name(), "ucx");
+  EXPECT_FALSE(store.get("ucx/addr/0", Clock::now() + seconds(5)).empty());
+}
+
+// Whether UCX itself (asked here directly) carries CUDA memory decides
+// supports(kCuda); host memory always. Where it does not, a CUDA post fails
+// at once, naming why, and the pair stays usable.
+TEST_F(UcxCarrier, CudaMemoryOnlyWhereUcxHasIt) {
+  const ucx::Library& lib = ucx::library();
+  ucp_config_t* config = nullptr;
+  ASSERT_EQ(lib.ucp_config_read(nullptr, nullptr, &config), UCS_OK);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG;
+  ucp_context_h context = nullptr;
+  ASSERT_EQ(lib.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context), UCS_OK);
+  lib.ucp_config_release(config);
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  ASSERT_EQ(lib.ucp_context_query(context, &attr), UCS_OK);
+  lib.ucp_cleanup(context);
+  const bool ucx_cuda = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    FileStore store(job_.dir);
+    CarrierOptions options{rank, 2, job_.job_id, &store, "", "", job_.secret};
+    auto carrier = make_ucx_carrier(options);
+    EXPECT_TRUE(carrier->supports(MemoryKind::kHost));
+    EXPECT_EQ(carrier->supports(MemoryKind::kCuda), ucx_cuda);
+    auto pair = carrier->connect(1 - rank, Clock::now() + seconds(20));
+    if (!ucx_cuda) {
+      uint64_t word = 0;
+      Request refused;
+      pair->post_send(&word, sizeof word, refused, MemoryKind::kCuda);
+      ASSERT_TRUE(refused.failed());
+      EXPECT_NE(refused.error().find("host memory only"), std::string::npos) << refused.error();
+    }
+    uint64_t out = 1000 + static_cast<uint64_t>(rank), in = 0;
+    Request send, recv;
+    pair->post_recv(&in, sizeof in, recv);
+    pair->post_send(&out, sizeof out, send);
+    auto deadline = Clock::now() + seconds(20);
+    while (pair->busy()) {
+      if (!pair->progress()) carrier->wait_for_activity(std::chrono::microseconds(1000));
+      ASSERT_LT(Clock::now(), deadline);
+    }
+    ASSERT_TRUE(recv.done()) << recv.error();
+    EXPECT_EQ(in, 1000u + static_cast<uint64_t>(1 - rank));
+  }));
+}
+
+// A pair's tags start from sequence 0, so a carrier links each pair once:
+// the second connect() to the same peer is refused by name, not mixed up
+// with what the first link left behind.
+TEST_F(UcxCarrier, EachPairIsLinkedOnce) {
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    FileStore store(job_.dir);
+    CarrierOptions options{rank, 2, job_.job_id, &store, "", "", job_.secret};
+    auto carrier = make_ucx_carrier(options);
+    auto pair = carrier->connect(1 - rank, Clock::now() + seconds(20));
+    try {
+      carrier->connect(1 - rank, Clock::now() + seconds(1));
+      ADD_FAILURE() << "linked twice";
+    } catch (const Timeout& e) {
+      ADD_FAILURE() << "timed out instead of refusing: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.peer(), 1 - rank);
+      EXPECT_NE(std::string(e.what()).find("each pair is linked once"), std::string::npos)
+          << e.what();
+    }
+  }));
+}
+
+// A rank with another secret reaches the peer's worker, but the handshake
+// fails: the dialer names the secret, the acceptor never hands out a pair.
+TEST_F(UcxCarrier, ADifferentSecretNeverConnects) {
+  const std::string job_dir = job_.dir, job_id = job_.job_id, secret = job_.secret;
+  expect_all_passed(run_ranks(2, [&](int rank) {
+    FileStore store(job_dir);
+    const std::string mine = rank == 0 ? secret : secret + "x";
+    CarrierOptions options{rank, 2, job_id, &store, "", "", mine};
+    auto carrier = make_ucx_carrier(options);
+    if (rank == 1) {
+      try {
+        carrier->connect(0, Clock::now() + seconds(10));
+        ADD_FAILURE() << "a link with the wrong secret was made";
+      } catch (const Timeout&) {
+        ADD_FAILURE() << "timed out instead of naming the failed handshake";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.peer(), 0);
+        EXPECT_NE(std::string(e.what()).find("RINGLET_SECRET"), std::string::npos) << e.what();
+      }
+      store.set("test/dialer-done", {1});
+    } else {
+      EXPECT_THROW(carrier->connect(1, Clock::now() + milliseconds(1500)), Timeout);
+      store.get("test/dialer-done", Clock::now() + seconds(20));
+    }
+  }));
+}
+#endif  // RINGLET_HAVE_UCX
 
 }  // namespace
 }  // namespace ringlet::transport::testing

@@ -153,8 +153,9 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   }
   out += "\nAvailable Transports:\n";
   out += "    [X] shm  [X] tcp  ";
-  // RINGLET_TRANSPORT=ucx is refused at init: there is no UCX carrier yet.
-  out += f.ucx ? "[ ] ucx (found at build time; not served yet)\n" : "[ ] ucx\n";
+  // The UCX carrier is built wherever UCX was found (RINGLET_TRANSPORT=ucx,
+  // and auto between hosts); without it RINGLET_TRANSPORT=ucx is refused.
+  out += f.ucx ? "[X] ucx\n" : "[ ] ucx\n";
   // How ranks can be started from here (what is on PATH now).
   out += "\nAvailable Launchers:\n";
   item(out, true, "ringletrun (this host)");

@@ -55,6 +55,8 @@ struct Args {
   std::string log_level;
   bool hierarchical_allreduce = false;
   bool no_hierarchical_allreduce = false;
+  bool hierarchical_allgather = false;
+  bool no_hierarchical_allgather = false;
   bool verbose = false;
   bool check_build = false;
   std::vector<std::string> command;
@@ -123,6 +125,13 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   app.add_flag("--no-hierarchical-allreduce", args.no_hierarchical_allreduce,
                "sets HOROVOD_HIERARCHICAL_ALLREDUCE=0")
       ->excludes(hierarchical);
+  auto* hierarchical_gather =
+      app.add_flag("--hierarchical-allgather", args.hierarchical_allgather,
+                   "sets HOROVOD_HIERARCHICAL_ALLGATHER=1: allgather within each host, across "
+                   "hosts, then within again, at every size (where some host holds several ranks)");
+  app.add_flag("--no-hierarchical-allgather", args.no_hierarchical_allgather,
+               "sets HOROVOD_HIERARCHICAL_ALLGATHER=0")
+      ->excludes(hierarchical_gather);
   app.add_flag("--verbose", args.verbose, "say what ringletrun does");
   app.add_flag("--check-build", args.check_build, "print what this build contains and exit");
   app.footer(
@@ -254,6 +263,8 @@ void apply_flags(const Args& args, Environment& env) {
   if (!args.log_level.empty()) env.set("HOROVOD_LOG_LEVEL", args.log_level);
   if (args.hierarchical_allreduce) env.set("HOROVOD_HIERARCHICAL_ALLREDUCE", "1");
   if (args.no_hierarchical_allreduce) env.set("HOROVOD_HIERARCHICAL_ALLREDUCE", "0");
+  if (args.hierarchical_allgather) env.set("HOROVOD_HIERARCHICAL_ALLGATHER", "1");
+  if (args.no_hierarchical_allgather) env.set("HOROVOD_HIERARCHICAL_ALLGATHER", "0");
   // The flag wins; without it a value from the environment stands, else 30 s.
   if (args.start_timeout) {
     env.set("RINGLET_START_TIMEOUT_SECONDS", std::to_string(*args.start_timeout));

@@ -11,10 +11,12 @@ namespace ringlet::transport::tcp::handshake {
 namespace {
 
 constexpr std::array<uint8_t, 4> kMagic = {'R', 'L', 'T', 'H'};
-// Domain labels: a MAC made for one direction (or for the store) is never
-// valid in another place.
-constexpr std::string_view kDialLabel = "ringlet/tcp-link/v1/dial";
-constexpr std::string_view kAcceptLabel = "ringlet/tcp-link/v1/accept";
+// Domain labels, "ringlet/<link>/v1/dial" and ".../accept": a MAC made for
+// one direction, one kind of link (or for the store) is never valid in
+// another place.
+std::string label(std::string_view link, bool dialing) {
+  return "ringlet/" + std::string(link) + "/v1/" + (dialing ? "dial" : "accept");
+}
 
 void put_u16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);
@@ -121,10 +123,10 @@ bool parse(std::span<const uint8_t> bytes, int32_t size, Message& out, std::stri
 
 Bytes32 proof(std::span<const uint8_t> key, bool dialing, const Bytes32& dialer_nonce,
               const Bytes32& acceptor_nonce, const Bytes32& job, int32_t prover,
-              int32_t verifier) {
-  if (key.empty()) throw common::caller_error("tcp: data-link handshake with an empty key");
-  const std::string_view label = dialing ? kDialLabel : kAcceptLabel;
-  std::vector<uint8_t> data(label.begin(), label.end());
+              int32_t verifier, std::string_view link) {
+  if (key.empty()) throw common::caller_error("data-link handshake with an empty key");
+  const std::string text = label(link, dialing);
+  std::vector<uint8_t> data(text.begin(), text.end());
   data.insert(data.end(), dialer_nonce.begin(), dialer_nonce.end());
   data.insert(data.end(), acceptor_nonce.begin(), acceptor_nonce.end());
   data.insert(data.end(), job.begin(), job.end());
@@ -152,7 +154,7 @@ Frame challenge(const Identity& me, int32_t dialer, const Bytes32& dialer_nonce,
                 const Bytes32& acceptor_nonce) {
   return encode({Kind::kChallenge, me.rank, dialer, me.job, acceptor_nonce,
                  proof(me.key, /*dialing=*/false, dialer_nonce, acceptor_nonce, me.job, me.rank,
-                       dialer)});
+                       dialer, me.link)});
 }
 
 bool check_challenge(const Identity& me, int32_t peer, const Bytes32& dialer_nonce,
@@ -160,7 +162,7 @@ bool check_challenge(const Identity& me, int32_t peer, const Bytes32& dialer_non
   Message m;
   if (!accept_frame(me, bytes, Kind::kChallenge, peer, m, why)) return false;
   const Bytes32 expected =
-      proof(me.key, /*dialing=*/false, dialer_nonce, m.nonce, me.job, peer, me.rank);
+      proof(me.key, /*dialing=*/false, dialer_nonce, m.nonce, me.job, peer, me.rank, me.link);
   if (!same(expected, m.mac)) {
     why = rank_text(peer) + "'s listener did not prove the job secret (RINGLET_SECRET differs?)";
     return false;
@@ -173,7 +175,7 @@ Frame proof_frame(const Identity& me, int32_t peer, const Bytes32& dialer_nonce,
                   const Bytes32& acceptor_nonce) {
   return encode({Kind::kProof, me.rank, peer, me.job, {},
                  proof(me.key, /*dialing=*/true, dialer_nonce, acceptor_nonce, me.job, me.rank,
-                       peer)});
+                       peer, me.link)});
 }
 
 bool check_proof(const Identity& me, int32_t dialer, const Bytes32& dialer_nonce,
@@ -182,7 +184,8 @@ bool check_proof(const Identity& me, int32_t dialer, const Bytes32& dialer_nonce
   Message m;
   if (!accept_frame(me, bytes, Kind::kProof, dialer, m, why)) return false;
   const Bytes32 expected =
-      proof(me.key, /*dialing=*/true, dialer_nonce, acceptor_nonce, me.job, dialer, me.rank);
+      proof(me.key, /*dialing=*/true, dialer_nonce, acceptor_nonce, me.job, dialer, me.rank,
+            me.link);
   if (!same(expected, m.mac)) {
     why = "the peer claiming to be " + rank_text(dialer) +
           " did not prove the job secret (RINGLET_SECRET differs?)";

@@ -1,5 +1,7 @@
-// The TCP data-link handshake: mutual challenge and response under the job's
-// key, before a single byte of data flows. Pure functions over fixed-size
+// The data-link handshake: mutual challenge and response under the job's key,
+// before a single byte of data flows. TCP links run it on their socket; UCX
+// links (transport/ucx/) run the same frames as tagged messages, under labels
+// of their own (Identity::link). Pure functions over fixed-size
 // frames (no I/O, no randomness, no clock): the carrier feeds them bytes and
 // nonces, and a fuzzer can feed them anything.
 //
@@ -36,6 +38,8 @@ namespace ringlet::transport::tcp::handshake {
 
 inline constexpr size_t kFrameBytes = 4 + 2 + 2 + 4 + 4 + 32 + 32 + 32;
 inline constexpr uint16_t kVersion = 1;
+inline constexpr std::string_view kTcpLink = "tcp-link";
+inline constexpr std::string_view kUcxLink = "ucx-link";
 
 using Frame = std::array<uint8_t, kFrameBytes>;
 using Bytes32 = std::array<uint8_t, 32>;  // nonces, MACs, job digests
@@ -57,6 +61,8 @@ struct Identity {
   Bytes32 job{};                 // job_digest(job id)
   int32_t rank = -1;             // this side
   int32_t size = 0;              // ranks in the job
+  // The kind of link, in every MAC's label ("ringlet/<link>/v1/dial").
+  std::string_view link = kTcpLink;
 };
 
 Bytes32 job_digest(std::string_view job_id);
@@ -71,7 +77,7 @@ bool parse(std::span<const uint8_t> bytes, int32_t size, Message& out, std::stri
 // The MAC that `prover` sends to `verifier`; `dialing` says which side proves.
 Bytes32 proof(std::span<const uint8_t> key, bool dialing, const Bytes32& dialer_nonce,
               const Bytes32& acceptor_nonce, const Bytes32& job, int32_t prover,
-              int32_t verifier);
+              int32_t verifier, std::string_view link = kTcpLink);
 
 // The steps, each from one side's point of view. A check returns false with
 // `why` (for the log or the error) and leaves the link to be dropped.

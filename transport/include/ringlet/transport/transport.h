@@ -1,6 +1,6 @@
 // The transport contract: moving bytes between two ranks, nothing more.
 //
-//   Carrier  one per process and kind (shm, tcp, later ucx, nccl). Publishes this
+//   Carrier  one per process and kind (shm, tcp, ucx). Publishes this
 //            rank's address through a KeyValue store and connects Pairs.
 //   Pair     the link to one peer. Non-blocking posts of send/recv; posts in each
 //            direction are matched in order (the k-th send meets the peer's k-th
@@ -157,15 +157,19 @@ struct CarrierOptions {
   std::string job_id;         // names shared-memory segments; unique per job
   KeyValue* store = nullptr;  // addresses are published and looked up here
   std::string interface;      // tcp: network interface to listen on ("" = `address`)
+                              // (ucx: UCX_NET_DEVICES chooses, as UCX reads it)
   // tcp: the IPv4 address to listen on and publish when no interface is
   // named; "" = 127.0.0.1 (tcp/tcp_carrier.cc says how the core chooses it).
   std::string address;
-  // tcp: the job's key (RINGLET_SECRET decoded). Every data link proves it in
-  // both directions before any data flows; empty is refused.
+  // tcp, ucx: the job's key (RINGLET_SECRET decoded). Every data link proves
+  // it in both directions before any data flows; empty is refused.
   std::string secret;
 };
 
 std::unique_ptr<Carrier> make_tcp_carrier(const CarrierOptions& options);
 std::unique_ptr<Carrier> make_shm_carrier(const CarrierOptions& options);
+// Defined only in builds with UCX (RINGLET_HAVE_UCX): one UCP worker, its
+// address through the store, host memory (CUDA memory where UCX has it).
+std::unique_ptr<Carrier> make_ucx_carrier(const CarrierOptions& options);
 
 }  // namespace ringlet::transport
