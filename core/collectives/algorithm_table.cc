@@ -313,7 +313,7 @@ std::string bytes_text(size_t bytes) {
 std::string describe_choice(std::span<const Row> rows, const PlacementFacts& facts,
                             std::optional<Algorithm> forced, Collective c, Switch hierarchical) {
   std::string text = std::string(to_string(c)) + ": ";
-  if (forced) {
+  if (forced && !facts.mpi) {
     return text + std::string(to_string(select(rows, facts, forced, c, 0, hierarchical))) +
            " (RINGLET_ALGORITHM)";
   }
@@ -388,6 +388,7 @@ std::string facts_text(Communicator& comm, const PlacementFacts& f) {
                                         ranks_per_host(comm.world()) + ")";
   text += f.window ? ", a shared-memory window" : ", no shared-memory window";
   if (f.oversubscribed) text += ", more ranks than cores";
+  if (f.mpi) text += ", MPI's collectives (HOROVOD_CPU_OPERATIONS=MPI)";
   return text;
 }
 

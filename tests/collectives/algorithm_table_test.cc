@@ -251,6 +251,15 @@ TEST(AlgorithmTable, MpiOperationsTakeEveryHostCollective) {
         }
   }
   EXPECT_EQ(to_string(A::kMpi), "mpi");
+  // The line the log gives at info level says so, forced or not.
+  PlacementFacts f = kWindow;
+  f.mpi = true;
+  for (F forced : {F::kAuto, F::kRing}) {
+    EXPECT_EQ(describe_choice(rows, f, forced_algorithm(forced), kAllreduce, Switch::kUnset),
+              "allreduce: mpi");
+  }
+  EXPECT_EQ(describe_choice(rows, f, std::nullopt, kAllgather, Switch::kOff),
+            "allgather: mpi (HOROVOD_HIERARCHICAL_ALLGATHER=0)");
 }
 
 TEST(AlgorithmTable, EveryRowHasAnImplementation) {
