@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "core/bootstrap/job_settings.h"
+#include "core/bootstrap/mpi_bootstrap.h"
 #include "core/bootstrap/placement.h"
+#include "core/collectives/mpi_communicator.h"
 #include "core/collectives/workspace.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/hmac.h"
@@ -164,6 +166,7 @@ Communicator::~Communicator() {
   // window, the carriers, the store.
   pairs_.clear();
   window_.reset();
+  mpi_.reset();
   carrier_of_.clear();
   carriers_.clear();
   store_.reset();
@@ -183,11 +186,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     throw ConfigError(
         "RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
   }
-  if (config.cpu_operations == CpuOperations::kMpi) {
-    throw ConfigError(
-        "HOROVOD_CPU_OPERATIONS=MPI: host collectives through MPI are not supported yet "
-        "(accepted: RING)");
-  }
+  if (config.cpu_operations == CpuOperations::kMpi) check_mpi_operations(launch);
 
   if (launch.size == 1 && launch.rendezvous.empty()) {
     // One process and no launcher: left where the system put it; a
@@ -214,6 +213,11 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   c->secret_ = launch.secret;
   c->world_ = build_world(launch, *c->store_, start);
   check_job_settings(config, launch.rank, launch.size, *c->store_, start);
+  // Only now: MPI's start is collective, and every rank is known to ask for it.
+  if (config.cpu_operations == CpuOperations::kMpi && launch.size > 1) {
+    start_mpi_operations(launch);
+    c->mpi_ = collectives::MpiCommunicator::world();
+  }
   // Bound, placed, and ordered in the ring by where it runs (placement.h).
   const RankPlacement placed =
       place_this_rank(host, config, c->world_.local_rank, c->world_.local_size);
@@ -379,6 +383,9 @@ std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,
   // that cannot deadlock, so that a collective's first use never waits on a
   // peer busy connecting elsewhere.
   c->connect_all();
+  if (parent.mpi_ != nullptr && members.size() > 1) {
+    c->mpi_ = parent.mpi_->subset(members, c->config_.timeout);
+  }
   return c;
 }
 

@@ -19,7 +19,8 @@
 namespace ringlet::core {
 
 namespace collectives {
-struct Workspace;  // scratch, request records and round counters of the algorithms
+struct Workspace;        // scratch, request records and round counters of the algorithms
+class MpiCommunicator;   // HOROVOD_CPU_OPERATIONS=MPI: MPI's communicator over the same ranks
 }
 
 class Communicator {
@@ -34,7 +35,8 @@ class Communicator {
   // are the parent's ranks, ascending, this rank among them; its ranks are
   // their indices. It borrows the parent's links and store (the parent must
   // outlive it) and, where the parent has a shared window, creates its own,
-  // named `name` (the same on every member, unique in the job). Collective
+  // named `name` (the same on every member, unique in the job), and where the
+  // parent has an MPI communicator, its own over the members. Collective
   // over the members only; connects every pair among them.
   static std::unique_ptr<Communicator> create_subset(Communicator& parent,
                                                      const std::vector<int>& members,
@@ -72,6 +74,9 @@ class Communicator {
   // The window over this host's ranks; null unless every rank is on this host
   // and the configuration allows shared memory.
   transport::SharedWindow* window() const { return window_.get(); }
+  // MPI's communicator over the same ranks, which runs the host collectives
+  // (HOROVOD_CPU_OPERATIONS=MPI); null otherwise, and in a job of one rank.
+  collectives::MpiCommunicator* mpi() const { return mpi_.get(); }
 
   // A deadline `config().timeout` from now.
   transport::Deadline deadline() const;
@@ -145,6 +150,7 @@ class Communicator {
   std::vector<transport::Carrier*> carrier_of_;                // per peer
   std::vector<std::unique_ptr<transport::Pair>> pairs_;        // per peer, lazily
   std::unique_ptr<transport::SharedWindow> window_;
+  std::unique_ptr<collectives::MpiCommunicator> mpi_;
   transport::WaitPolicy wait_policy_;  // from RINGLET_SPIN and the placement
   unsigned host_cpus_ = 0;  // CPUs of this host for its ranks (the topology's); 0: not known
   std::optional<common::Failure> first_;  // the first failure; set: this communicator failed

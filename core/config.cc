@@ -163,9 +163,9 @@ Setter byte_size(size_t Config::*field, int64_t min = 1) {
 
 std::vector<EnvVar> build_table() {
   std::vector<EnvVar> t;
-  // ucx and MPI parse in every build, so that the refusal at init
-  // (Communicator::create) in a build without UCX can say what is accepted
-  // there rather than call the value invalid.
+  // ucx and MPI parse in every build, so that the refusal at init in a build
+  // without UCX (Communicator::create) or MPI (check_mpi_operations) can say
+  // what is accepted there rather than call the value invalid.
   t.push_back(row("RINGLET_TRANSPORT", "auto", "one of auto|shm|tcp|ucx (ucx: builds with UCX)",
                   "carrier between ranks; auto = shm within a host, TCP across; tcp, ucx = "
                   "that carrier for every pair",
@@ -174,8 +174,11 @@ std::vector<EnvVar> build_table() {
                                          {"tcp", TransportKind::kTcp},
                                          {"ucx", TransportKind::kUcx}},
                                         &Config::transport)));
-  t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case; MPI: not served yet)",
-                  "backend for host-memory collectives",
+  // MPI needs the job launched by mpirun (or srun with MPI): checked at init
+  // (core/bootstrap/mpi_bootstrap.h), where the launch is known.
+  t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case)",
+                  "backend for host-memory collectives: Ringlet's own (RING), or MPI's (MPI: "
+                  "the job launched by mpirun)",
                   choice<CpuOperations>({{"RING", CpuOperations::kRing},
                                          {"MPI", CpuOperations::kMpi}},
                                         &Config::cpu_operations)));
@@ -396,6 +399,25 @@ Config load_config(const std::map<std::string, std::string>* env) {
       throw ConfigError(std::string(name) + "=" + env->at(name) + " and RINGLET_ALGORITHM=" +
                         std::string(to_string(config.algorithm)) +
                         " both choose the algorithm: set one of them (or RINGLET_ALGORITHM=auto)");
+    }
+  }
+  // MPI's operations take every host collective: a choice among Ringlet's own
+  // host algorithms beside them would be ignored, so it is refused.
+  if (config.cpu_operations == CpuOperations::kMpi) {
+    const std::string mpi = "HOROVOD_CPU_OPERATIONS=" + env->at("HOROVOD_CPU_OPERATIONS");
+    if (config.algorithm == AlgorithmChoice::kDirect ||
+        config.algorithm == AlgorithmChoice::kOneStep) {
+      throw ConfigError("RINGLET_ALGORITHM=" + env->at("RINGLET_ALGORITHM") +
+                        " chooses one of Ringlet's host algorithms, but " + mpi +
+                        " hands every host collective to MPI (accepted with it: auto, or ring "
+                        "for device tensors under HOROVOD_GPU_OPERATIONS=RING)");
+    }
+    for (const auto& [on, name] : switches) {
+      if (on.value_or(false)) {
+        throw ConfigError(std::string(name) + "=" + env->at(name) +
+                          " asks for Ringlet's hierarchical host algorithm, but " + mpi +
+                          " hands every host collective to MPI (accepted with it: 0, or unset)");
+      }
     }
   }
   return config;

@@ -167,8 +167,10 @@ MpiRuntime::MpiRuntime(bool needed) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
+  // SERIALIZED, not FUNNELED: with HOROVOD_CPU_OPERATIONS=MPI the other
+  // backend's runtime makes MPI calls from its own thread (and init() refuses less).
   int provided = 0;
-  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread", -1);
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread", -1);
   owned_ = true;
 }
 

@@ -30,9 +30,30 @@ bool needs_mpi_bootstrap(const LaunchInfo& launch) {
          (launch.launcher == "mpirun" || launch.launcher == "slurm");
 }
 
+void check_mpi_operations(const LaunchInfo& launch) {
+  const std::string var = "HOROVOD_CPU_OPERATIONS=MPI";
+  if (!mpi_bootstrap_available()) {
+    throw ConfigError(launch.rank, var + ": this build has no MPI (accepted: RING)");
+  }
+  if (launch.size > 1 && launch.launcher != "mpirun" && launch.launcher != "slurm") {
+    const std::string by = launch.launcher == "horovod"
+                               ? "a launcher that sets HOROVOD_RANK"
+                               : launch.launcher;
+    throw ConfigError(launch.rank,
+                      var + ": this job's " + std::to_string(launch.size) +
+                          " ranks were started by " + by +
+                          ", and MPI's collectives need them started by mpirun (or ringletrun "
+                          "--mpi, or srun with MPI support) (accepted here: RING)");
+  }
+}
+
 #ifndef RINGLET_HAVE_MPI
 
 bool mpi_bootstrap_available() { return false; }
+
+void start_mpi_operations(const LaunchInfo& launch) {
+  throw ConfigError(launch.rank, "HOROVOD_CPU_OPERATIONS=MPI: this build has no MPI (accepted: RING)");
+}
 
 void complete_launch_with_mpi(LaunchInfo& launch) {
   throw ConfigError("rank " + std::to_string(launch.rank) + " was started by " + launch.launcher +
@@ -145,39 +166,65 @@ void copy_field(char* dst, size_t cap, const std::string& src) {
   std::memcpy(dst, src.data(), std::min(src.size(), cap - 1));
 }
 
-}  // namespace
+std::string thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "thread level " + std::to_string(level);
+}
 
-bool mpi_bootstrap_available() { return true; }
-
-void complete_launch_with_mpi(LaunchInfo& launch) {
-  const int hint = launch.rank;
+// Initializes MPI, MPI_THREAD_SERIALIZED, unless somebody has; `purpose`
+// completes "MPI was already finalized, so it cannot ...". Returns the level
+// MPI gives.
+int initialize_mpi(int hint, const std::string& purpose) {
   int initialized = 0;
   check_mpi(MPI_Initialized(&initialized), "MPI_Initialized", hint);
   if (!initialized) {
     int finalized = 0;
     check_mpi(MPI_Finalized(&finalized), "MPI_Finalized", hint);
     if (finalized) {
-      throw ConfigError(hint,
-                        "MPI was already finalized, so it cannot complete the launch; set "
-                        "RINGLET_RENDEZVOUS or launch with ringletrun");
+      throw ConfigError(hint, "MPI was already finalized, so it cannot " + purpose);
     }
-    // FUNNELED: only the thread that calls init() talks to MPI, and only here.
+    // SERIALIZED: the launch needs only this thread, but with
+    // HOROVOD_CPU_OPERATIONS=MPI (now, or in a later init() of this process)
+    // the runtime's thread makes the calls. Open MPI treats it as FUNNELED.
     int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread",
-              hint);
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+              "MPI_Init_thread", hint);
     mpi_owner().owned = true;
+    return provided;
   }
+  int provided = 0;
+  check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread", hint);
+  return provided;
+}
 
+// MPI_COMM_WORLD must be the launch's world.
+void check_world(const LaunchInfo& launch) {
   int rank = 0, size = 0;
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", hint);
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size", hint);
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank", launch.rank);
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size", launch.rank);
   if (rank != launch.rank || size != launch.size) {
     throw ConfigError("the " + launch.launcher + " launcher says rank " +
                       std::to_string(launch.rank) + " of " + std::to_string(launch.size) +
                       " but MPI_COMM_WORLD says rank " + std::to_string(rank) + " of " +
                       std::to_string(size));
   }
+}
 
+}  // namespace
+
+bool mpi_bootstrap_available() { return true; }
+
+void complete_launch_with_mpi(LaunchInfo& launch) {
+  initialize_mpi(launch.rank, "complete the launch; set RINGLET_RENDEZVOUS or launch with ringletrun");
+  check_world(launch);
+
+  const int rank = launch.rank;
+  const int size = launch.size;
   // All ranks on one host can meet on the loopback address, which needs no
   // working name resolution; otherwise rank 0's routable address is needed.
   constexpr int kHostLen = 256;
@@ -204,6 +251,25 @@ void complete_launch_with_mpi(LaunchInfo& launch) {
   launch.rendezvous = answer.rendezvous;
   launch.secret = answer.secret;
   // The job id needs no broadcast: build_world() has every rank adopt rank 0's.
+}
+
+void start_mpi_operations(const LaunchInfo& launch) {
+  const int provided = initialize_mpi(launch.rank, "run HOROVOD_CPU_OPERATIONS=MPI");
+  if (provided < MPI_THREAD_SERIALIZED) {
+    const bool ours = mpi_owner().owned;
+    throw ConfigError(
+        launch.rank,
+        "HOROVOD_CPU_OPERATIONS=MPI: MPI " +
+            (ours ? std::string("gives only ")
+                  : std::string("was initialized before init() with ")) +
+            thread_level_name(provided) +
+            ", but Ringlet's background thread makes the MPI calls, which needs "
+            "MPI_THREAD_SERIALIZED or more" +
+            (ours ? std::string(" (accepted here: RING)")
+                  : std::string(": initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, "
+                                "...) (mpi4py's default), or let Ringlet initialize it")));
+  }
+  check_world(launch);
 }
 
 #endif

@@ -10,6 +10,8 @@
 //   with as many (allreduce only)
 //   several hosts, or tcp forced    all             any                        ring (pairwise
 //                                                                              for alltoall)
+//   HOROVOD_CPU_OPERATIONS=MPI      all             any                        mpi (above all
+//                                                                              the others)
 //
 // RINGLET_ALGORITHM forces an algorithm at every size: ring runs anywhere;
 // direct and onestep need the window (and say so otherwise); onestep on a
@@ -50,6 +52,10 @@
 // The choice depends only on facts every rank shares (size, the hosts' rank
 // counts, the host's core count, settings checked alike at init), so all
 // ranks agree.
+//
+// HOROVOD_CPU_OPERATIONS=MPI is the user's choice of MPI's algorithms for
+// every host collective (a job-wide setting), so its rows come first and
+// neither RINGLET_ALGORITHM nor the hierarchical switches override them.
 #include "core/collectives/algorithm_table.h"
 
 #include <vector>
@@ -86,6 +92,8 @@ std::string_view to_string(Algorithm a) {
       return "onestep";
     case Algorithm::kHierarchical:
       return "hierarchical";
+    case Algorithm::kMpi:
+      return "mpi";
   }
   return "algorithm";
 }
@@ -176,7 +184,7 @@ Algorithm select_forced(std::span<const Row> rows, const PlacementFacts& f, Algo
 bool Placement::matches(const PlacementFacts& f) const {
   return holds(one_host, f.one_host()) && holds(window, f.window) &&
          holds(oversubscribed, f.oversubscribed) && holds(shared_hosts, f.shared_hosts) &&
-         holds(even_hosts, f.even_hosts);
+         holds(even_hosts, f.even_hosts) && holds(mpi, f.mpi);
 }
 
 // The limits read here must be the ones choose_algorithm() compares.
@@ -189,7 +197,14 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
   const Placement anywhere{};
   const Placement hosts_in_layers{.one_host = kNo, .shared_hosts = kYes};
   const Placement even_hosts_in_layers{.one_host = kNo, .shared_hosts = kYes, .even_hosts = kYes};
+  const Placement mpi{.mpi = kYes};
   return {{
+      {kAllreduce, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kAllgather, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kBroadcast, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kReducescatter, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kAlltoall, mpi, 0, kAnyBytes, Algorithm::kMpi},
+      {kBarrier, mpi, 0, kAnyBytes, Algorithm::kMpi},
       {kAllreduce, window_own_cores, 0, t.onestep_max_bytes, Algorithm::kOneStep},
       {kAllreduce, window_oversubscribed, 0, t.onestep_max_oversubscribed_bytes,
        Algorithm::kOneStep},
@@ -214,8 +229,8 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
 Algorithm select(std::span<const Row> rows, const PlacementFacts& facts,
                  std::optional<Algorithm> forced, Collective c, size_t bytes,
                  Switch hierarchical) {
-  if (forced) return select_forced(rows, facts, *forced, c);
-  if (hierarchical == Switch::kOn) {
+  if (forced && !facts.mpi) return select_forced(rows, facts, *forced, c);
+  if (hierarchical == Switch::kOn && !facts.mpi) {
     for (const Row& r : rows) {
       if (r.collective == c && r.algorithm == Algorithm::kHierarchical &&
           r.placement.matches(facts)) {
@@ -270,7 +285,8 @@ PlacementFacts facts_of(Communicator& comm) {
   const World& w = comm.world();
   PlacementFacts f{.hosts = w.cross_size,
                    .window = comm.window() != nullptr,
-                   .oversubscribed = comm.workspace().tuning.oversubscribed};
+                   .oversubscribed = comm.workspace().tuning.oversubscribed,
+                   .mpi = comm.mpi() != nullptr};
   f.even_hosts = true;
   for (const std::vector<int>& ranks : w.ranks_on_host) {
     f.shared_hosts = f.shared_hosts || ranks.size() > 1;
@@ -297,7 +313,7 @@ std::string bytes_text(size_t bytes) {
 std::string describe_choice(std::span<const Row> rows, const PlacementFacts& facts,
                             std::optional<Algorithm> forced, Collective c, Switch hierarchical) {
   std::string text = std::string(to_string(c)) + ": ";
-  if (forced) {
+  if (forced && !facts.mpi) {
     return text + std::string(to_string(select(rows, facts, forced, c, 0, hierarchical))) +
            " (RINGLET_ALGORITHM)";
   }
@@ -383,6 +399,7 @@ std::string facts_text(Communicator& comm, const PlacementFacts& f) {
                                         ranks_per_host(comm.world()) + ")";
   text += f.window ? ", a shared-memory window" : ", no shared-memory window";
   if (f.oversubscribed) text += ", more ranks than cores";
+  if (f.mpi) text += ", MPI's collectives (HOROVOD_CPU_OPERATIONS=MPI)";
   return text;
 }
 

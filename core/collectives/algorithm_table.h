@@ -49,6 +49,7 @@ enum class Algorithm {
   // algorithm its group's own facts choose (hierarchical_allreduce.cc,
   // hierarchical_allgather.cc); not a RINGLET_ALGORITHM value
   kHierarchical,
+  kMpi,  // MPI's own collective (HOROVOD_CPU_OPERATIONS=MPI), on the set's MPI communicator
 };
 
 std::string_view to_string(Collective c);
@@ -63,6 +64,7 @@ struct PlacementFacts {
   bool oversubscribed = false;  // more ranks on this host than cores
   bool shared_hosts = false;    // some host holds more than one of its ranks
   bool even_hosts = false;      // every host holds as many of its ranks as the others
+  bool mpi = false;             // HOROVOD_CPU_OPERATIONS=MPI: an MPI communicator over its ranks
   bool one_host() const { return hosts == 1; }
 };
 
@@ -75,6 +77,7 @@ struct Placement {
   Need oversubscribed = Need::kAny;
   Need shared_hosts = Need::kAny;
   Need even_hosts = Need::kAny;
+  Need mpi = Need::kAny;
   bool matches(const PlacementFacts& f) const;
 };
 
@@ -91,7 +94,7 @@ struct Row {
 // Today's table; the one-step and hierarchical limits come from `t` (tests
 // tune them on a live communicator). See algorithm_table.cc for why each row
 // is where it is.
-inline constexpr size_t kDefaultRows = 16;
+inline constexpr size_t kDefaultRows = 22;
 std::array<Row, kDefaultRows> default_rows(const Tuning& t);
 
 // HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER for the collective at hand.
@@ -105,6 +108,9 @@ enum class Switch : uint8_t { kUnset, kOn, kOff };
 // ConfigError naming RINGLET_ALGORITHM and what it accepts here.
 // `hierarchical` switches the hierarchical rows (see the top of this file);
 // a forced algorithm outranks it (the configuration refuses the two together).
+// Where MPI serves the host collectives (facts.mpi) its rows take every
+// collective: RINGLET_ALGORITHM then concerns device tensors only, and the
+// hierarchical switches can only be off (init refuses the other values).
 Algorithm select(std::span<const Row> rows, const PlacementFacts& facts,
                  std::optional<Algorithm> forced, Collective c, size_t bytes,
                  Switch hierarchical = Switch::kUnset);

@@ -71,6 +71,21 @@ void hierarchical_allreduce(Communicator& comm, const Segments& s, ReduceOp op, 
 void hierarchical_allgather(Communicator& comm, const void* send, void* recv,
                             std::span<const size_t> counts, DataType dtype);
 
+// MPI's own collectives on the communicator's MPI communicator
+// (HOROVOD_CPU_OPERATIONS=MPI; mpi_communicator.h), with Ringlet's scaling
+// around them. Builds without MPI have stand-ins that refuse.
+void mpi_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double prescale,
+                   double postscale);
+void mpi_allgather(Communicator& comm, const void* send, void* recv, std::span<const size_t> counts,
+                   DataType dtype);
+void mpi_broadcast(Communicator& comm, void* buffer, size_t count, DataType dtype, int root);
+void mpi_reducescatter(Communicator& comm, const void* send, void* recv,
+                       std::span<const size_t> counts, DataType dtype, ReduceOp op,
+                       double postscale);
+void mpi_alltoall(Communicator& comm, const void* send, std::span<const size_t> send_counts,
+                  void* recv, std::span<const size_t> recv_counts, DataType dtype);
+void mpi_barrier(Communicator& comm);
+
 // The dispatch tables: every algorithm that a row of the algorithm table can
 // pick for a collective has its entry here (the algorithm table's unit test
 // checks this).
@@ -92,32 +107,38 @@ using AlltoallFn = void (*)(Communicator&, const void* send, std::span<const siz
                             void* recv, std::span<const size_t> recv_counts, DataType);
 using BarrierFn = void (*)(Communicator&);
 
-inline constexpr std::array<Implementation<AllreduceFn>, 4> kAllreduceImpls = {{
+inline constexpr std::array<Implementation<AllreduceFn>, 5> kAllreduceImpls = {{
     {Algorithm::kRing, &ring_allreduce_segments},
     {Algorithm::kDirect, &direct_allreduce},
     {Algorithm::kOneStep, &onestep_allreduce},
     {Algorithm::kHierarchical, &hierarchical_allreduce},
+    {Algorithm::kMpi, &mpi_allreduce},
 }};
-inline constexpr std::array<Implementation<AllgatherFn>, 3> kAllgatherImpls = {{
+inline constexpr std::array<Implementation<AllgatherFn>, 4> kAllgatherImpls = {{
     {Algorithm::kRing, &ring_allgather},
     {Algorithm::kDirect, &direct_allgather},
     {Algorithm::kHierarchical, &hierarchical_allgather},
+    {Algorithm::kMpi, &mpi_allgather},
 }};
-inline constexpr std::array<Implementation<BroadcastFn>, 2> kBroadcastImpls = {{
+inline constexpr std::array<Implementation<BroadcastFn>, 3> kBroadcastImpls = {{
     {Algorithm::kRing, &ring_broadcast},
     {Algorithm::kDirect, &direct_broadcast},
+    {Algorithm::kMpi, &mpi_broadcast},
 }};
-inline constexpr std::array<Implementation<ReducescatterFn>, 2> kReducescatterImpls = {{
+inline constexpr std::array<Implementation<ReducescatterFn>, 3> kReducescatterImpls = {{
     {Algorithm::kRing, &ring_reducescatter},
     {Algorithm::kDirect, &direct_reducescatter},
+    {Algorithm::kMpi, &mpi_reducescatter},
 }};
-inline constexpr std::array<Implementation<AlltoallFn>, 2> kAlltoallImpls = {{
+inline constexpr std::array<Implementation<AlltoallFn>, 3> kAlltoallImpls = {{
     {Algorithm::kRing, &pairwise_alltoall},
     {Algorithm::kDirect, &direct_alltoall},
+    {Algorithm::kMpi, &mpi_alltoall},
 }};
-inline constexpr std::array<Implementation<BarrierFn>, 2> kBarrierImpls = {{
+inline constexpr std::array<Implementation<BarrierFn>, 3> kBarrierImpls = {{
     {Algorithm::kRing, &ring_barrier},
     {Algorithm::kDirect, &window_barrier},
+    {Algorithm::kMpi, &mpi_barrier},
 }};
 
 // The function behind `a`; null when the collective has no such algorithm.

@@ -31,6 +31,9 @@ struct Tuning {
   size_t stream_min_bytes = 16 << 20;   // streamed output from here (half the LLC; set at create)
   size_t hierarchical_min_bytes = 256 << 10;  // hierarchical across hosts from here (unset switch)
   bool oversubscribed = false;          // more local ranks than cores (set at create)
+  // The most elements one MPI call moves (0: INT_MAX, MPI's own limit for an
+  // int count). Larger messages go in pieces; tests lower it to reach them.
+  size_t mpi_max_count = 0;
 };
 
 inline constexpr int kMaxInFlight = 16;
@@ -103,9 +106,13 @@ struct Workspace {
   // The inputs of one reduce_many over the window, one per local rank.
   std::vector<const void*> inputs;
   // Where allreduce_segments' tensors start in their concatenation (one more
-  // entry than tensors), and the ring's fusion buffer (one piece).
+  // entry than tensors), and the fusion buffer: the ring's (one piece), or the
+  // MPI algorithms' (a fused message, or a copy of an input that overlaps the
+  // output).
   std::vector<size_t> segment_start;
   std::vector<std::byte> fusion_buffer;
+  // The MPI algorithms' per-rank counts and displacements (MPI takes int arrays).
+  std::vector<int> mpi_send_counts, mpi_send_displs, mpi_recv_counts, mpi_recv_displs;
 
   // Set by whoever wants the phases (null otherwise: one branch per phase).
   PhaseObserver* phases = nullptr;

@@ -110,9 +110,7 @@ struct Unserved {
 };
 
 TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
-  std::vector<Unserved> cases = {
-      {"HOROVOD_CPU_OPERATIONS", "MPI", {"HOROVOD_CPU_OPERATIONS=MPI", "not supported yet", "RING"}},
-  };
+  std::vector<Unserved> cases;
   // RINGLET_TRANSPORT=ucx is served where the build has the UCX carrier.
   if (ringlet::build_info().find("transports: shm tcp ucx") == std::string::npos) {
     cases.push_back(
@@ -137,6 +135,46 @@ TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
   }
   // The refusals leave nothing behind: the defaults start.
   ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+}
+
+// HOROVOD_CPU_OPERATIONS=MPI: MPI runs the host collectives of a job that
+// mpirun launched (tests/collectives, tests/runtime and tests/api under
+// mpirun). A job of one process needs no MPI: its collectives are local
+// copies. A job of several ranks launched otherwise, and RINGLET_ALGORITHM
+// naming one of Ringlet's host algorithms beside it, are refused at init by
+// name, before the ranks meet.
+TEST_F(ApiTest, MpiOperationsServeOneProcessAndRefuseOtherLaunchers) {
+  unsetenv("RINGLET_ALGORITHM");
+  setenv("HOROVOD_CPU_OPERATIONS", "MPI", 1);
+  ASSERT_EQ(ringlet_init(), RINGLET_OK) << last_error();
+  int32_t x[3] = {7, -3, 5}, y[3] = {0, 0, 0};
+  ASSERT_EQ(ringlet_allreduce(x, y, 3, RINGLET_INT32, RINGLET_AVG), RINGLET_OK) << last_error();
+  EXPECT_EQ(std::vector<int32_t>(y, y + 3), (std::vector<int32_t>{7, -3, 5}));
+  ASSERT_EQ(ringlet_shutdown(), RINGLET_OK);
+
+  setenv("RINGLET_ALGORITHM", "direct", 1);
+  EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG);
+  for (const char* piece : {"RINGLET_ALGORITHM=direct", "HOROVOD_CPU_OPERATIONS=MPI", "auto"}) {
+    EXPECT_NE(last_error().find(piece), std::string::npos) << piece << " missing from: " << last_error();
+  }
+  unsetenv("RINGLET_ALGORITHM");
+
+  // Two ranks as ringletrun starts them; the refusal comes before rank 0's
+  // store is needed.
+  setenv("RINGLET_RANK", "1", 1);
+  setenv("RINGLET_SIZE", "2", 1);
+  setenv("RINGLET_RENDEZVOUS", "127.0.0.1:9", 1);
+  setenv("RINGLET_SECRET", "00", 1);
+  EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG);
+  for (const char* piece : {"on rank 1", "HOROVOD_CPU_OPERATIONS=MPI", "started by ringletrun",
+                            "started by mpirun", "accepted here: RING"}) {
+    EXPECT_NE(last_error().find(piece), std::string::npos) << piece << " missing from: " << last_error();
+  }
+  EXPECT_EQ(ringlet_is_initialized(), 0);
+  for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET",
+                           "HOROVOD_CPU_OPERATIONS"}) {
+    unsetenv(name);
+  }
 }
 
 // HOROVOD_GPU_OPERATIONS is accepted at init, whatever it says (CPU-only jobs

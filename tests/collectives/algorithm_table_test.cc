@@ -232,6 +232,36 @@ TEST(AlgorithmTable, AgreesWithThePreviousRulesEverywhere) {
   EXPECT_GT(compared, 3000);
 }
 
+// HOROVOD_CPU_OPERATIONS=MPI: MPI's collective for every host collective,
+// on any placement and at any size, whatever RINGLET_ALGORITHM says (it then
+// concerns device tensors only).
+TEST(AlgorithmTable, MpiOperationsTakeEveryHostCollective) {
+  const auto rows = default_rows(Tuning{});
+  for (PlacementFacts f : {kWindow, kWindowOversubscribed, kTcpOneHost, kTwoHosts,
+                           kThreeHostsOversubscribed}) {
+    f.mpi = true;
+    for (Collective c : {kAllreduce, kAllgather, kBroadcast, kReducescatter, kAlltoall, kBarrier})
+      for (F forced : {F::kAuto, F::kRing, F::kDirect, F::kOneStep})
+        for (size_t bytes : {size_t{0}, size_t{4}, 8 * KiB, size_t{1} << 30, kAnyBytes}) {
+          SCOPED_TRACE(std::string(to_string(c)) + " hosts=" + std::to_string(f.hosts) +
+                       " window=" + std::to_string(f.window) +
+                       " forced=" + std::to_string(static_cast<int>(forced)) +
+                       " bytes=" + std::to_string(bytes));
+          EXPECT_EQ(select(rows, f, forced_algorithm(forced), c, bytes), A::kMpi);
+        }
+  }
+  EXPECT_EQ(to_string(A::kMpi), "mpi");
+  // The line the log gives at info level says so, forced or not.
+  PlacementFacts f = kWindow;
+  f.mpi = true;
+  for (F forced : {F::kAuto, F::kRing}) {
+    EXPECT_EQ(describe_choice(rows, f, forced_algorithm(forced), kAllreduce, Switch::kUnset),
+              "allreduce: mpi");
+  }
+  EXPECT_EQ(describe_choice(rows, f, std::nullopt, kAllgather, Switch::kOff),
+            "allgather: mpi (HOROVOD_HIERARCHICAL_ALLGATHER=0)");
+}
+
 TEST(AlgorithmTable, EveryRowHasAnImplementation) {
   for (const Row& r : default_rows(Tuning{})) {
     EXPECT_TRUE(implemented(r.collective, r.algorithm))

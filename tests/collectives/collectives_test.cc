@@ -1,7 +1,9 @@
 // Multi-rank tests of the collectives, run as N ranks through ringletrun:
 //   ringletrun -np 4 collectives_test
 // with RINGLET_ALGORITHM (auto|ring|direct) and RINGLET_TRANSPORT (shm|tcp)
-// choosing the path under test. Every rank runs the same tests in the same
+// choosing the path under test, or through mpirun with
+// HOROVOD_CPU_OPERATIONS=MPI for MPI's collectives (the Mpi.* tests run only
+// there). Every rank runs the same tests in the same
 // order (the collectives must be called symmetrically) and checks the whole
 // result itself. Values are small integers so that every result is exact.
 #include <gtest/gtest.h>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "core/bootstrap/launch_info.h"
+#include "core/bootstrap/mpi_bootstrap.h"
 #include "core/collectives/algorithm_table.h"
 #include "core/collectives/collectives.h"
 #include "core/collectives/workspace.h"
@@ -309,6 +312,11 @@ TEST(Allreduce, SegmentsReportPhases) {
                                               "CROSS_ALLREDUCE", "LOCAL_ALLGATHER",
                                               "MEMCPY_OUT_FUSION_BUFFER"}));
         }
+        break;
+      case core::collectives::Algorithm::kMpi:
+        // Horovod's MPI allreduce of fused tensors: one call over the fusion buffer.
+        EXPECT_EQ(rec.seen, (std::vector<std::string>{"MEMCPY_IN_FUSION_BUFFER", "MPI_ALLREDUCE",
+                                                      "MEMCPY_OUT_FUSION_BUFFER"}));
         break;
     }
   }
@@ -617,6 +625,135 @@ TEST(Mixed, InterleavedCollectives) {
   }
 }
 
+// A NaN on one rank makes the minimum and the maximum NaN, on every path:
+// the kernels propagate it, and MPI's own MPI_MIN/MPI_MAX, which leave NaN
+// undefined, are not used for floating types.
+TEST(Allreduce, MinMaxPropagateNaN) {
+  const int n = comm().size();
+  const int me = comm().rank();
+  const size_t count = 3 * static_cast<size_t>(n) + 5;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16})
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+      Buffer buf(t, count);
+      // Element i is NaN on rank i % n only (every rank, where n == 1).
+      for (size_t i = 0; i < count; ++i) buf.set(i, i % n == static_cast<size_t>(me) ? NAN : me + 1.0);
+      core::allreduce(comm(), buf.data(), buf.data(), count, t, op);
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; ++i) wrong += !std::isnan(buf[i]);
+      EXPECT_EQ(wrong, 0u) << to_string(t) << "/" << to_string(op);
+    }
+}
+
+// HOROVOD_CPU_OPERATIONS=MPI: these run where the job asks for MPI's
+// collectives (under mpirun; the ctest entries that do fail on a skip).
+bool mpi_operations() {
+  const char* v = std::getenv("HOROVOD_CPU_OPERATIONS");
+  return v != nullptr && (std::string(v) == "MPI" || std::string(v) == "mpi");
+}
+
+TEST(Mpi, EveryCollectivePicksMpi) {
+  if (!mpi_operations()) GTEST_SKIP() << "HOROVOD_CPU_OPERATIONS is not MPI";
+  ASSERT_EQ(comm().mpi() != nullptr, comm().size() > 1);
+  using core::collectives::Collective;
+  for (Collective c : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
+                       Collective::kReducescatter, Collective::kAlltoall, Collective::kBarrier})
+    for (size_t bytes : {size_t{0}, size_t{4}, size_t{1} << 20, size_t{1} << 32}) {
+      EXPECT_EQ(core::collectives::choose_algorithm(comm(), c, bytes),
+                core::collectives::Algorithm::kMpi)
+          << to_string(c) << " " << bytes;
+    }
+}
+
+// Horovod's timeline names for MPI's allreduce: a lone tensor is MPI_ALLREDUCE
+// (PRESCALE first where it is scaled), fused tensors go through the fusion buffer.
+TEST(Mpi, AllreducePhasesAreHorovods) {
+  if (!mpi_operations()) GTEST_SKIP() << "HOROVOD_CPU_OPERATIONS is not MPI";
+  struct Recorder final : core::collectives::PhaseObserver {
+    std::vector<std::string> seen;
+    void begin(const char* phase, size_t, size_t) override { seen.push_back(phase); }
+    void end() override {}
+  } rec;
+  const int n = comm().size();
+  std::vector<float> a(1000, 1.0f), b(300, 2.0f);
+  auto run = [&](size_t tensors, double pre) {
+    const std::vector<kernels::cpu::ConstSegment> in = {{a.data(), a.size()}, {b.data(), b.size()}};
+    const std::vector<kernels::cpu::Segment> out = {{a.data(), a.size()}, {b.data(), b.size()}};
+    rec.seen.clear();
+    comm().workspace().phases = &rec;
+    core::allreduce_segments(comm(), std::span(in).first(tensors), std::span(out).first(tensors),
+                             DataType::kFloat32, ReduceOp::kSum, pre, 1.0);
+    comm().workspace().phases = nullptr;
+  };
+  run(1, 1.0);
+  EXPECT_EQ(rec.seen, std::vector<std::string>{"MPI_ALLREDUCE"});
+  EXPECT_EQ(a[999], n);
+  run(1, 2.0);
+  EXPECT_EQ(rec.seen, (std::vector<std::string>{"PRESCALE", "MPI_ALLREDUCE"}));
+  EXPECT_EQ(a[999], 2.0 * n * n);
+  run(2, 1.0);
+  EXPECT_EQ(rec.seen, (std::vector<std::string>{"MEMCPY_IN_FUSION_BUFFER", "MPI_ALLREDUCE",
+                                                "MEMCPY_OUT_FUSION_BUFFER"}));
+  EXPECT_EQ(a[0], 2.0 * n * n * n);
+  EXPECT_EQ(b[299], 2.0 * n);
+}
+
+// A process set's communicator gets an MPI communicator of its own over its
+// members (MPI_Comm_create_group), whose rank order is the set's: the even
+// ranks and the odd ranks each reduce, gather and broadcast among themselves.
+TEST(Mpi, ProcessSetsHaveTheirOwnMpiCommunicator) {
+  if (!mpi_operations()) GTEST_SKIP() << "HOROVOD_CPU_OPERATIONS is not MPI";
+  const int n = comm().size(), me = comm().rank();
+  std::vector<int> members;
+  for (int r = me % 2; r < n; r += 2) members.push_back(r);
+  const int m = static_cast<int>(members.size());
+  auto set = core::Communicator::create_subset(comm(), members, me % 2 ? "mpi_test_odd" : "mpi_test_even");
+  ASSERT_EQ(set->mpi() != nullptr, m > 1);
+  ASSERT_EQ(set->global_rank(set->rank()), me);
+  int64_t sum = me + 1;
+  core::allreduce(*set, &sum, &sum, 1, DataType::kInt64, ReduceOp::kSum);
+  int64_t want = 0;
+  for (int r : members) want += r + 1;
+  EXPECT_EQ(sum, want);
+  std::vector<int32_t> gathered(m, -1);
+  const int32_t mine = 10 * me;
+  const std::vector<size_t> ones(m, 1);
+  core::allgather(*set, &mine, gathered.data(), ones, DataType::kInt32);
+  for (int i = 0; i < m; ++i) EXPECT_EQ(gathered[i], 10 * members[i]) << i;
+  int16_t from_last = static_cast<int16_t>(me == members.back() ? 77 : 0);
+  core::broadcast(*set, &from_last, 1, DataType::kInt16, m - 1);
+  EXPECT_EQ(from_last, 77);
+  core::barrier(*set);
+  set.reset();   // MPI_Comm_free on the members
+  core::barrier(comm());
+}
+
+// Messages past the most one MPI call may carry (MPI's int counts) go in
+// pieces, or as per-rank broadcasts, reduces and pairwise exchanges: reached
+// here with a limit of 5 elements.
+TEST(Mpi, MessagesPastTheCountLimitGoInPieces) {
+  if (!mpi_operations()) GTEST_SKIP() << "HOROVOD_CPU_OPERATIONS is not MPI";
+  core::collectives::Tuning& tune = comm().workspace().tuning;
+  const core::collectives::Tuning saved = tune;
+  tune.mpi_max_count = 5;
+  for (bool in_place : {false, true}) {
+    check_allreduce(DataType::kInt32, ReduceOp::kSum, 23, in_place);
+    check_allreduce(DataType::kFloat16, ReduceOp::kMax, 17, in_place);
+    check_allreduce(DataType::kInt8, ReduceOp::kAvg, 11, in_place);
+    check_allgather(DataType::kInt8, pattern(1, 3), in_place);
+    check_allgather(DataType::kBFloat16, pattern(2, 6), in_place);
+    check_reducescatter(DataType::kFloat32, ReduceOp::kSum, pattern(1, 4), in_place, 2.5);
+    check_reducescatter(DataType::kInt64, ReduceOp::kAvg, pattern(0, 7), in_place);
+    check_alltoall(DataType::kInt64, 1, 4, in_place);
+    check_alltoall(DataType::kUInt16, 0, 6, in_place);
+  }
+  for (int in_place : {0, 1, 2}) {
+    check_segments(DataType::kInt16, ReduceOp::kAvg, {3, 0, 11, 7}, in_place, 2.0, 0.5);
+    check_segments(DataType::kBFloat16, ReduceOp::kSum, {9, 1}, in_place, 1.5, 2.5);
+  }
+  check_broadcast(DataType::kUInt8, 23, comm().size() - 1);
+  tune = saved;
+}
+
 // More than 2^31 elements of int8 (2.2 GB per buffer): run only under
 // RINGLET_TEST_LARGE=1 (the ctest entry labelled 'large'), at np=2.
 TEST(Large, CountAbove2Pow31) {
@@ -658,8 +795,10 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   std::unique_ptr<ringlet::core::Communicator> comm;
   try {
-    comm = ringlet::core::Communicator::create(ringlet::core::load_config(),
-                                                ringlet::core::detect_launch());
+    ringlet::core::LaunchInfo launch = ringlet::core::detect_launch();
+    // Under mpirun without RINGLET_RENDEZVOUS the ranks meet through MPI, as init() has them.
+    if (ringlet::core::needs_mpi_bootstrap(launch)) ringlet::core::complete_launch_with_mpi(launch);
+    comm = ringlet::core::Communicator::create(ringlet::core::load_config(), launch);
   } catch (const std::exception& e) {
     std::cerr << "collectives_test: could not create the communicator: " << e.what() << std::endl;
     return 2;

@@ -81,7 +81,7 @@ TEST(Config, ValidValues) {
   const Config c = load({{"RINGLET_TRANSPORT", "tcp"},
                          {"HOROVOD_CPU_OPERATIONS", "mpi"},
                          {"HOROVOD_GPU_OPERATIONS", "RING"},
-                         {"RINGLET_ALGORITHM", "onestep"},
+                         {"RINGLET_ALGORITHM", "ring"},
                          {"RINGLET_TIMEOUT_SECONDS", "2.5"},
                          {"RINGLET_START_TIMEOUT_SECONDS", "120"},
                          {"RINGLET_NETWORK_INTERFACE", "eth1"},
@@ -104,7 +104,7 @@ TEST(Config, ValidValues) {
   EXPECT_EQ(c.transport, TransportKind::kTcp);
   EXPECT_EQ(c.cpu_operations, CpuOperations::kMpi);
   EXPECT_EQ(c.gpu_operations, GpuOperations::kRing);
-  EXPECT_EQ(c.algorithm, AlgorithmChoice::kOneStep);
+  EXPECT_EQ(c.algorithm, AlgorithmChoice::kRing);
   EXPECT_EQ(c.timeout, std::chrono::milliseconds(2500));
   EXPECT_EQ(c.start_timeout, std::chrono::seconds(120));
   EXPECT_EQ(c.network_interface, "eth1");
@@ -171,6 +171,35 @@ TEST(Config, HierarchicalAndAForcedAlgorithmAreRefusedTogether) {
   EXPECT_EQ(error_of({{"HOROVOD_HIERARCHICAL_ALLGATHER", "true"}, {"RINGLET_ALGORITHM", "direct"}}),
             "HOROVOD_HIERARCHICAL_ALLGATHER=true and RINGLET_ALGORITHM=direct both choose the "
             "algorithm: set one of them (or RINGLET_ALGORITHM=auto)");
+}
+
+// HOROVOD_CPU_OPERATIONS=MPI takes every host collective: a choice among
+// Ringlet's own host algorithms beside it is refused, naming both; what still
+// has a meaning (ring for device tensors, a switch at 0) is accepted.
+TEST(Config, MpiOperationsRefuseRingletsHostAlgorithms) {
+  EXPECT_EQ(error_of({{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"RINGLET_ALGORITHM", "direct"}}),
+            "RINGLET_ALGORITHM=direct chooses one of Ringlet's host algorithms, but "
+            "HOROVOD_CPU_OPERATIONS=MPI hands every host collective to MPI (accepted with it: "
+            "auto, or ring for device tensors under HOROVOD_GPU_OPERATIONS=RING)");
+  EXPECT_NE(error_of({{"HOROVOD_CPU_OPERATIONS", "mpi"}, {"RINGLET_ALGORITHM", "onestep"}})
+                .find("RINGLET_ALGORITHM=onestep chooses one of Ringlet's host algorithms, but "
+                      "HOROVOD_CPU_OPERATIONS=mpi"),
+            std::string::npos);
+  EXPECT_EQ(error_of({{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}}),
+            "HOROVOD_HIERARCHICAL_ALLREDUCE=1 asks for Ringlet's hierarchical host algorithm, but "
+            "HOROVOD_CPU_OPERATIONS=MPI hands every host collective to MPI (accepted with it: 0, "
+            "or unset)");
+  EXPECT_NE(error_of({{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"HOROVOD_HIERARCHICAL_ALLGATHER", "true"}})
+                .find("HOROVOD_HIERARCHICAL_ALLGATHER=true asks for"),
+            std::string::npos);
+  for (const Env& fine : {Env{{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"RINGLET_ALGORITHM", "ring"}},
+                          Env{{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"RINGLET_ALGORITHM", "auto"}},
+                          Env{{"HOROVOD_CPU_OPERATIONS", "MPI"}, {"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}},
+                          Env{{"HOROVOD_CPU_OPERATIONS", "RING"}, {"RINGLET_ALGORITHM", "direct"}}}) {
+    EXPECT_EQ(error_of(fine), "");
+  }
+  EXPECT_EQ(load({{"HOROVOD_CPU_OPERATIONS", "MPI"}}).cpu_operations, CpuOperations::kMpi);
+  EXPECT_EQ(load({{"RINGLET_ALGORITHM", "onestep"}}).algorithm, AlgorithmChoice::kOneStep);
 }
 
 TEST(Config, TheDocumentedMessage) {

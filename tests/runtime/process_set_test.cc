@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/bootstrap/launch_info.h"
+#include "core/bootstrap/mpi_bootstrap.h"
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/runtime/runtime.h"
@@ -40,7 +41,10 @@ std::vector<int> ranks_where(int size, bool odd) {
 
 Runtime& rt() {
   if (!g_rt) {
-    auto comm = core::Communicator::create(core::load_config(), core::detect_launch());
+    core::LaunchInfo launch = core::detect_launch();
+    // Under mpirun without RINGLET_RENDEZVOUS the ranks meet through MPI, as init() has them.
+    if (core::needs_mpi_bootstrap(launch)) core::complete_launch_with_mpi(launch);
+    auto comm = core::Communicator::create(core::load_config(), launch);
     const int n = comm->size();
     std::vector<std::vector<int>> sets = {ranks_where(n, false)};
     if (n > 1) sets.push_back(ranks_where(n, true));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/bootstrap/launch_info.h"
+#include "core/bootstrap/mpi_bootstrap.h"
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/runtime/runtime.h"
@@ -40,7 +41,16 @@ using core::runtime::RuntimeError;
 std::unique_ptr<Runtime> g_rt;
 
 std::unique_ptr<Runtime> make_runtime() {
-  return std::make_unique<Runtime>(core::Communicator::create(core::load_config(), core::detect_launch()));
+  core::LaunchInfo launch = core::detect_launch();
+  // Under mpirun without RINGLET_RENDEZVOUS the ranks meet through MPI, as init() has them.
+  if (core::needs_mpi_bootstrap(launch)) core::complete_launch_with_mpi(launch);
+  return std::make_unique<Runtime>(core::Communicator::create(core::load_config(), launch));
+}
+
+// HOROVOD_CPU_OPERATIONS=MPI: the host collectives run through MPI (under mpirun).
+bool mpi_operations() {
+  const char* v = std::getenv("HOROVOD_CPU_OPERATIONS");
+  return v != nullptr && (std::string(v) == "MPI" || std::string(v) == "mpi");
 }
 
 Runtime& rt() {
@@ -574,6 +584,12 @@ bool is_allreduce_phase_sequence(const std::vector<std::string>& a) {
   if (a == std::vector<std::string>{"ONESTEP_ALLREDUCE"} ||
       a == std::vector<std::string>{"LOCAL_COPY"})
     return true;
+  // MPI (HOROVOD_CPU_OPERATIONS=MPI): one call, as Horovod's MPI allreduce.
+  if (a == std::vector<std::string>{"MPI_ALLREDUCE"} ||
+      a == std::vector<std::string>{"PRESCALE", "MPI_ALLREDUCE"} ||
+      a == std::vector<std::string>{"MEMCPY_IN_FUSION_BUFFER", "MPI_ALLREDUCE",
+                                    "MEMCPY_OUT_FUSION_BUFFER"})
+    return true;
   size_t i = 0;
   bool any = false;
   while (i < a.size()) {
@@ -777,6 +793,53 @@ TEST(Runtime, TimelineHierarchicalPhasesInOrder) {
                                                "LOCAL_ALLGATHER", "MEMCPY_OUT_FUSION_BUFFER"};
   }
   EXPECT_TRUE(saw_fused) << "no fused op with the hierarchical phases";
+  std::remove(path.c_str());
+}
+
+// HOROVOD_CPU_OPERATIONS=MPI: Horovod's names for MPI's collectives. A fused
+// op packs, runs MPI_ALLREDUCE and unpacks; the other collectives are one
+// MPI_<COLLECTIVE> activity each.
+TEST(Runtime, TimelineMpiPhasesAreHorovods) {
+  if (!mpi_operations()) GTEST_SKIP() << "HOROVOD_CPU_OPERATIONS is not MPI";
+  const int n = rt().size(), me = rt().rank();
+  const std::string path = "/tmp/ringlet_timeline_mpi_" + std::to_string(::getppid()) + ".json";
+  rt().start_timeline(path, false);
+  bool fused = false;
+  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("tlmpi.", attempt);
+  EXPECT_TRUE(fused);
+  std::vector<int32_t> mine(me + 1, me);
+  std::vector<double> b(5, me == 0 ? 7.0 : 0.0);
+  std::vector<float> rs(2 * n, 1.0f);
+  std::vector<int64_t> a2a(n, me);
+  const Handle hs[] = {
+      rt().enqueue_allgather("tlmpi.ag", mine.data(), {me + 1}, DataType::kInt32),
+      rt().enqueue_broadcast("tlmpi.bc", b.data(), {5}, DataType::kFloat64, 0),
+      rt().enqueue_reducescatter("tlmpi.rs", rs.data(), {2 * n}, DataType::kFloat32, ReduceOp::kSum),
+      rt().enqueue_alltoall("tlmpi.a2a", a2a.data(), {n}, DataType::kInt64, {}),
+  };
+  for (Handle h : hs) rt().synchronize(h);
+  EXPECT_EQ(b[4], 7.0);
+  rt().stop_timeline();
+  const bool writer = me == 0;
+  g_rt.reset();  // closes the timeline
+  if (!writer) return;
+  const nlohmann::json events = read_timeline(path);
+  expect_allreduce_phases(events);
+  bool saw_fused = false;
+  for (const auto& s : allreduce_activities(events)) {
+    saw_fused |= s == std::vector<std::string>{"QUEUE", "MEMCPY_IN_FUSION_BUFFER", "MPI_ALLREDUCE",
+                                               "MEMCPY_OUT_FUSION_BUFFER"};
+  }
+  EXPECT_TRUE(saw_fused) << "no fused op with the fusion-buffer phases";
+  std::set<std::string> names;
+  for (const auto& e : events) names.insert(e.value("name", ""));
+  for (const char* want : {"MPI_ALLGATHER", "MPI_BROADCAST", "MPI_REDUCESCATTER", "MPI_ALLTOALL"}) {
+    EXPECT_TRUE(names.count(want)) << want;
+  }
+  for (const auto& name : names) {
+    EXPECT_EQ(name.find("RING_"), std::string::npos) << name;
+    EXPECT_EQ(name.find("DIRECT_"), std::string::npos) << name;
+  }
   std::remove(path.c_str());
 }
 

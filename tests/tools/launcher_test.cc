@@ -388,10 +388,9 @@ TEST(Launcher, CheckBuildListsWhatWasBuiltIn) {
 }
 
 TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
-  // Whatever was found at build time, these paths are refused by this
-  // version (HOROVOD_CPU_OPERATIONS=MPI): none may be
-  // marked available; the GPU operations only where CUDA and NCCL are both
-  // built in.
+  // MPI's tensor operations are marked exactly where MPI was built in (the
+  // controllers' [X] MPI says so); the GPU operations only where CUDA and
+  // NCCL are both built in; the ucx transport where UCX was.
   Result r = run_ringletrun({"--check-build"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t ops = r.out.find("Available Tensor Operations:");
@@ -400,7 +399,13 @@ TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
   ASSERT_NE(transports, std::string::npos) << r.out;
   const std::string op_section = r.out.substr(ops, transports - ops);
   const std::string transport_section = r.out.substr(transports);
-  EXPECT_EQ(op_section.find("[X] MPI"), std::string::npos) << r.out;
+  const bool mpi = r.out.substr(0, ops).find("[X] MPI") != std::string::npos;
+  EXPECT_EQ(op_section.find("[X] MPI") != std::string::npos, mpi) << r.out;
+  if (mpi) {
+    EXPECT_NE(op_section.find("[X] MPI (host collectives, HOROVOD_CPU_OPERATIONS=MPI under mpirun)"),
+              std::string::npos)
+        << r.out;
+  }
   // NCCL and the ring over CUDA IPC are marked together, only where the
   // build has CUDA too, and then say what they serve.
   const bool cuda = r.out.find("\nGPU:\n") != std::string::npos;

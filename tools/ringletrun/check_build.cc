@@ -126,8 +126,9 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   item(out, true, "Ringlet ring (CPU)");
   // Where both CUDA and NCCL were built in, HOROVOD_GPU_OPERATIONS=NCCL
   // serves every collective of device tensors, and so does RING between the
-  // ranks of one host (CUDA IPC); HOROVOD_CPU_OPERATIONS=MPI is refused by
-  // name.
+  // ranks of one host (CUDA IPC). Where MPI was built in,
+  // HOROVOD_CPU_OPERATIONS=MPI runs the host collectives of a job that mpirun
+  // started.
   if (f.cuda && f.nccl) {
     item(out, true, "Ringlet ring (CUDA IPC: every collective within a host)");
     item(out, true, "NCCL (every collective of device tensors)");
@@ -135,7 +136,7 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
     item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
     item(out, false, unserved(f.nccl, "NCCL"));
   }
-  item(out, false, unserved(f.mpi, "MPI"));
+  item(out, f.mpi, f.mpi ? "MPI (host collectives, HOROVOD_CPU_OPERATIONS=MPI under mpirun)" : "MPI");
   // What HOROVOD_GPU_OPERATIONS could choose from: how the kernels were
   // built, NCCL's version, and the devices of this machine.
   if (f.cuda) {
