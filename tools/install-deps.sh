@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev
   libdlpack-dev
   libssl-dev
+  iproute2 util-linux
   python3 python3-dev python3-venv python3-pip
 )
 

@@ -17,5 +17,10 @@ cmake --build build-tsan --parallel "$(nproc)" --target ringletrun runtime_test 
   runtime_fault_test runtime_fault_rank c_abi_async c_abi_process_sets c_abi_collectives_async \
   finalizer_test
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}"
+# Not the jobs whose collectives run through MPI (HOROVOD_CPU_OPERATIONS=MPI):
+# Debian's Open MPI is not built for ThreadSanitizer, which then reports its
+# TCP transport's own two locks taken in both orders while MPI starts
+# (mca_btl_tcp_add_procs, mca_btl_tcp_proc_remove), with no Ringlet lock held.
 ctest --test-dir build-tsan --output-on-failure --timeout 600 \
-  -R '^(runtime_np3|runtime_process_sets_np4|runtime_process_sets_two_hosts_np4|runtime_fault|api_c_abi_async_np3|api_c_abi_collectives_async_np3|api_process_sets_.*|Finalizer\..*)$' "$@"
+  -R '^(runtime_np3|runtime_process_sets_np4|runtime_process_sets_two_hosts_np4|runtime_fault|api_c_abi_async_np3|api_c_abi_collectives_async_np3|api_process_sets_.*|Finalizer\..*)$' \
+  -E '_mpi_ops_' "$@"
