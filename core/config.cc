@@ -90,17 +90,19 @@ Setter integer(T Config::*field, int64_t min) {
   };
 }
 
+// 0|1|true|false, in any case; nullopt for anything else.
+std::optional<bool> parse_bool(const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  return std::nullopt;
+}
+
 Setter boolean(bool Config::*field) {
   return [field](const std::string& value, Config& config) {
-    const std::string v = lower(value);
-    if (v == "1" || v == "true") {
-      config.*field = true;
-    } else if (v == "0" || v == "false") {
-      config.*field = false;
-    } else {
-      return false;
-    }
-    return true;
+    const std::optional<bool> b = parse_bool(value);
+    if (b) config.*field = *b;
+    return b.has_value();
   };
 }
 
@@ -108,15 +110,9 @@ Setter boolean(bool Config::*field) {
 // third thing: let Ringlet choose.
 Setter optional_boolean(std::optional<bool> Config::*field) {
   return [field](const std::string& value, Config& config) {
-    const std::string v = lower(value);
-    if (v == "1" || v == "true") {
-      config.*field = true;
-    } else if (v == "0" || v == "false") {
-      config.*field = false;
-    } else {
-      return false;
-    }
-    return true;
+    const std::optional<bool> b = parse_bool(value);
+    if (b) config.*field = *b;
+    return b.has_value();
   };
 }
 

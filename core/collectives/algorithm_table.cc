@@ -409,9 +409,12 @@ void tell_choice(Communicator& comm, const std::array<Row, kDefaultRows>& rows,
                  const PlacementFacts& facts, std::optional<Algorithm> forced, Collective c,
                  size_t bytes, Algorithm a) {
   Workspace& w = comm.workspace();
-  const std::string who = comm.name().empty()
-                              ? std::string("the job's ranks")
-                              : "'" + comm.name() + "' (" + std::to_string(comm.size()) + " ranks)";
+  // Every collective passes here: nothing is formatted unless a line is printed.
+  const auto who = [&comm] {
+    return comm.name().empty()
+               ? std::string("the job's ranks")
+               : "'" + comm.name() + "' (" + std::to_string(comm.size()) + " ranks)";
+  };
   if (!w.choices_told && common::log_enabled(common::LogLevel::kInfo)) {
     std::string table;
     for (Collective each : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
@@ -420,21 +423,21 @@ void tell_choice(Communicator& comm, const std::array<Row, kDefaultRows>& rows,
       table += (table.empty() ? "" : "; ") +
                describe_choice(rows, facts, forced, each, hierarchical_switch(comm.config(), each));
     }
-    common::log(common::LogLevel::kInfo, "algorithms for %s on %s: %s", who.c_str(),
+    common::log(common::LogLevel::kInfo, "algorithms for %s on %s: %s", who().c_str(),
                 facts_text(comm, facts).c_str(), table.c_str());
   }
   w.choices_told = true;
   int& last = w.last_algorithm[static_cast<size_t>(c)];
-  if (last >= 0 && last != static_cast<int>(a)) {
-    common::log(common::LogLevel::kDebug, "%s for %s: %s from here on (%s bytes), was %s",
-                std::string(to_string(c)).c_str(), who.c_str(), std::string(to_string(a)).c_str(),
-                std::to_string(bytes).c_str(),
+  if (last >= 0 && last != static_cast<int>(a) && common::log_enabled(common::LogLevel::kDebug)) {
+    common::log(common::LogLevel::kDebug, "%s for %s: %s from here on (%zu bytes), was %s",
+                std::string(to_string(c)).c_str(), who().c_str(),
+                std::string(to_string(a)).c_str(), bytes,
                 std::string(to_string(static_cast<Algorithm>(last))).c_str());
   }
   last = static_cast<int>(a);
   if (common::log_enabled(common::LogLevel::kTrace)) {
     common::log(common::LogLevel::kTrace, "%s of %zu bytes for %s: %s",
-                std::string(to_string(c)).c_str(), bytes, who.c_str(),
+                std::string(to_string(c)).c_str(), bytes, who().c_str(),
                 std::string(to_string(a)).c_str());
   }
 }

@@ -99,3 +99,19 @@ def test_async_and_join(rn):
         pass
     assert np.allclose(rn.synchronize(h), rn.size())
     assert rn.join() in range(rn.size())
+
+
+def test_mpi_enabled_follows_how_mpi_is_used(rn, monkeypatch):
+    """Horovod's mpi_enabled(): MPI in use at run time. Under ringletrun (a
+    rendezvous of Ringlet's own) it is not, unless mpirun started the job and
+    the host collectives run through MPI."""
+    import os
+    from ringlet.common import basics
+    assert "RINGLET_RENDEZVOUS" in os.environ
+    monkeypatch.delenv("OMPI_COMM_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("HOROVOD_CPU_OPERATIONS", raising=False)
+    assert basics.mpi_enabled() is False
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", str(rn.size()))
+    assert basics.mpi_enabled() is False  # mpirun, but the ranks meet through the store
+    monkeypatch.setenv("HOROVOD_CPU_OPERATIONS", "mpi")
+    assert basics.mpi_enabled() is basics.mpi_built()

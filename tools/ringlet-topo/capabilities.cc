@@ -1,32 +1,14 @@
 #include "capabilities.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
+#include "path_search.h"
 #include "ringlet/topology/nic_interface.h"
 
 namespace ringlet_topo {
 
-std::string on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  size_t at = 0;
-  for (;;) {
-    const size_t colon = dirs.find(':', at);
-    std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-    if (dir.empty()) dir = ".";
-    const std::string candidate = dir + "/" + program;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-    if (colon == std::string::npos) return "";
-    at = colon + 1;
-  }
-}
 
 std::vector<Capability> transports() {
   std::vector<Capability> out;
@@ -59,7 +41,7 @@ std::vector<Capability> launchers() {
     out.push_back(
         {"ringletrun -H", true, "ranks on other hosts through RINGLET_RSH=" + std::string(rsh)});
   } else {
-    const std::string ssh = on_path("ssh");
+    const std::string ssh = ringletrun::find_on_path("ssh");
     out.push_back({"ringletrun -H", !ssh.empty(),
                    ssh.empty() ? "ssh is not on PATH (or set RINGLET_RSH, or pass --rsh)"
                                : "ranks on other hosts through " + ssh});
@@ -67,10 +49,10 @@ std::vector<Capability> launchers() {
   const std::string bootstrap = RINGLET_BUILD_MPI
                                     ? "; without RINGLET_RENDEZVOUS ranks meet through MPI"
                                     : "; this build has no MPI: ranks need RINGLET_RENDEZVOUS";
-  const std::string mpirun = on_path("mpirun");
+  const std::string mpirun = ringletrun::find_on_path("mpirun");
   out.push_back({"ringletrun --mpi", !mpirun.empty(),
                  mpirun.empty() ? "mpirun is not on PATH" : mpirun + bootstrap});
-  const std::string srun = on_path("srun");
+  const std::string srun = ringletrun::find_on_path("srun");
   out.push_back({"srun", !srun.empty(), srun.empty() ? "srun is not on PATH" : srun + bootstrap});
   return out;
 }

@@ -17,7 +17,4 @@ struct Capability {
 std::vector<Capability> transports();
 std::vector<Capability> launchers();
 
-// `program` on PATH, as the shell would find it; "" where it is not.
-std::string on_path(const std::string& program);
-
 }  // namespace ringlet_topo

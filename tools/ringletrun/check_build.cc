@@ -1,9 +1,7 @@
 #include "check_build.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -46,22 +44,6 @@ bool python_has_module(const std::string& module) {
       module + "\") else 1)' 2>/dev/null";
   const int status = std::system(command.c_str());
   return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-bool on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    const std::size_t colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    const std::string file = (dir.empty() ? "." : dir) + "/" + name;
-    struct stat st;
-    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(file.c_str(), X_OK) == 0) {
-      return true;
-    }
-    if (colon == std::string_view::npos) return false;
-    dirs.remove_prefix(colon + 1);
-  }
 }
 
 void count_cuda_devices(BuildFeatures& f) {

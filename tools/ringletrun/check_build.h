@@ -35,9 +35,6 @@ struct BuildFeatures {
   bool mpirun = false;
 };
 
-// Whether `name` is an executable on PATH.
-bool on_path(const std::string& name);
-
 // Counts the CUDA devices through the driver, loaded with dlopen so that
 // ringletrun links no CUDA library; fills cuda_devices and cuda_devices_note.
 void count_cuda_devices(BuildFeatures& f);

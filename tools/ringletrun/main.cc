@@ -6,7 +6,6 @@
 // the command, passed through untouched: `ringletrun -np 2 python train.py
 // --verbose` gives --verbose to train.py, not to ringletrun.
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +26,7 @@
 #include "check_build.h"
 #include "hosts.h"
 #include "job.h"
+#include "path_search.h"
 #include "remote_agent.h"
 #include "slurm.h"
 
@@ -167,9 +167,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
 // execvp's search, done up front so that a typo is one clear usage error
 // rather than N ranks each failing to start.
 bool command_exists(const std::string& cmd) {
-  if (cmd.find('/') == std::string::npos) return on_path(cmd);
-  struct stat st;
-  return ::stat(cmd.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cmd.c_str(), X_OK) == 0;
+  return cmd.find('/') == std::string::npos ? !find_on_path(cmd).empty() : is_executable_file(cmd);
 }
 
 // Where each rank runs, from -H / --hostfile (every rank here without them).
@@ -374,9 +372,9 @@ int run(int argc, char** argv) {
       features.tf_keras = python_has_module("tf_keras");
     }
     if (features.cuda) count_cuda_devices(features);
-    features.ssh = on_path("ssh");
-    features.srun = on_path("srun");
-    features.mpirun = on_path("mpirun");
+    features.ssh = !find_on_path("ssh").empty();
+    features.srun = !find_on_path("srun").empty();
+    features.mpirun = !find_on_path("mpirun").empty();
     std::cout << format_check_build(features, built_version());
     return 0;
   }

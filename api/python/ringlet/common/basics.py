@@ -153,10 +153,14 @@ def mpi_built():
 
 
 def mpi_enabled():
-    """True when this job was launched by mpirun or srun rather than ringletrun."""
+    """True when this job uses MPI at run time, as Horovod's says: launched by
+    mpirun or srun and meeting through MPI (no RINGLET_RENDEZVOUS), or running
+    its host collectives through MPI (HOROVOD_CPU_OPERATIONS=MPI)."""
     launched_by_mpi = any(v in os.environ for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                                                     "PMIX_RANK"))
-    return mpi_built() and launched_by_mpi and "RINGLET_RENDEZVOUS" not in os.environ
+    mpi_operations = os.environ.get("HOROVOD_CPU_OPERATIONS", "").upper() == "MPI"
+    return mpi_built() and launched_by_mpi and (
+        "RINGLET_RENDEZVOUS" not in os.environ or mpi_operations)
 
 
 def gloo_built():
