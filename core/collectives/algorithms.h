@@ -12,6 +12,7 @@
 #include "core/collectives/segments.h"
 #include "core/collectives/workspace.h"
 #include "core/communicator.h"
+#include "ringlet/kernels/cpu.h"
 #include "ringlet/types.h"
 
 namespace ringlet::core::collectives {
@@ -167,6 +168,12 @@ constexpr bool implemented(Collective c, Algorithm a) {
       return implementation(kBarrierImpls, a) != nullptr;
   }
   return false;
+}
+
+// An out-of-place collective on one rank, or its own block: the input copied
+// to the output unless they are one buffer.
+inline void copy_if_apart(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) kernels::cpu::copy(dst, src, bytes);
 }
 
 }  // namespace ringlet::core::collectives

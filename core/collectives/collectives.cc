@@ -10,6 +10,7 @@
 #include <chrono>
 #include <set>
 #include <stdexcept>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@ namespace {
 
 using collectives::Algorithm;
 using collectives::Collective;
+using collectives::copy_if_apart;
 
 using common::seconds_text;
 
@@ -109,12 +111,7 @@ void check_counts(const Communicator& comm, std::span<const size_t> counts, cons
   }
 }
 size_t sum(std::span<const size_t> counts) {
-  size_t s = 0;
-  for (size_t c : counts) s += c;
-  return s;
-}
-void copy_if_apart(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) kernels::cpu::copy(dst, src, bytes);
+  return std::accumulate(counts.begin(), counts.end(), size_t{0});
 }
 
 // Runs the algorithm that the table picks for a `bytes` message of `c` (the

@@ -1,6 +1,7 @@
 #include "core/collectives/group_steps.h"
 
 #include <cstdint>
+#include <numeric>
 #include <string>
 
 #include "core/collectives/algorithm_table.h"
@@ -32,14 +33,9 @@ Fn chosen(const std::array<Implementation<Fn>, N>& impls, Communicator& group, C
 }
 
 size_t sum(std::span<const size_t> counts) {
-  size_t s = 0;
-  for (size_t c : counts) s += c;
-  return s;
+  return std::accumulate(counts.begin(), counts.end(), size_t{0});
 }
 
-void copy_if_apart(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) kernels::cpu::copy(dst, src, bytes);
-}
 
 }  // namespace
 
