@@ -102,16 +102,19 @@ def test_async_and_join(rn):
 
 
 def test_mpi_enabled_follows_how_mpi_is_used(rn, monkeypatch):
-    """Horovod's mpi_enabled(): MPI in use at run time. Under ringletrun (a
-    rendezvous of Ringlet's own) it is not, unless mpirun started the job and
-    the host collectives run through MPI."""
-    import os
+    """Horovod's mpi_enabled(): MPI in use at run time. With a rendezvous of
+    Ringlet's own it is not, unless mpirun started the job and the host
+    collectives run through MPI. (Only the environment is read, so the job this
+    suite runs in, under ringletrun or mpirun, is untouched.)"""
     from ringlet.common import basics
-    assert "RINGLET_RENDEZVOUS" in os.environ
-    monkeypatch.delenv("OMPI_COMM_WORLD_SIZE", raising=False)
-    monkeypatch.delenv("HOROVOD_CPU_OPERATIONS", raising=False)
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "HOROVOD_CPU_OPERATIONS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RINGLET_RENDEZVOUS", "127.0.0.1:1")
     assert basics.mpi_enabled() is False
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", str(rn.size()))
     assert basics.mpi_enabled() is False  # mpirun, but the ranks meet through the store
     monkeypatch.setenv("HOROVOD_CPU_OPERATIONS", "mpi")
     assert basics.mpi_enabled() is basics.mpi_built()
+    monkeypatch.delenv("HOROVOD_CPU_OPERATIONS")
+    monkeypatch.delenv("RINGLET_RENDEZVOUS")
+    assert basics.mpi_enabled() is basics.mpi_built()  # mpirun, meeting through MPI
