@@ -72,9 +72,10 @@ TEST(HandleTable, WaitSaysWhetherTheHandleCompletedOrWasAbandoned) {
 
   const Handle stranded = t.create();
   const Handle failed = t.create();
+  // The grace counts from the close, so the time is taken before it.
+  const auto start = std::chrono::steady_clock::now();
   t.close("stopped");
   t.fail(failed, ErrorKind::kShutdown, "failed at the stop");
-  const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(t.wait(stranded, 10ms, 200ms), Waited::kTimedOut);  // within the grace
   EXPECT_EQ(t.wait(stranded, 10s, 200ms), Waited::kAbandoned);  // woken when it ran out
   const auto waited = std::chrono::steady_clock::now() - start;
