@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,6 +56,43 @@ TEST(RemoteLaunch, RanksOnOtherHostsGetTheirPlaceDirectoryAndJob) {
   EXPECT_EQ(jobs.size(), 1u) << "one job id for every host";
   // Rank 0 is here and the others are not: the store must be reachable from them.
   EXPECT_NE(rendezvous_host, "127.0.0.1");
+}
+
+// Without --rsh the remote shell is ssh, whose connect gets the start
+// timeout as its deadline. An ssh of the test's on PATH records its words and
+// runs the command as the host it names.
+TEST(RemoteLaunch, DefaultSshConnectsWithinTheStartTimeout) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ringlet-ssh-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string words = (dir / "words").string();
+  {
+    std::ofstream ssh(dir / "ssh");
+    ssh << "#!/bin/sh\n"
+        << "echo \"$*\" >> " << words << "\n"
+        << "while [ \"${1#-}\" != \"$1\" ]; do shift 2; done\n"
+        << "host=$1; shift\n"
+        << "exec " << AS_HOST_PATH << " \"$host\" sh -c \"$*\"\n";
+  }
+  std::filesystem::permissions(dir / "ssh", std::filesystem::perms::owner_all);
+  const std::string path = dir.string() + ":" + std::getenv("PATH");
+  for (const auto& [flag, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"", "ConnectTimeout=30"}, {"12", "ConnectTimeout=12"}}) {
+    std::filesystem::remove(words);
+    std::vector<std::string> args = {"-np", "2", "-H", "localhost:1,nodeA:1", "true"};
+    if (!flag.empty()) args.insert(args.begin(), {"--start-timeout", flag});
+    RunOptions opt = with_env("PATH", path);
+    opt.env.push_back({"RINGLET_RSH", ""});
+    opt.env.push_back({"RINGLET_START_TIMEOUT_SECONDS", ""});
+    Result r = run_ringletrun(args, opt);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(words);
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line)) << "ssh was not run";
+    EXPECT_EQ(line.rfind("-o BatchMode=yes -o " + expected + " nodeA ", 0), 0u) << line;
+    EXPECT_NE(line.find("--remote-agent"), std::string::npos) << line;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RemoteLaunch, TheStoreIsOnRankZerosHostWhenThatHostIsRemote) {

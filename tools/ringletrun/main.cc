@@ -89,7 +89,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   hosts->excludes(hostfile);
   app.add_option("--rsh", args.rsh,
                  "the remote shell that starts ranks on other hosts, the host name following "
-                 "its words (default: RINGLET_RSH, else 'ssh -o BatchMode=yes')");
+                 "its words (default: RINGLET_RSH, else 'ssh -o BatchMode=yes -o ConnectTimeout=S', S the start timeout)");
   app.add_option("-p,--ssh-port", args.ssh_port, "ssh's port on the other hosts")
       ->check(CLI::Range(1, 65535));
   app.add_option("-i,--ssh-identity-file", args.ssh_identity_file,
@@ -210,6 +210,19 @@ std::string rendezvous_host(const std::vector<RankPlace>& places, const Args& ar
   return interface_address(interface);
 }
 
+// The ranks' start timeout: --start-timeout, else RINGLET_START_TIMEOUT_SECONDS
+// where it is a whole number of seconds (the ranks check it), else 30.
+int start_timeout_seconds(const Args& args) {
+  if (args.start_timeout) return *args.start_timeout;
+  const char* env = std::getenv("RINGLET_START_TIMEOUT_SECONDS");
+  if (env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end == '\0' && v > 0 && v <= 86400) return static_cast<int>(v);
+  }
+  return 30;
+}
+
 // The words that start a command on another host, the host name following them.
 std::vector<std::string> remote_shell(const Args& args) {
   std::string text = args.rsh;
@@ -220,7 +233,12 @@ std::vector<std::string> remote_shell(const Args& args) {
   std::vector<std::string> words;
   std::istringstream split(text);
   for (std::string w; split >> w;) words.push_back(w);
-  if (words.empty()) words = {"ssh", "-o", "BatchMode=yes"};
+  if (words.empty()) {
+    // ssh's own connect has no deadline (a host that drops packets holds it
+    // for minutes): it gets the ranks' start timeout.
+    words = {"ssh", "-o", "BatchMode=yes", "-o",
+             "ConnectTimeout=" + std::to_string(start_timeout_seconds(args))};
+  }
   if (words.front() == "ssh" || words.front().ends_with("/ssh")) {
     if (args.ssh_port) words.insert(words.end(), {"-p", std::to_string(*args.ssh_port)});
     if (!args.ssh_identity_file.empty()) words.insert(words.end(), {"-i", args.ssh_identity_file});
