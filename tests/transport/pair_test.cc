@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +16,7 @@
 #include "file_store.h"
 #include "job_dir.h"
 #include "tests/common/forked_ranks.h"
+#include "ringlet/common/logging.h"
 #include "ringlet/transport/transport.h"
 
 #if RINGLET_HAVE_UCX
@@ -602,6 +606,39 @@ TEST_F(UcxCarrier, PublishesItsWorkerAddressInTheStore) {
   auto carrier = make_ucx_carrier(options);
   EXPECT_EQ(carrier->name(), "ucx");
   EXPECT_FALSE(store.get("ucx/addr/0", Clock::now() + seconds(5)).empty());
+}
+
+// Ringlet's UCX defaults (docs/environment.md) fill in only the variables the
+// user left unset, and the segment sizes and protocol threshold only on a
+// host without RDMA devices; each one set is said at debug level. In a forked
+// rank, so that the variable and the log settings stay there.
+TEST_F(UcxCarrier, DefaultsOnlyWhereTheUserLeftTheVariableUnset) {
+  const bool rdma = std::filesystem::is_directory("/sys/class/infiniband") &&
+                    !std::filesystem::is_empty("/sys/class/infiniband");
+  expect_all_passed(run_ranks(1, [&](int) {
+    ::setenv("UCX_RNDV_THRESH", "auto", 1);
+    ::unsetenv("UCX_TCP_TX_SEG_SIZE");
+    ::unsetenv("UCX_KEEPALIVE_INTERVAL");
+    char path[] = "/tmp/ringlet-ucx-log-XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    common::LogSettings log = common::log_settings();
+    log.level = common::LogLevel::kDebug;
+    log.fd = fd;
+    common::configure_log(log);
+    FileStore store(job_.dir);
+    CarrierOptions options{0, 1, job_.job_id, &store, "", "", job_.secret};
+    auto carrier = make_ucx_carrier(options);
+    std::ifstream in(path);
+    const std::string lines((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ::unlink(path);
+    EXPECT_NE(lines.find("ucx: UCX_KEEPALIVE_INTERVAL=1s (Ringlet's default"), std::string::npos)
+        << lines;
+    EXPECT_EQ(lines.find("UCX_RNDV_THRESH"), std::string::npos) << lines;
+    EXPECT_EQ(lines.find("ucx: UCX_TCP_TX_SEG_SIZE=256k (Ringlet's default") != std::string::npos,
+              !rdma)
+        << lines;
+  }));
 }
 
 // Whether UCX itself (asked here directly) carries CUDA memory decides

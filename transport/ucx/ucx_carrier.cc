@@ -4,9 +4,9 @@
 //
 // What UCX runs on is UCX's choice, under its own variables: UCX_TLS,
 // UCX_NET_DEVICES and the rest are read as UCX reads them and never
-// overridden (RINGLET_NETWORK_INTERFACE is a TCP carrier setting). The one
-// default set here, where the variable is unset, is a short keepalive
-// (worker.cc says why).
+// overridden (RINGLET_NETWORK_INTERFACE is a TCP carrier setting). Where
+// they are unset, worker.cc sets a short keepalive and, on hosts without RDMA
+// devices, a protocol threshold and segment sizes fit for the ring's posts.
 //
 // Memory: host memory always; CUDA memory only where UCX itself was built
 // with CUDA support (its context reports the CUDA memory type), which

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "ringlet/common/logging.h"
 #include "ringlet/transport/transport.h"
@@ -21,21 +23,60 @@ constexpr int kYieldsBeforeSleep = 8;
 // How long a worker being destroyed waits for control messages still in flight.
 constexpr auto kDrainTime = std::chrono::milliseconds(500);
 
-// Reads UCX's configuration from its variables, as every UCX program does.
+// A UCX setting Ringlet chooses where the user left its variable unset.
+struct Default {
+  const char* variable;  // what the user sets
+  const char* name;      // the setting's name in ucp_config_modify
+  const char* value;
+};
+
 // Where UCX_KEEPALIVE_INTERVAL is unset it is 1 s rather than UCX's 20 s: on
 // a transport that learns of a dead peer (SIGKILL, a lost host) only through
 // the keepalive round, 20 s would race RINGLET_TIMEOUT_SECONDS (30 s) and
 // make a lost peer a timeout. (UCX's tcp transport also sees the socket end.)
+constexpr Default kEverywhere[] = {{"UCX_KEEPALIVE_INTERVAL", "KEEPALIVE_INTERVAL", "1s"}};
+
+// On a host without RDMA devices UCX carries everything over its tcp
+// transport, whose defaults suit small messages: every ring post (256 KiB)
+// went by rendezvous, a round trip and a pipeline of 8 KiB fragments, through
+// 64 KiB receive segments (docs/environment.md has the measurements). Where
+// RDMA devices exist UCX's zero-copy rendezvous is the right protocol for
+// large messages, and its defaults stay.
+constexpr Default kOverTcp[] = {
+    {"UCX_RNDV_THRESH", "RNDV_THRESH", "1m"},  // above the ring's posts, so they go eagerly
+    // A transport's settings go by their names within the transport.
+    {"UCX_TCP_TX_SEG_SIZE", "TX_SEG_SIZE", "256k"},
+    {"UCX_TCP_RX_SEG_SIZE", "RX_SEG_SIZE", "1m"},
+};
+
+bool host_has_rdma_devices() {
+  std::error_code ec;
+  const std::filesystem::path devices = "/sys/class/infiniband";
+  return std::filesystem::is_directory(devices, ec) &&
+         std::filesystem::directory_iterator(devices, ec) != std::filesystem::directory_iterator();
+}
+
+void set_default(const Library& lib, ucp_config_t* config, const Default& d) {
+  if (std::getenv(d.variable) != nullptr) return;
+  if (ucs_status_t s = lib.ucp_config_modify(config, d.name, d.value); s != UCS_OK) {
+    common::log(common::LogLevel::kDebug, "ucx: %s left at UCX's default (%s)", d.variable,
+                status_text(s).c_str());
+  } else {
+    common::log(common::LogLevel::kDebug, "ucx: %s=%s (Ringlet's default where it is unset)",
+                d.variable, d.value);
+  }
+}
+
+// Reads UCX's configuration from its variables, as every UCX program does,
+// then fills in Ringlet's defaults for the variables the user left unset.
 ucp_config_t* read_config(const Library& lib, int rank) {
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = lib.ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
     throw Error(rank, -1, "ucx: cannot read UCX's configuration (" + status_text(s) + ")");
   }
-  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
-    if (ucs_status_t s = lib.ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s"); s != UCS_OK) {
-      common::log(common::LogLevel::kDebug, "ucx: KEEPALIVE_INTERVAL not set (%s)",
-                  status_text(s).c_str());
-    }
+  for (const Default& d : kEverywhere) set_default(lib, config, d);
+  if (!host_has_rdma_devices()) {
+    for (const Default& d : kOverTcp) set_default(lib, config, d);
   }
   return config;
 }

@@ -6,8 +6,8 @@
 // time, not always the same one (worker.cc).
 //
 // UCX reads its own variables (UCX_TLS, UCX_NET_DEVICES, ...) as it always
-// does; nothing here overrides them (worker.cc names the one default it sets
-// where the variable is unset).
+// does; nothing here overrides them (worker.cc names the defaults it sets
+// where a variable is unset).
 #pragma once
 
 #include <ucp/api/ucp.h>
