@@ -16,6 +16,7 @@ packages=(
   libdlpack-dev
   libssl-dev
   iproute2 util-linux
+  slurmd slurmctld slurm-client munge
   python3 python3-dev python3-venv python3-pip
 )
 
@@ -29,8 +30,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
+  # The daemons among them (munge, Slurm's) are started by the tests that
+  # need them, with configurations of their own, never by their packages:
+  # where no policy says so already, one does for the install.
+  policy=/usr/sbin/policy-rc.d
+  made_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" > /dev/null
+    $sudo chmod 755 "$policy"
+    made_policy=1
+  fi
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if [ "$made_policy" = 1 ]; then $sudo rm -f "$policy"; fi
 fi
 
 # Python: what builds the bindings (nanobind; scikit-build-core for

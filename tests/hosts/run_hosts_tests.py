@@ -1,10 +1,11 @@
-"""Runs pytest files of the namespaced-hosts tests for ctest, or reports
-them SKIPPED (exit 77) with the reason: namespaced hosts cannot be made here
-(netns.why_unavailable()), or a module they need is not installed. A run
-that passes with some tests skipped is reported SKIPPED too, naming them,
-never as a pass.
+"""Runs pytest files of the multi-host tests for ctest, or reports them
+SKIPPED (exit 77) with the reason: their harness cannot run here (namespaced
+hosts: netns.why_unavailable(); with --harness slurm, a one-node Slurm
+cluster: slurm_cluster.why_unavailable()), or a module they need is not
+installed. A run that passes with some tests skipped is reported SKIPPED
+too, naming them, never as a pass.
 
-    run_hosts_tests.py [--needs numpy,...] test_file.py [pytest arguments]
+    run_hosts_tests.py [--needs numpy,...] [--harness netns|slurm] test_file.py [pytest arguments]
 
 SIGTERM (a test runner giving up) ends the run as Ctrl-C does, so that the
 hosts are torn down; hosts left by a run killed outright are removed by the
@@ -16,6 +17,7 @@ import signal
 import sys
 
 import netns
+import slurm_cluster
 
 
 class SkipCounter:
@@ -30,8 +32,13 @@ class SkipCounter:
 def main():
     args = sys.argv[1:]
     needs = []
-    if args[:1] == ["--needs"]:
-        needs, args = args[1].split(","), args[2:]
+    harness = netns
+    while args[:1] in (["--needs"], ["--harness"]):
+        if args[0] == "--needs":
+            needs = args[1].split(",")
+        else:
+            harness = {"netns": netns, "slurm": slurm_cluster}[args[1]]
+        args = args[2:]
     missing = []
     for module in needs:
         try:
@@ -41,7 +48,7 @@ def main():
     if missing:
         print(f"SKIPPED: {', '.join(missing)} not installed (pip install {' '.join(missing)})")
         sys.exit(77)
-    why = netns.why_unavailable()
+    why = harness.why_unavailable()
     if why:
         print(f"SKIPPED: {why}")
         sys.exit(77)
