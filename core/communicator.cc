@@ -439,6 +439,16 @@ int Communicator::rank_of_global(int global) const {
   return it == members_.end() ? -1 : static_cast<int>(it - members_.begin());
 }
 
+StoreClient& Communicator::store() {
+  if (parent_ != nullptr) return parent_->store();
+  if (store_ == nullptr) {
+    throw common::Failure(common::FailureKind::kInternal, rank(), -1,
+                          "a world of one started without a launcher has no rendezvous store; "
+                          "nothing should exchange through it");
+  }
+  return *store_;
+}
+
 transport::Deadline Communicator::deadline() const { return Clock::now() + config_.timeout; }
 
 void Communicator::set_busy_threads_per_rank(int threads) {

@@ -126,7 +126,12 @@ class Communicator {
   // The carrier that links this rank to `peer` ("shm", "tcp", "ucx").
   std::string_view carrier_name(int peer) const;
 
-  StoreClient& store() { return parent_ != nullptr ? parent_->store() : *store_; }
+  // The job's rendezvous store. A world of one started without a launcher
+  // (`python train.py`) has none, and needs none: it has nobody to exchange
+  // anything with. store() then throws an internal error naming the caller's
+  // mistake rather than handing out a null reference.
+  bool has_store() const { return parent_ != nullptr ? parent_->has_store() : store_ != nullptr; }
+  StoreClient& store();
   collectives::Workspace& workspace() { return *workspace_; }
 
  private:

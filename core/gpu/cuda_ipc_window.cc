@@ -45,7 +45,11 @@ CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const
     out.device = device;
     out.bytes = bytes;
     const auto* raw = reinterpret_cast<const uint8_t*>(&out);
-    comm.store().set(key + "/" + std::to_string(me_), std::vector<uint8_t>(raw, raw + sizeof out));
+    // Alone, there is nobody to hand the handles to (nor, without a launcher, a store).
+    if (comm.size() > 1) {
+      comm.store().set(key + "/" + std::to_string(me_),
+                       std::vector<uint8_t>(raw, raw + sizeof out));
+    }
 
     const transport::Deadline deadline = comm.deadline();
     for (int r = 0; r < comm.size(); ++r) {

@@ -44,8 +44,12 @@ NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::st
       throw RuntimeError(kind_of(r), rank_,
                          set_text_ + ": ncclGetUniqueId failed: " + ncclGetErrorString(r));
     }
-    comm.store().set(key, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
-                                               reinterpret_cast<uint8_t*>(&id) + sizeof id));
+    // Alone, nobody else needs the id (and a process started without a
+    // launcher has no store to put it in).
+    if (size_ > 1) {
+      comm.store().set(key, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
+                                                 reinterpret_cast<uint8_t*>(&id) + sizeof id));
+    }
   } else {
     const std::vector<uint8_t> bytes = comm.store().get(key, deadline);
     if (bytes.size() != sizeof id) {

@@ -79,6 +79,28 @@ std::vector<size_t> small_counts() {
   return {0, 1, 2, n - 1, n + 1, 1000};
 }
 
+// A process started without a launcher is a world of one with no rendezvous
+// store (the commonest start of all: `python train.py`). Nothing may reach for
+// the store there: asking for it is an error that says why, never a null
+// reference; every collective still runs (the other tests, in the ctest entry
+// collectives_np1_no_launcher).
+TEST(WorldOfOne, WithoutALauncherThereIsNoStoreAndAskingSaysSo) {
+  if (comm().has_store()) {
+    EXPECT_GE(comm().store().add("collectives_test/store-asked", 1), 1);
+    return;
+  }
+  EXPECT_EQ(comm().size(), 1);
+  try {
+    comm().store();
+    ADD_FAILURE() << "store() of a world without one returned";
+  } catch (const common::Failure& f) {
+    EXPECT_EQ(f.kind(), common::FailureKind::kInternal);
+    EXPECT_NE(std::string(f.what()).find("started without a launcher has no rendezvous store"),
+              std::string::npos)
+        << f.what();
+  }
+}
+
 TEST(Allreduce, EveryTypeOpAndSmallSize) {
   for (DataType t : kAllTypes)
     for (ReduceOp op : kAllOps)
