@@ -588,6 +588,10 @@ void Communicator::abort(const common::Failure& why) {
     } catch (...) {
     }
   }
+  // Closed at once: a pair's close must not wait on a peer that hung.
+  for (auto& p : pairs_) {
+    if (p != nullptr) p->abandon();
+  }
   pairs_.clear();
   pairs_.resize(world_.size);
 }

@@ -35,26 +35,37 @@ void Endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
 }
 
 void Endpoint::close(bool force) {
+  begin_close(force);
+  finish_close(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseTime));
+}
+
+void Endpoint::begin_close(bool force) {
   if (ep_ == nullptr) return;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   ucs_status_ptr_t closing = worker_->lib().ucp_ep_close_nbx(ep_, &param);
   ep_ = nullptr;
-  if (closing == nullptr || UCS_PTR_IS_ERR(closing)) return;
-  const auto until = std::chrono::steady_clock::now() + kCloseTime;
-  while (worker_->lib().ucp_request_check_status(closing) == UCS_INPROGRESS) {
+  if (closing != nullptr && !UCS_PTR_IS_ERR(closing)) closing_ = closing;
+}
+
+void Endpoint::finish_close(std::chrono::milliseconds time) {
+  if (closing_ == nullptr) return;
+  const auto until = std::chrono::steady_clock::now() + time;
+  while (worker_->lib().ucp_request_check_status(closing_) == UCS_INPROGRESS) {
     if (std::chrono::steady_clock::now() >= until) {
       common::log(common::LogLevel::kDebug,
-                  "ucx: the endpoint to rank %d did not close within %lld s; left to UCX", peer_,
-                  static_cast<long long>(kCloseTime.count()));
-      worker_->lib().ucp_request_free(closing);
+                  "ucx: the endpoint to rank %d did not close within %lld ms; left to UCX", peer_,
+                  static_cast<long long>(time.count()));
+      worker_->lib().ucp_request_free(closing_);
+      closing_ = nullptr;
       worker_->keep_until_destroyed(state_);  // UCX may still report to it
       return;
     }
     if (!worker_->progress()) worker_->wait(std::chrono::microseconds(1000));
   }
-  worker_->lib().ucp_request_free(closing);
+  worker_->lib().ucp_request_free(closing_);
+  closing_ = nullptr;
 }
 
 }  // namespace ringlet::transport::ucx

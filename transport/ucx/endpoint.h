@@ -44,6 +44,12 @@ class Endpoint {
   // Closes now: `force` cancels what is in flight instead of flushing it.
   void close(bool force);
 
+  // A close in two halves, so that a rank closing several endpoints waits
+  // for them together: begin_close() starts it, finish_close() progresses
+  // until UCX is done or `time` passes (close() is both, with kCloseTime).
+  void begin_close(bool force);
+  void finish_close(std::chrono::milliseconds time);
+
  private:
   // What UCX's error callback writes to. Freed with the endpoint, or, when a
   // close does not finish (UCX may still report to it), with the worker.
@@ -55,6 +61,7 @@ class Endpoint {
   std::shared_ptr<Worker> worker_;
   int peer_;
   ucp_ep_h ep_ = nullptr;
+  void* closing_ = nullptr;  // the close UCX has begun and not finished
   std::shared_ptr<State> state_;
 };
 

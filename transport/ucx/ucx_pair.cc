@@ -33,6 +33,21 @@ UcxPair::UcxPair(int self, int peer, std::unique_ptr<Endpoint> endpoint)
 }
 
 UcxPair::~UcxPair() {
+  if (abandoned_) {
+    endpoint_->finish_close(kAbandonTime);
+    return;
+  }
+  begin_close();
+  endpoint_->finish_close(std::chrono::duration_cast<std::chrono::milliseconds>(Endpoint::kCloseTime));
+}
+
+void UcxPair::abandon() {
+  if (abandoned_) return;
+  abandoned_ = true;
+  begin_close();
+}
+
+void UcxPair::begin_close() {
   const bool healthy = !failure_ && !endpoint_->failed() && !busy();
   // Posts still pending are dropped, as a closed socket drops them: their
   // Requests may be gone already, so only UCX's side is released.
@@ -40,13 +55,13 @@ UcxPair::~UcxPair() {
   cancel_notice();
   if (healthy) {
     // Tells the peer that this side is gone on purpose; the flushing close
-    // below delivers it (and whatever was sent before) before the endpoint goes.
+    // delivers it (and whatever was sent before) before the endpoint goes.
     Notice bye{kClosedNotice, 0, 0};
     const auto* b = reinterpret_cast<const uint8_t*>(&bye);
     worker_.send_owned(endpoint_->get(), make_tag(TagKind::kNotice, self()),
                        std::vector<uint8_t>(b, b + sizeof bye));
   }
-  endpoint_->close(/*force=*/!healthy);
+  endpoint_->begin_close(/*force=*/!healthy);
 }
 
 bool UcxPair::memory_refused(MemoryKind kind, Request& req, const char* what) {

@@ -52,6 +52,13 @@ class UcxPair final : public Pair {
   void post_recv(void* data, size_t bytes, Request& req, MemoryKind kind) override;
   bool progress() override;
   bool busy() const override { return !sends_.empty() || !recvs_.empty(); }
+  // Begins the close at once (a healthy link's with the closed notice, so
+  // that the peer learns it while this rank still answers why), and the
+  // destructor waits for it only kAbandonTime: the peer may be the one that
+  // hung. Every pair of a failing rank begins before any waits, so their
+  // closes run together.
+  void abandon() override;
+  static constexpr auto kAbandonTime = std::chrono::milliseconds(200);
 
  private:
   // One post UCX has not completed yet (request == nullptr once reaped).
@@ -88,6 +95,9 @@ class UcxPair final : public Pair {
   // Cancels and frees UCX's side of every pending post, leaving the Requests.
   void release_all();
   void cancel_notice();
+  // Releases what is pending and begins the endpoint's close: flushed, after
+  // the closed notice, when the link is healthy; forced otherwise.
+  void begin_close();
 
   std::unique_ptr<Endpoint> endpoint_;
   Worker& worker_;
@@ -101,7 +111,8 @@ class UcxPair final : public Pair {
   Notice notice_out_{};
   void* notice_request_ = nullptr;  // the posted receive of the peer's notice
 
-  bool lost_ = false;  // progress() throws
+  bool lost_ = false;       // progress() throws
+  bool abandoned_ = false;  // abandon() began the close: only the destructor follows
   bool gone_ = false;  // the peer left; receives may still match what it sent
   std::optional<common::Failure> failure_;
 };

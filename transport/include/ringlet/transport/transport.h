@@ -127,6 +127,11 @@ class Pair {
   // True while a posted request of this pair has not completed.
   virtual bool busy() const = 0;
 
+  // The job failed and this pair is about to be destroyed: its close must
+  // not wait on the peer, which may be the rank that hung. A carrier whose
+  // close never waits (a socket, a segment) has nothing to do.
+  virtual void abandon() {}
+
  protected:
   Pair(int self, int peer) : self_(self), peer_(peer) {}
 
