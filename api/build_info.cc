@@ -17,6 +17,7 @@ std::string build_info() {
   std::string text;
   text += std::string("cuda: ") + yes_no(RINGLET_INFO_CUDA) + "\n";
   text += std::string("nccl: ") + yes_no(RINGLET_INFO_NCCL) + "\n";
+  if (RINGLET_INFO_NCCL) text += std::string("nccl version: ") + RINGLET_INFO_NCCL_VERSION + "\n";
   text += std::string("ucx: ") + yes_no(RINGLET_INFO_UCX) + "\n";
   text += std::string("mpi: ") + yes_no(RINGLET_INFO_MPI) + "\n";
   text += std::string("python: ") + yes_no(RINGLET_INFO_PYTHON) + "\n";

@@ -35,7 +35,8 @@ def main():
     hvd.init()
     torch.set_num_threads(args.num_threads)
     if cuda:
-        torch.cuda.set_device(hvd.local_rank())
+        # One GPU per local rank; more ranks than GPUs share them in turn.
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
     device = "cuda" if cuda else "cpu"
 
     model = getattr(models, args.model)().to(device)

@@ -32,6 +32,13 @@ def main():
     args = parse_args()
     hvd.init()
     tf.config.threading.set_intra_op_parallelism_threads(1)
+    # One GPU per local rank where there are GPUs; more ranks than GPUs share
+    # them in turn.
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
 
     images, labels = mnist_data.load(args.data_dir, train=True, seed=hvd.rank())
     dataset = tf.data.Dataset.from_tensor_slices(

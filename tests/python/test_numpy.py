@@ -1,6 +1,8 @@
 """ringlet.numpy: the collectives on numpy arrays, against results computed
 here from every rank's known input."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -99,6 +101,51 @@ def test_async_and_join(rn):
         pass
     assert np.allclose(rn.synchronize(h), rn.size())
     assert rn.join() in range(rn.size())
+
+
+def check_build_report():
+    """`ringletrun --check-build` of this build: what it says it contains."""
+    import subprocess
+    from pathlib import Path
+    ringletrun = os.environ.get("RINGLET_TEST_RINGLETRUN") or str(
+        Path(__file__).resolve().parents[2] / "build" / "bin" / "ringletrun")
+    return subprocess.run([ringletrun, "--check-build"], capture_output=True, text=True,
+                          check=True, timeout=120).stdout
+
+
+def nccl_version_code(major, minor, patch):
+    """nccl.h's NCCL_VERSION(X, Y, Z)."""
+    if major <= 2 and minor <= 8:
+        return major * 1000 + minor * 100 + patch
+    return major * 10000 + minor * 100 + patch
+
+
+def test_built_answers_are_what_check_build_says(rn):
+    """Horovod's *_built(): what this build was compiled with, and for NCCL its
+    version code, the same answers as `ringletrun --check-build` gives."""
+    import re
+    from pathlib import Path
+    from ringlet.common import basics
+    report = check_build_report()
+    assert basics.mpi_built() is ("[X] MPI\n" in report), report
+    assert basics.cuda_built() is ("CUDA kernels for architectures" in report), report
+    version = re.search(r"NCCL (\d+)\.(\d+)\.(\d+) at build time", report)
+    if "[X] NCCL" in report:
+        assert version, report
+        code = nccl_version_code(*(int(v) for v in version.groups()))
+        assert basics.nccl_built() == code
+        # Where the toolkit's nccl.h is this same version, its own define agrees.
+        header = Path("/usr/local/cuda/include/nccl.h")
+        if header.exists():
+            text = header.read_text()
+            parts = [re.search(rf"#define NCCL_{p} +(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+            if all(parts) and tuple(m.group(1) for m in parts) == version.groups():
+                assert f"#define NCCL_VERSION_CODE {code}" in text
+    else:
+        assert basics.nccl_built() == 0
+    assert basics.gloo_built() is False and basics.rocm_built() is False
+    assert basics.ddl_built() is False and basics.ccl_built() is False
+    assert rn.cuda_built() is basics.cuda_built() and rn.nccl_built() == basics.nccl_built()
 
 
 def test_mpi_enabled_follows_how_mpi_is_used(rn, monkeypatch):

@@ -44,9 +44,10 @@ def test_job_shape(rt):
     assert 0 <= rt.local_rank() < rt.local_size()
     assert rt.cross_size() >= 1 and 0 <= rt.cross_rank() < rt.cross_size()
     assert rt.is_initialized() and rt.is_homogeneous()
-    assert rt.nccl_built() == 0 and isinstance(rt.nccl_built(), int)
-    assert rt.cuda_built() is False and rt.rocm_built() is False
-    assert rt.gloo_built() is False and isinstance(rt.mpi_built(), bool)
+    # What the build has is test_numpy.py's to check against --check-build.
+    assert isinstance(rt.nccl_built(), int) and isinstance(rt.cuda_built(), bool)
+    assert rt.rocm_built() is False and rt.gloo_built() is False
+    assert isinstance(rt.mpi_built(), bool)
 
 
 @pytest.mark.parametrize("dtype", REDUCIBLE, ids=str)

@@ -2,6 +2,7 @@
 what this build contains, the timeline, and the reduction operations."""
 
 import atexit
+import functools
 import os
 
 from ringlet import _ringlet
@@ -134,6 +135,7 @@ def stop_timeline():
     _ringlet.stop_timeline()
 
 
+@functools.cache
 def _build_info():
     info = {}
     for line in _ringlet.build_info().splitlines():
@@ -173,8 +175,16 @@ def gloo_enabled():
 
 
 def nccl_built():
-    """NCCL's version as an integer (e.g. 22703) when collectives run on NCCL, else 0."""
-    return 0
+    """NCCL's version code when this build runs collectives of CUDA tensors on
+    NCCL, as nccl.h's NCCL_VERSION_CODE spells it (2.28.9 is 22809; before
+    2.9, 2.8.4 was 2804), else 0: Horovod's answer."""
+    info = _build_info()
+    if info.get("nccl") != "yes":
+        return 0
+    major, minor, patch = (int(part) for part in info["nccl version"].split("."))
+    if major <= 2 and minor <= 8:
+        return major * 1000 + minor * 100 + patch
+    return major * 10000 + minor * 100 + patch
 
 
 def ddl_built():
@@ -186,8 +196,9 @@ def ccl_built():
 
 
 def cuda_built():
-    """True when collectives on CUDA tensors are served."""
-    return False
+    """True when this build was compiled with CUDA: collectives of CUDA tensors
+    are served (on a machine with a device)."""
+    return _build_info().get("cuda") == "yes"
 
 
 def rocm_built():
