@@ -30,6 +30,10 @@ bool needs_mpi_bootstrap(const LaunchInfo& launch) {
          (launch.launcher == "mpirun" || launch.launcher == "slurm");
 }
 
+// Refuses, naming it, an MPI that the program initialized below
+// MPI_THREAD_SERIALIZED; nothing where MPI is not initialized yet.
+void check_thread_level_if_initialized(const LaunchInfo& launch);
+
 void check_mpi_operations(const LaunchInfo& launch) {
   const std::string var = "HOROVOD_CPU_OPERATIONS=MPI";
   if (!mpi_bootstrap_available()) {
@@ -45,11 +49,17 @@ void check_mpi_operations(const LaunchInfo& launch) {
                           ", and MPI's collectives need them started by mpirun (or ringletrun "
                           "--mpi, or srun with MPI support) (accepted here: RING)");
   }
+  // An MPI the program initialized itself is refused here, on every rank,
+  // before the rendezvous: not after it, where the first rank to refuse would
+  // take the store with it and the others would report losing it instead.
+  check_thread_level_if_initialized(launch);
 }
 
 #ifndef RINGLET_HAVE_MPI
 
 bool mpi_bootstrap_available() { return false; }
+
+void check_thread_level_if_initialized(const LaunchInfo&) {}
 
 void start_mpi_operations(const LaunchInfo& launch) {
   throw ConfigError(launch.rank, "HOROVOD_CPU_OPERATIONS=MPI: this build has no MPI (accepted: RING)");
@@ -253,22 +263,35 @@ void complete_launch_with_mpi(LaunchInfo& launch) {
   // The job id needs no broadcast: build_world() has every rank adopt rank 0's.
 }
 
+// The refusal of an MPI whose thread level is below SERIALIZED: `ours` when
+// Ringlet initialized it (MPI gave less than asked), else the program did.
+void refuse_thread_level(int provided, bool ours, int rank) {
+  if (provided >= MPI_THREAD_SERIALIZED) return;
+  throw ConfigError(
+      rank, "HOROVOD_CPU_OPERATIONS=MPI: MPI " +
+                (ours ? std::string("gives only ")
+                      : std::string("was initialized before init() with ")) +
+                thread_level_name(provided) +
+                ", but Ringlet's background thread makes the MPI calls, which needs "
+                "MPI_THREAD_SERIALIZED or more" +
+                (ours ? std::string(" (accepted here: RING)")
+                      : std::string(": initialize MPI with MPI_Init_thread(..., "
+                                    "MPI_THREAD_MULTIPLE, ...) (mpi4py's default), or let "
+                                    "Ringlet initialize it")));
+}
+
+void check_thread_level_if_initialized(const LaunchInfo& launch) {
+  int initialized = 0;
+  check_mpi(MPI_Initialized(&initialized), "MPI_Initialized", launch.rank);
+  if (!initialized) return;
+  int provided = 0;
+  check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread", launch.rank);
+  refuse_thread_level(provided, mpi_owner().owned, launch.rank);
+}
+
 void start_mpi_operations(const LaunchInfo& launch) {
   const int provided = initialize_mpi(launch.rank, "run HOROVOD_CPU_OPERATIONS=MPI");
-  if (provided < MPI_THREAD_SERIALIZED) {
-    const bool ours = mpi_owner().owned;
-    throw ConfigError(
-        launch.rank,
-        "HOROVOD_CPU_OPERATIONS=MPI: MPI " +
-            (ours ? std::string("gives only ")
-                  : std::string("was initialized before init() with ")) +
-            thread_level_name(provided) +
-            ", but Ringlet's background thread makes the MPI calls, which needs "
-            "MPI_THREAD_SERIALIZED or more" +
-            (ours ? std::string(" (accepted here: RING)")
-                  : std::string(": initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, "
-                                "...) (mpi4py's default), or let Ringlet initialize it")));
-  }
+  refuse_thread_level(provided, mpi_owner().owned, launch.rank);
   check_world(launch);
 }
 
