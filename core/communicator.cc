@@ -54,7 +54,6 @@ std::string rendezvous_host(const std::string& rendezvous) {
   return host;
 }
 
-
 // Where rank r publishes why it failed.
 std::string abort_key(int rank) { return "ringlet/abort/" + std::to_string(rank); }
 
@@ -133,8 +132,8 @@ void tell_transport(const Communicator& c, TransportKind asked, const std::strin
               "transport (RINGLET_TRANSPORT=%s): %s; data links on %s (%s); %d host(s), this one "
               "holds local rank %d of %d; ring %s",
               std::string(to_string(asked)).c_str(), links.empty() ? "no peers" : links.c_str(),
-              peers_by_carrier.count("tcp") ? address.c_str() : "no TCP",
-              address_why.c_str(), w.cross_size, w.local_rank, w.local_size, ring.c_str());
+              peers_by_carrier.count("tcp") ? address.c_str() : "no TCP", address_why.c_str(),
+              w.cross_size, w.local_rank, w.local_size, ring.c_str());
 }
 
 // The UCX carrier (RINGLET_TRANSPORT=ucx), or the refusal of a build without it.
@@ -229,8 +228,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
                                        : std::thread::hardware_concurrency();
   c->workspace_->tuning.oversubscribed =
       static_cast<unsigned>(c->world_.local_size) > c->host_cpus_;
-  c->wait_policy_ =
-      wait_policy(c->config_.spin_iterations, c->workspace_->tuning.oversubscribed);
+  c->wait_policy_ = wait_policy(c->config_.spin_iterations, c->workspace_->tuning.oversubscribed);
   const World& w = c->world_;
 
   if (config.transport == TransportKind::kShm && !w.single_host()) {
@@ -477,8 +475,8 @@ bool Communicator::progress_or_wait(std::span<transport::Pair* const> pairs, int
   ++idle;
   const transport::WaitPolicy& policy = wait_policy_;
   const auto spin_time = policy.spin_time.count() > 0 ? policy.spin_time : kSpinTime;
-  const int spin = policy.spin_time.count() > 0 ? std::numeric_limits<int>::max() / 2
-                                                : policy.spin_iterations;
+  const int spin =
+      policy.spin_time.count() > 0 ? std::numeric_limits<int>::max() / 2 : policy.spin_iterations;
   if (idle < spin) {
     if ((idle & 15) != 0 || Clock::now() - idle_since_ < spin_time) {
 #if defined(__x86_64__)

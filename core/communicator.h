@@ -19,9 +19,9 @@
 namespace ringlet::core {
 
 namespace collectives {
-struct Workspace;        // scratch, request records and round counters of the algorithms
-class MpiCommunicator;   // HOROVOD_CPU_OPERATIONS=MPI: MPI's communicator over the same ranks
-}
+struct Workspace;       // scratch, request records and round counters of the algorithms
+class MpiCommunicator;  // HOROVOD_CPU_OPERATIONS=MPI: MPI's communicator over the same ranks
+}  // namespace collectives
 
 class Communicator {
  public:

@@ -27,12 +27,12 @@ std::vector<std::string> remote(std::vector<std::string> args) {
 TEST(RemoteLaunch, RanksOnOtherHostsGetTheirPlaceDirectoryAndJob) {
   const std::string dir = std::filesystem::current_path().string();
   RunOptions opt = with_env("RINGLET_HOSTNAME", "launcherhost");  // names this host alone
-  Result r = run_ringletrun(
-      remote({"-np", "4", "-H", "localhost:1,nodeA:2,nodeB:1", "sh", "-c",
-              "echo \"$RINGLET_RANK $RINGLET_LOCAL_RANK/$RINGLET_LOCAL_SIZE "
-              "$RINGLET_CROSS_RANK/$RINGLET_CROSS_SIZE $RINGLET_HOSTNAME $(pwd) "
-              "${RINGLET_RENDEZVOUS%:*} ${#RINGLET_SECRET} $RINGLET_JOB_ID\""}),
-      opt);
+  Result r =
+      run_ringletrun(remote({"-np", "4", "-H", "localhost:1,nodeA:2,nodeB:1", "sh", "-c",
+                             "echo \"$RINGLET_RANK $RINGLET_LOCAL_RANK/$RINGLET_LOCAL_SIZE "
+                             "$RINGLET_CROSS_RANK/$RINGLET_CROSS_SIZE $RINGLET_HOSTNAME $(pwd) "
+                             "${RINGLET_RENDEZVOUS%:*} ${#RINGLET_SECRET} $RINGLET_JOB_ID\""}),
+                     opt);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> got;
   std::set<std::string> jobs;
@@ -121,10 +121,10 @@ TEST(RemoteLaunch, TheSecretIsOnNoCommandLine) {
 }
 
 TEST(RemoteLaunch, ARemoteRanksFailureNamesItsHost) {
-  Result r = run_ringletrun(
-      remote({"-np", "3", "-H", "localhost:1,nodeA:2", "sh", "-c",
-              "if [ \"$RINGLET_RANK\" = 2 ]; then exit 3; fi; exec sleep 100"}),
-      with_env("RINGLET_ABORT_GRACE_SECONDS", "0.2"));
+  Result r =
+      run_ringletrun(remote({"-np", "3", "-H", "localhost:1,nodeA:2", "sh", "-c",
+                             "if [ \"$RINGLET_RANK\" = 2 ]; then exit 3; fi; exec sleep 100"}),
+                     with_env("RINGLET_ABORT_GRACE_SECONDS", "0.2"));
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("ringletrun: rank 2 (on nodeA) exited with status 3"), std::string::npos)
@@ -133,10 +133,10 @@ TEST(RemoteLaunch, ARemoteRanksFailureNamesItsHost) {
 }
 
 TEST(RemoteLaunch, ARemoteRankKilledByASignalIsNamedWithIt) {
-  Result r = run_ringletrun(
-      remote({"-np", "2", "-H", "nodeA:2", "sh", "-c",
-              "if [ \"$RINGLET_RANK\" = 1 ]; then kill -9 $$; fi; exec sleep 100"}),
-      with_env("RINGLET_ABORT_GRACE_SECONDS", "0.2"));
+  Result r =
+      run_ringletrun(remote({"-np", "2", "-H", "nodeA:2", "sh", "-c",
+                             "if [ \"$RINGLET_RANK\" = 1 ]; then kill -9 $$; fi; exec sleep 100"}),
+                     with_env("RINGLET_ABORT_GRACE_SECONDS", "0.2"));
   EXPECT_EQ(r.exit_code, 128 + 9) << r.err;
   EXPECT_NE(r.err.find("ringletrun: rank 1 (on nodeA) was killed by signal 9"), std::string::npos)
       << r.err;
@@ -178,9 +178,9 @@ TEST(RemoteLaunch, WhatARankLeavesInItsGroupGoesWithIt) {
 }
 
 TEST(RemoteLaunch, AFailingRemoteShellIsNamed) {
-  Result r = run_ringletrun({"--rsh", "false", "-np", "2", "-H", "localhost:1,nodeA:1", "sh", "-c",
-                             "exec sleep 100"},
-                            with_env("RINGLET_ABORT_GRACE_SECONDS", "0.2"));
+  Result r = run_ringletrun(
+      {"--rsh", "false", "-np", "2", "-H", "localhost:1,nodeA:1", "sh", "-c", "exec sleep 100"},
+      with_env("RINGLET_ABORT_GRACE_SECONDS", "0.2"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("ringletrun: rank 1 (on nodeA) exited with status 1"), std::string::npos)
       << r.err;
@@ -194,17 +194,16 @@ TEST(RemoteLaunch, RemoteShellFromTheEnvironment) {
 }
 
 TEST(RemoteLaunch, AMissingInterfaceIsNamedWithTheOthers) {
-  Result r = run_ringletrun(remote({"--network-interface", "nosuch0", "-np", "2", "-H",
-                                    "localhost:1,nodeA:1", "true"}));
+  Result r = run_ringletrun(
+      remote({"--network-interface", "nosuch0", "-np", "2", "-H", "localhost:1,nodeA:1", "true"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("'nosuch0'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("lo"), std::string::npos) << "the interfaces this host has: " << r.err;
 }
 
 TEST(RemoteLaunch, TheAgentRefusesWhatIsNotALaunchBlock) {
-  Result r = run_process({"/bin/sh", "-c", std::string("echo hello | ") + RINGLETRUN_PATH +
-                                               " --remote-agent"},
-                         {});
+  Result r = run_process(
+      {"/bin/sh", "-c", std::string("echo hello | ") + RINGLETRUN_PATH + " --remote-agent"}, {});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("does not start with a launch block"), std::string::npos) << r.err;
 }

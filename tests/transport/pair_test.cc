@@ -6,8 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,9 +15,9 @@
 
 #include "file_store.h"
 #include "job_dir.h"
-#include "tests/common/forked_ranks.h"
 #include "ringlet/common/logging.h"
 #include "ringlet/transport/transport.h"
+#include "tests/common/forked_ranks.h"
 
 #if RINGLET_HAVE_UCX
 #include "ucx/library.h"

@@ -89,7 +89,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   hosts->excludes(hostfile);
   app.add_option("--rsh", args.rsh,
                  "the remote shell that starts ranks on other hosts, the host name following "
-                 "its words (default: RINGLET_RSH, else 'ssh -o BatchMode=yes -o ConnectTimeout=S', S the start timeout)");
+                 "its words (default: RINGLET_RSH, else 'ssh -o BatchMode=yes -o "
+                 "ConnectTimeout=S', S the start timeout)");
   app.add_option("-p,--ssh-port", args.ssh_port, "ssh's port on the other hosts")
       ->check(CLI::Range(1, 65535));
   app.add_option("-i,--ssh-identity-file", args.ssh_identity_file,
@@ -199,8 +200,8 @@ std::optional<int> place_job(const Args& args, int np, std::vector<RankPlace>& p
 // chosen interface when rank 0 is here and others are not, else rank 0's host
 // as named (each rank resolves it).
 std::string rendezvous_host(const std::vector<RankPlace>& places, const Args& args) {
-  const bool spans = std::any_of(places.begin(), places.end(),
-                                 [](const RankPlace& p) { return !p.local(); });
+  const bool spans =
+      std::any_of(places.begin(), places.end(), [](const RankPlace& p) { return !p.local(); });
   if (!spans) return "127.0.0.1";
   if (!places.front().local()) return places.front().host;
   std::string interface = args.network_interface;
@@ -344,16 +345,17 @@ int exec_srun(const Args& args, int np) {
   apply_flags(args, env);
   // Slurm's names say who each rank is; stale ones of ours would win over them.
   for (std::string_view prefix : {"RINGLET_", "HOROVOD_"}) {
-    for (std::string_view what : {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK",
-                                  "CROSS_SIZE"}) {
+    for (std::string_view what :
+         {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"}) {
       env.erase(std::string(prefix) + std::string(what));
     }
   }
   const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
   if (!nodelist || !*nodelist) nodelist = std::getenv("SLURM_NODELIST");
   if (!nodelist || !*nodelist) {
-    return usage_error("inside a Slurm allocation (SLURM_JOB_ID is set) but SLURM_JOB_NODELIST "
-                       "is not: cannot tell where srun puts rank 0");
+    return usage_error(
+        "inside a Slurm allocation (SLURM_JOB_ID is set) but SLURM_JOB_NODELIST "
+        "is not: cannot tell where srun puts rank 0");
   }
   JobIdentity job;
   try {
@@ -365,8 +367,8 @@ int exec_srun(const Args& args, int np) {
   env.set("RINGLET_SECRET", job.secret);
   env.set("RINGLET_JOB_ID", job.job_id);
   // Every task's lines carry its rank ("3: ..."); a failed task ends the step.
-  std::vector<std::string> argv = {"srun", "--ntasks=" + std::to_string(np),
-                                   "--kill-on-bad-exit=1", "--label"};
+  std::vector<std::string> argv = {"srun", "--ntasks=" + std::to_string(np), "--kill-on-bad-exit=1",
+                                   "--label"};
   argv.insert(argv.end(), args.command.begin(), args.command.end());
   if (args.verbose) {
     std::string line = "ringletrun: in Slurm job " + std::string(std::getenv("SLURM_JOB_ID")) +
@@ -402,8 +404,8 @@ int run(int argc, char** argv) {
   if (args.command.empty()) return usage_error("no command given");
   std::vector<RankPlace> places;
   if (auto code = place_job(args, *args.np, places)) return *code;
-  const bool spans_hosts = std::any_of(places.begin(), places.end(),
-                                       [](const RankPlace& p) { return !p.local(); });
+  const bool spans_hosts =
+      std::any_of(places.begin(), places.end(), [](const RankPlace& p) { return !p.local(); });
   // The command is looked for here only when it runs here: another host may
   // have what this one lacks.
   if (!spans_hosts && !command_exists(args.command.front())) {

@@ -36,7 +36,7 @@ void Endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
 
 void Endpoint::close(bool force) {
   begin_close(force);
-  finish_close(std::chrono::duration_cast<std::chrono::milliseconds>(kCloseTime));
+  finish_close(kCloseTime);
 }
 
 void Endpoint::begin_close(bool force) {

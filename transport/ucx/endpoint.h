@@ -23,7 +23,7 @@ class Endpoint {
   // How long a close may take before the endpoint is left to UCX.
   // A healthy peer answers within milliseconds; one that is alive but busy
   // elsewhere (not progressing its worker) costs this much at most.
-  static constexpr auto kCloseTime = std::chrono::seconds(1);
+  static constexpr std::chrono::milliseconds kCloseTime{1000};
 
   // Starts connecting to the worker at `address` (UCX wires up lazily, in
   // progress). Throws transport::Error naming `peer` when UCX refuses.

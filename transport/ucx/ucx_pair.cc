@@ -38,7 +38,7 @@ UcxPair::~UcxPair() {
     return;
   }
   begin_close();
-  endpoint_->finish_close(std::chrono::duration_cast<std::chrono::milliseconds>(Endpoint::kCloseTime));
+  endpoint_->finish_close(Endpoint::kCloseTime);
 }
 
 void UcxPair::abandon() {

@@ -113,7 +113,7 @@ class UcxPair final : public Pair {
 
   bool lost_ = false;       // progress() throws
   bool abandoned_ = false;  // abandon() began the close: only the destructor follows
-  bool gone_ = false;  // the peer left; receives may still match what it sent
+  bool gone_ = false;       // the peer left; receives may still match what it sent
   std::optional<common::Failure> failure_;
 };
 
