@@ -6,22 +6,21 @@
 // there). Every rank runs the same tests in the same
 // order (the collectives must be called symmetrically) and checks the whole
 // result itself. Values are small integers so that every result is exact.
-#include "core/collectives/collectives.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
+
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <iterator>
+#include <iostream>
 #include <memory>
 #include <numeric>
-#include <set>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "core/bootstrap/launch_info.h"
 #include "core/bootstrap/mpi_bootstrap.h"
 #include "core/collectives/algorithm_table.h"
+#include "core/collectives/collectives.h"
 #include "core/collectives/workspace.h"
 #include "core/communicator.h"
 #include "test_values.h"
@@ -42,9 +42,9 @@ using core::Communicator;
 Communicator* g_comm = nullptr;
 Communicator& comm() { return *g_comm; }
 
-constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                                   DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                                  DataType::kInt32,    DataType::kInt64,   DataType::kInt16,
+                                  DataType::kInt32,   DataType::kInt64,   DataType::kInt16,
                                   DataType::kUInt16};
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                                 ReduceOp::kAvg};
@@ -125,8 +125,7 @@ TEST(Allreduce, LargeSizes) {
 
 TEST(Allreduce, ManySmallInARow) {
   // Round counters and flags must agree across thousands of calls.
-  for (int i = 0; i < 300; ++i)
-    check_allreduce(DataType::kFloat32, ReduceOp::kSum, 1 + i % 37, i % 2);
+  for (int i = 0; i < 300; ++i) check_allreduce(DataType::kFloat32, ReduceOp::kSum, 1 + i % 37, i % 2);
 }
 
 // Horovod's scaling of one value: none where the factor is 1.0, else one
@@ -364,18 +363,10 @@ std::vector<size_t> pattern(int which, size_t k) {
   std::vector<size_t> c(n);
   for (int r = 0; r < n; ++r) {
     switch (which) {
-      case 0:
-        c[r] = k;
-        break;  // even
-      case 1:
-        c[r] = (r + 1) * k + r;
-        break;  // uneven
-      case 2:
-        c[r] = r % 2 == 0 ? 0 : k + r;
-        break;  // some ranks give nothing
-      default:
-        c[r] = r == n - 1 ? k : 0;
-        break;  // one rank gives all
+      case 0: c[r] = k; break;                           // even
+      case 1: c[r] = (r + 1) * k + r; break;             // uneven
+      case 2: c[r] = r % 2 == 0 ? 0 : k + r; break;      // some ranks give nothing
+      default: c[r] = r == n - 1 ? k : 0; break;         // one rank gives all
     }
   }
   return c;
@@ -400,7 +391,8 @@ void check_allgather(DataType t, const std::vector<size_t>& counts, bool in_plac
   core::allgather(comm(), send_ptr, recv.data(), counts, t);
   size_t wrong = 0;
   for (int r = 0; r < n; ++r)
-    for (size_t j = 0; j < counts[r]; ++j) wrong += recv[off[r] + j] != of[r](j);
+    for (size_t j = 0; j < counts[r]; ++j)
+      wrong += recv[off[r] + j] != of[r](j);
   EXPECT_EQ(wrong, 0u) << to_string(t) << " total " << off[n] << (in_place ? " in place" : "");
   EXPECT_TRUE(recv.guard_intact());
 }
@@ -450,8 +442,7 @@ TEST(Reducescatter, CountPatternsAndOps) {
       for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt8, DataType::kInt64})
         for (ReduceOp op : kAllOps)
           for (bool in_place : {false, true}) check_reducescatter(t, op, pattern(p, k), in_place);
-  for (DataType t : kAllTypes)
-    check_reducescatter(t, ReduceOp::kSum, pattern(1, 1003), t == DataType::kInt32);
+  for (DataType t : kAllTypes) check_reducescatter(t, ReduceOp::kSum, pattern(1, 1003), t == DataType::kInt32);
   check_reducescatter(DataType::kFloat32, ReduceOp::kSum, pattern(0, 1000003), false);
   check_reducescatter(DataType::kBFloat16, ReduceOp::kMax, pattern(2, 2000003), true);
 }
@@ -472,17 +463,12 @@ TEST(Reducescatter, PostscaleJoinsTheAverage) {
 // so that send and receive layouts coincide (in place is meaningful).
 size_t split(int which, int a, int b, size_t k) {
   switch (which) {
-    case 0:
-      return k;
-    case 1:
-      return ((a + b) % 3) * k + (a == b ? 1 : 0);
-    default:
-      return ((a + b) % 2) * k;
+    case 0: return k;
+    case 1: return ((a + b) % 3) * k + (a == b ? 1 : 0);
+    default: return ((a + b) % 2) * k;
   }
 }
-double a2a_value(int src, int dst, size_t j) {
-  return static_cast<double>((src * 5 + dst * 3 + j) % 7);
-}
+double a2a_value(int src, int dst, size_t j) { return static_cast<double>((src * 5 + dst * 3 + j) % 7); }
 
 void check_alltoall(DataType t, int which, size_t k, bool in_place) {
   const int n = comm().size();
@@ -502,8 +488,7 @@ void check_alltoall(DataType t, int which, size_t k, bool in_place) {
   size_t wrong = 0;
   for (int s = 0; s < n; ++s)
     for (size_t j = 0; j < rc[s]; ++j) wrong += out[roff[s] + j] != a2a_value(s, me, j);
-  EXPECT_EQ(wrong, 0u) << to_string(t) << " pattern " << which << " k " << k
-                       << (in_place ? " in place" : "");
+  EXPECT_EQ(wrong, 0u) << to_string(t) << " pattern " << which << " k " << k << (in_place ? " in place" : "");
   EXPECT_TRUE(out.guard_intact());
 }
 
@@ -563,8 +548,7 @@ TEST(Placement, MatchesTheHosts) {
     comm().store().set("placement_test/host/" + std::to_string(me), {mine.begin(), mine.end()});
     for (int r = 0; r < n; ++r) {
       if (r == me) continue;
-      auto bytes =
-          comm().store().get("placement_test/host/" + std::to_string(r), comm().deadline());
+      auto bytes = comm().store().get("placement_test/host/" + std::to_string(r), comm().deadline());
       hosts[r].assign(bytes.begin(), bytes.end());
     }
   }
@@ -644,7 +628,7 @@ TEST(Barrier, Repeated) {
       const int64_t entered = comm().store().add(key, 0);
       // EXPECT, not ASSERT: every rank must go on to the same barriers.
       EXPECT_GE(entered, int64_t{n} * (i + 1)) << "round " << i << ": the barrier let rank " << me
-                                               << " through before every rank had entered";
+                                              << " through before every rank had entered";
     }
   }
   core::barrier(comm());  // nobody starts the next test while others still read the counter
@@ -670,13 +654,11 @@ TEST(Allreduce, MinMaxPropagateNaN) {
   const int n = comm().size();
   const int me = comm().rank();
   const size_t count = 3 * static_cast<size_t>(n) + 5;
-  for (DataType t :
-       {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16})
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16})
     for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
       Buffer buf(t, count);
       // Element i is NaN on rank i % n only (every rank, where n == 1).
-      for (size_t i = 0; i < count; ++i)
-        buf.set(i, i % n == static_cast<size_t>(me) ? NAN : me + 1.0);
+      for (size_t i = 0; i < count; ++i) buf.set(i, i % n == static_cast<size_t>(me) ? NAN : me + 1.0);
       core::allreduce(comm(), buf.data(), buf.data(), count, t, op);
       size_t wrong = 0;
       for (size_t i = 0; i < count; ++i) wrong += !std::isnan(buf[i]);
@@ -746,8 +728,7 @@ TEST(Mpi, ProcessSetsHaveTheirOwnMpiCommunicator) {
   std::vector<int> members;
   for (int r = me % 2; r < n; r += 2) members.push_back(r);
   const int m = static_cast<int>(members.size());
-  auto set =
-      core::Communicator::create_subset(comm(), members, me % 2 ? "mpi_test_odd" : "mpi_test_even");
+  auto set = core::Communicator::create_subset(comm(), members, me % 2 ? "mpi_test_odd" : "mpi_test_even");
   ASSERT_EQ(set->mpi() != nullptr, m > 1);
   ASSERT_EQ(set->global_rank(set->rank()), me);
   int64_t sum = me + 1;
@@ -764,7 +745,7 @@ TEST(Mpi, ProcessSetsHaveTheirOwnMpiCommunicator) {
   core::broadcast(*set, &from_last, 1, DataType::kInt16, m - 1);
   EXPECT_EQ(from_last, 77);
   core::barrier(*set);
-  set.reset();  // MPI_Comm_free on the members
+  set.reset();   // MPI_Comm_free on the members
   core::barrier(comm());
 }
 
