@@ -77,6 +77,7 @@ class SlurmCluster:
         self.node = socket.gethostname().split(".")[0]
         self.left_running: dict[int, str] = {}
         self._folder = None
+        self._steps_before: set[int] = set()
         self._daemons: list[subprocess.Popen] = []
         self.env: dict[str, str] = {}
 
@@ -95,10 +96,12 @@ class SlurmCluster:
             **kwargs) -> subprocess.CompletedProcess:
         """argv with this cluster's SLURM_CONF, stdout and stderr captured."""
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, env=dict(os.environ, **self.env, **(env or {})),
+                              stdin=subprocess.DEVNULL, env={**os.environ, **self.env, **(env or {})},
                               **kwargs)
 
     def _start(self) -> None:
+        # A machine's own Slurm steps are not this cluster's to report or stop.
+        self._steps_before = set(self._cluster_processes())
         self._folder = tempfile.TemporaryDirectory(prefix="ringlet-slurm-")
         root = Path(self._folder.name)
         for sub in ("munge", "state", "spool", "log"):
@@ -182,7 +185,8 @@ class SlurmCluster:
 
     def _cluster_processes(self) -> dict[int, str]:
         """Processes of this cluster or its jobs: whatever names its folder
-        (the daemons, their configuration) or runs as a step of it."""
+        (the daemons, their configuration) or runs as a step (slurmstepd) that
+        was not running before the cluster started."""
         found = {}
         folder = self._folder.name if self._folder else None
         for entry in Path("/proc").iterdir():
@@ -194,7 +198,8 @@ class SlurmCluster:
                 continue
             if not _pid_alive(int(entry.name)):
                 continue
-            if (folder and folder in cmdline) or cmdline.startswith("slurmstepd"):
+            step = cmdline.startswith("slurmstepd") and int(entry.name) not in self._steps_before
+            if (folder and folder in cmdline) or step:
                 found[int(entry.name)] = cmdline
         return found
 
