@@ -119,7 +119,8 @@ class SlurmCluster:
         conf = root / "slurm.conf"
         conf.write_text("\n".join([
             "ClusterName=ringlet",
-            f"SlurmctldHost={self.node}",
+            # Addresses given, so that nothing depends on resolving the name.
+            f"SlurmctldHost={self.node}(127.0.0.1)",
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
@@ -143,7 +144,7 @@ class SlurmCluster:
             "MpiDefault=none",
             "ReturnToService=2",
             "SlurmdParameters=config_overrides",
-            f"NodeName={self.node} CPUs={self.cpus} State=UNKNOWN",
+            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN",
             "PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
             "",
         ]))
