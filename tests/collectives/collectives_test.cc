@@ -31,6 +31,7 @@
 #include "core/collectives/collectives.h"
 #include "core/collectives/workspace.h"
 #include "core/communicator.h"
+#include "rank_main.h"
 #include "test_values.h"
 #include "tests/common/throws_failure.h"
 
@@ -795,20 +796,6 @@ TEST(Large, CountAbove2Pow31) {
   EXPECT_EQ(wrong, 0u);
 }
 
-// Non-zero ranks print only their failures, each line prefixed with the rank.
-class FailurePrinter : public testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const testing::TestPartResult& r) override {
-    if (r.failed()) {
-      std::cerr << "[rank " << rank_ << "] " << (r.file_name() ? r.file_name() : "") << ":"
-                << r.line_number() << ": " << r.summary() << std::endl;
-    }
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace ringlet::test
@@ -826,30 +813,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   ringlet::test::g_comm = comm.get();
-  if (comm->rank() != 0) {
-    auto& listeners = testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new ringlet::test::FailurePrinter(comm->rank()));
-  }
+  ringlet::test::report_on_rank_zero(comm->rank());
   int rc = 0;
   try {
     rc = RUN_ALL_TESTS();
     ringlet::core::barrier(*comm);
-    // Leave together: a rank that closes its links while a peer is still
-    // finishing the last collective can make that peer see it as lost.
-    // Rank 0 serves the store, so it leaves last.
-    if (comm->size() > 1) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      comm->store().barrier("collectives_test/exit", comm->size(), deadline);
-      if (comm->rank() != 0) {
-        comm->store().add("collectives_test/left", 1);
-      } else {
-        while (comm->store().add("collectives_test/left", 0) < comm->size() - 1 &&
-               std::chrono::steady_clock::now() < deadline) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-      }
-    }
+    ringlet::test::leave_together(*comm, "collectives_test");
   } catch (const std::exception& e) {
     std::cerr << "collectives_test: " << e.what() << std::endl;
     rc = 3;

@@ -33,6 +33,7 @@
 #include "core/collectives/workspace.h"
 #include "core/communicator.h"
 #include "ringlet/common/logging.h"
+#include "rank_main.h"
 #include "test_values.h"
 
 namespace ringlet::test {
@@ -199,17 +200,7 @@ double reference(DataType t, ReduceOp op, int n, size_t x, double pre, double po
   double acc = 0;
   for (int r = 0; r < n; ++r) {
     const double v = as_stored(t, scale_value(t, as_stored(t, input(t, op, r, x, exact)), pre));
-    if (r == 0) {
-      acc = v;
-      continue;
-    }
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-    }
+    acc = r == 0 ? v : combine(op, acc, v);
   }
   const double factor = op == ReduceOp::kAvg ? post / n : post;
   return scale_value(t, acc, factor);
@@ -733,20 +724,6 @@ TEST(HierarchicalProcessSets, GroupsChoicesAndResults) {
   }
 }
 
-// Non-zero ranks print only their failures, each line prefixed with the rank.
-class FailurePrinter : public testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const testing::TestPartResult& r) override {
-    if (r.failed()) {
-      std::cerr << "[rank " << rank_ << "] " << (r.file_name() ? r.file_name() : "") << ":"
-                << r.line_number() << ": " << r.summary() << std::endl;
-    }
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace ringlet::test
@@ -763,29 +740,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   ringlet::test::g_world = comm.get();
-  if (comm->rank() != 0) {
-    auto& listeners = testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new ringlet::test::FailurePrinter(comm->rank()));
-  }
+  ringlet::test::report_on_rank_zero(comm->rank());
   int rc = 0;
   try {
     rc = RUN_ALL_TESTS();
     ringlet::core::barrier(*comm);
     ringlet::test::g_sets.clear();
-    // Leave together (rank 0 serves the store, so it leaves last).
-    if (comm->size() > 1) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      comm->store().barrier("hierarchical_test/exit", comm->size(), deadline);
-      if (comm->rank() != 0) {
-        comm->store().add("hierarchical_test/left", 1);
-      } else {
-        while (comm->store().add("hierarchical_test/left", 0) < comm->size() - 1 &&
-               std::chrono::steady_clock::now() < deadline) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-      }
-    }
+    ringlet::test::leave_together(*comm, "hierarchical_test");
   } catch (const std::exception& e) {
     std::cerr << "hierarchical_test: " << e.what() << std::endl;
     rc = 3;

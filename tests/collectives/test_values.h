@@ -60,18 +60,21 @@ inline double value(DataType t, ReduceOp op, int r, size_t i) {
   return is_unsigned(t) ? v : v - 2;
 }
 
+// acc op v, in double (an average sums; its division comes after).
+inline double combine(ReduceOp op, double acc, double v) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return acc + v;
+    case ReduceOp::kProd: return acc * v;
+    case ReduceOp::kMin: return std::min(acc, v);
+    case ReduceOp::kMax: return std::max(acc, v);
+  }
+  return acc;
+}
+
 inline double expected(DataType t, ReduceOp op, int n, size_t i) {
   double acc = value(t, op, 0, i);
-  for (int r = 1; r < n; ++r) {
-    const double v = value(t, op, r, i);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-    }
-  }
+  for (int r = 1; r < n; ++r) acc = combine(op, acc, value(t, op, r, i));
   // An average is the sum times 1/n in double, integers toward zero.
   if (op == ReduceOp::kAvg) acc = is_floating(t) ? acc / n : std::trunc(acc * (1.0 / n));
   return acc;

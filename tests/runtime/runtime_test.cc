@@ -664,6 +664,27 @@ void recreate_runtime_with_algorithm(const char* algorithm) {
   recreate_runtime_with("RINGLET_ALGORITHM", algorithm);
 }
 
+// With the runtime just recreated under the setting a test wants: allreduces
+// recorded in a timeline of their own until one was fused, then rank 0's
+// allreduce spans (other ranks: none; a fused op must have run everywhere).
+// The runtime is let go, so that later tests run with the table's choice again.
+std::optional<std::vector<std::vector<std::string>>> fused_allreduce_spans(const std::string& stem,
+                                                                          const char* tag) {
+  const std::string path = "/tmp/ringlet_timeline_" + stem + "_" + std::to_string(::getppid()) +
+                           ".json";
+  rt().start_timeline(path, false);
+  bool fused = false;
+  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step(tag, attempt);
+  EXPECT_TRUE(fused);
+  rt().stop_timeline();
+  const bool writer = rt().rank() == 0;
+  g_rt.reset();
+  if (!writer) return std::nullopt;
+  auto spans = allreduce_activities(read_timeline(path));
+  std::remove(path.c_str());
+  return spans;
+}
+
 TEST(Runtime, TimelineIsValidJsonWithExpectedEvents) {
   const std::string path = "/tmp/ringlet_timeline_" + std::to_string(::getppid()) + ".json";
   rt().start_timeline(path, true);
@@ -720,17 +741,9 @@ TEST(Runtime, TimelineIsValidJsonWithExpectedEvents) {
 // names); every allreduce op span reduce-scatters before it allgathers.
 TEST(Runtime, TimelineRingPhasesInOrder) {
   recreate_runtime_with_algorithm("ring");
-  const std::string path = "/tmp/ringlet_timeline_ring_" + std::to_string(::getppid()) + ".json";
-  rt().start_timeline(path, false);
-  bool fused = false;
-  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("tlring.", attempt);
-  EXPECT_TRUE(fused);
-  rt().stop_timeline();
-  const bool writer = rt().rank() == 0;
-  g_rt.reset();  // the later tests run with the table's choice again
-  if (!writer) return;
-  const nlohmann::json events = read_timeline(path);
-  const auto spans = allreduce_activities(events);
+  const auto recorded = fused_allreduce_spans("ring", "tlring.");
+  if (!recorded) return;
+  const auto& spans = *recorded;
   ASSERT_FALSE(spans.empty());
   bool saw_fused = false;
   for (const auto& s : spans) {
@@ -749,7 +762,6 @@ TEST(Runtime, TimelineRingPhasesInOrder) {
                                       "RING_ALLGATHER", "MEMCPY_OUT_FUSION_BUFFER"};
   }
   EXPECT_TRUE(saw_fused) << "no fused op with the fusion-buffer phases";
-  std::remove(path.c_str());
 }
 
 // With HOROVOD_HIERARCHICAL_ALLREDUCE=1 on two hosts of several ranks each
@@ -767,18 +779,9 @@ TEST(Runtime, TimelineHierarchicalPhasesInOrder) {
     GTEST_SKIP() << "needs two simulated hosts of as many ranks, several each (as_two_hosts.sh)";
   }
   recreate_runtime_with("HOROVOD_HIERARCHICAL_ALLREDUCE", "1");
-  const std::string path =
-      "/tmp/ringlet_timeline_hierarchical_" + std::to_string(::getppid()) + ".json";
-  rt().start_timeline(path, false);
-  bool fused = false;
-  for (int attempt = 0; attempt < 50 && !fused; ++attempt) fused = fused_step("tlhier.", attempt);
-  EXPECT_TRUE(fused);
-  rt().stop_timeline();
-  const bool writer = rt().rank() == 0;
-  g_rt.reset();  // the later tests run with the table's choice again
-  if (!writer) return;
-  const nlohmann::json events = read_timeline(path);
-  const auto spans = allreduce_activities(events);
+  const auto recorded = fused_allreduce_spans("hierarchical", "tlhier.");
+  if (!recorded) return;
+  const auto& spans = *recorded;
   ASSERT_FALSE(spans.empty());
   bool saw_fused = false;
   for (const auto& s : spans) {
@@ -793,7 +796,6 @@ TEST(Runtime, TimelineHierarchicalPhasesInOrder) {
                                                "LOCAL_ALLGATHER", "MEMCPY_OUT_FUSION_BUFFER"};
   }
   EXPECT_TRUE(saw_fused) << "no fused op with the hierarchical phases";
-  std::remove(path.c_str());
 }
 
 // HOROVOD_CPU_OPERATIONS=MPI: Horovod's names for MPI's collectives. A fused
