@@ -21,10 +21,8 @@
 // the order); floating sums are reduced in another order and may differ in
 // the last bits.
 //
-// One tensor goes through the steps in its own output (prescaled into it
-// first, PRESCALE, where there is a prescale). Several go through the fusion
-// buffer in pieces of L fusion pieces, MEMCPY_IN_FUSION_BUFFER (with the
-// prescale) and MEMCPY_OUT_FUSION_BUFFER around the three steps, so that each
+// Tensors are staged as fused_pieces.h says, in pieces of L fusion pieces
+// around the three steps, so that each
 // rank's part of a piece, which crosses the network, is one fusion piece
 // (1 MiB): a ring of a few slices per host pair.
 #include <algorithm>
@@ -32,6 +30,7 @@
 #include <vector>
 
 #include "core/collectives/algorithms.h"
+#include "core/collectives/fused_pieces.h"
 #include "core/collectives/group_steps.h"
 #include "core/collectives/workspace.h"
 #include "ringlet/common/even_split.h"
@@ -61,7 +60,6 @@ int ranks_per_host(const Communicator& comm) {
 
 void hierarchical_allreduce(Communicator& comm, const Segments& s, ReduceOp op, double prescale,
                             double postscale) {
-  namespace cpu = kernels::cpu;
   const int L = ranks_per_host(comm);
   const Communicator::HostGroups groups = comm.host_groups();
   Workspace& ws = comm.workspace();
@@ -91,35 +89,9 @@ void hierarchical_allreduce(Communicator& comm, const Segments& s, ReduceOp op, 
     step::allgather(*groups.host, mine, data, parts, dtype);
   };
 
-  const size_t lone = s.tensor_at(0);
-  if (s.start[lone + 1] == s.total) {  // one non-empty tensor
-    auto* out = static_cast<std::byte*>(s.out[lone].data);
-    const void* src = s.in[lone].data;
-    if (prescale != 1.0) {
-      PhaseScope phase(ws, "PRESCALE", lone, lone + 1);
-      cpu::pack(dtype, out, {&s.in[lone], 1}, prescale);
-      src = out;
-    }
-    run(src, out, s.total, lone, lone + 1);
-    return;
-  }
-
+  // Each rank's part of a piece, which crosses the network, is one fusion piece.
   const size_t piece = std::max<size_t>(1, ws.tuning.fusion_piece_bytes / es) * L;
-  const size_t buffer_bytes = std::min(s.total, piece) * es;
-  if (ws.fusion_buffer.size() < buffer_bytes) ws.fusion_buffer.resize(buffer_bytes);  // once
-  std::byte* fused = ws.fusion_buffer.data();
-  for (size_t lo = 0; lo < s.total; lo += piece) {
-    const size_t m = std::min(piece, s.total - lo);
-    size_t first, end;
-    s.tensors_of(lo, m, first, end);
-    {
-      PhaseScope phase(ws, "MEMCPY_IN_FUSION_BUFFER", first, end);
-      s.read(fused, lo, m, prescale, cpu::Store::kNormal);
-    }
-    run(fused, fused, m, first, end);
-    PhaseScope phase(ws, "MEMCPY_OUT_FUSION_BUFFER", first, end);
-    s.write(fused, lo, m, cpu::Store::kNormal);
-  }
+  allreduce_in_pieces(ws, s, prescale, piece, run);
 }
 
 }  // namespace ringlet::core::collectives
