@@ -37,9 +37,11 @@ bool needs_mpi_bootstrap(const LaunchInfo& launch);
 // world disagrees with the launcher's rank or size.
 void complete_launch_with_mpi(LaunchInfo& launch);
 
-// HOROVOD_CPU_OPERATIONS=MPI, before the rendezvous and without touching MPI:
-// ConfigError when this build has no MPI, or when a job of more than one rank
-// was not launched by mpirun or srun. A job of one rank needs no MPI: its
+// HOROVOD_CPU_OPERATIONS=MPI, before the rendezvous, with MPI's local queries
+// only: ConfigError when this build has no MPI, when a job of more than one
+// rank was not launched by mpirun or srun, or when the program initialized
+// MPI itself below MPI_THREAD_SERIALIZED (refused on every rank here, not
+// after the rendezvous, where the first refusal would take the store away). A job of one rank needs no MPI: its
 // collectives are local copies, as MPI's would be. (Settings that contradict
 // it are refused by load_config.)
 void check_mpi_operations(const LaunchInfo& launch);

@@ -103,6 +103,23 @@ def test_async_and_join(rn):
     assert rn.join() in range(rn.size())
 
 
+def test_mpi_threads_supported_is_horovods(rn, monkeypatch):
+    """Horovod's mpi_threads_supported(): ValueError where MPI is not enabled;
+    where it is, whether MPI runs at MPI_THREAD_MULTIPLE, which Ringlet's own
+    MPI_Init_thread (SERIALIZED) is not."""
+    from ringlet.common import basics
+    if basics.mpi_enabled():
+        assert rn.mpi_threads_supported() is False  # this suite imports no mpi4py
+    else:
+        with pytest.raises(ValueError, match="MPI is not enabled in this job"):
+            rn.mpi_threads_supported()
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "HOROVOD_CPU_OPERATIONS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RINGLET_RENDEZVOUS", "127.0.0.1:1")
+    with pytest.raises(ValueError, match="MPI is not enabled in this job"):
+        rn.mpi_threads_supported()
+
+
 def check_build_report():
     """`ringletrun --check-build` of this build: what it says it contains."""
     import subprocess

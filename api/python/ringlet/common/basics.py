@@ -4,6 +4,7 @@ what this build contains, the timeline, and the reduction operations."""
 import atexit
 import functools
 import os
+import sys
 
 from ringlet import _ringlet
 from ringlet.common import process_sets as _process_sets
@@ -145,8 +146,21 @@ def _build_info():
 
 
 def mpi_threads_supported():
-    """Ringlet never calls MPI from more than one thread: always True where MPI is built."""
-    return mpi_built()
+    """Horovod's answer: whether MPI runs at MPI_THREAD_MULTIPLE, so that the
+    program may make MPI calls of its own (mpi4py) beside Ringlet's. Raises
+    ValueError where MPI is not enabled in this job (mpi_enabled()) or before
+    init(), as Horovod does. Ringlet initializes MPI at MPI_THREAD_SERIALIZED
+    (False); a program that initialized it first through mpi4py gets mpi4py's
+    level."""
+    if not mpi_enabled():
+        raise ValueError("MPI is not enabled in this job (see mpi_enabled(): launched by mpirun "
+                         "and meeting through MPI, or HOROVOD_CPU_OPERATIONS=MPI)")
+    if not is_initialized():
+        raise ValueError("Ringlet has not been initialized; use hvd.init().")
+    mpi4py = sys.modules.get("mpi4py.MPI")
+    if mpi4py is None or not mpi4py.Is_initialized():
+        return False
+    return mpi4py.Query_thread() == mpi4py.THREAD_MULTIPLE
 
 
 def mpi_built():
