@@ -278,16 +278,7 @@ TEST(Allreduce, SegmentsLarge) {
 
 // The phases an observer is told: flat, in order, one set per algorithm.
 TEST(Allreduce, SegmentsReportPhases) {
-  struct Recorder final : core::collectives::PhaseObserver {
-    std::vector<std::string> seen;
-    int open = 0;
-    void begin(const char* phase, size_t first, size_t end) override {
-      EXPECT_EQ(open++, 0) << "nested phase " << phase;
-      EXPECT_LE(first, end);
-      seen.push_back(phase);
-    }
-    void end() override { EXPECT_EQ(--open, 0); }
-  } rec;
+  PhaseRecorder rec;
   for (size_t count : {size_t{100}, size_t{3} << 20}) {
     std::vector<float> a(count, 1.0f), b(count, 2.0f);
     const std::vector<kernels::cpu::ConstSegment> in = {{a.data(), count}, {b.data(), count}};

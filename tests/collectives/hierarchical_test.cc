@@ -407,16 +407,7 @@ TEST(HierarchicalAllreduce, LargeAndManyPieces) {
 // buffer's copies for several, PRESCALE before a prescaled lone tensor.
 TEST(HierarchicalAllreduce, ReportsItsPhases) {
   if (!world_has_allreduce_layers()) GTEST_SKIP() << "the world's hosts are not layered evenly";
-  struct Recorder final : core::collectives::PhaseObserver {
-    std::vector<std::string> seen;
-    int open = 0;
-    void begin(const char* phase, size_t first, size_t end) override {
-      EXPECT_EQ(open++, 0) << "nested phase " << phase;
-      EXPECT_LE(first, end);
-      seen.push_back(phase);
-    }
-    void end() override { EXPECT_EQ(--open, 0); }
-  } rec;
+  PhaseRecorder rec;
   const std::vector<std::string> layers = {"LOCAL_REDUCESCATTER", "CROSS_ALLREDUCE",
                                            "LOCAL_ALLGATHER"};
   std::vector<float> a(1000, 1.0f), b(1000, 2.0f);

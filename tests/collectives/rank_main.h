@@ -1,6 +1,7 @@
-// What the multi-rank gtest programs of this folder share around their tests:
-// only rank 0 prints gtest's report (the others print their failures, each
-// line prefixed with the rank), and the ranks leave together at the end.
+// What the multi-rank gtest programs of this folder share: only rank 0 prints
+// gtest's report (the others print their failures, each line prefixed with
+// the rank), the ranks leave together at the end, and a recorder of the
+// phases an algorithm reports.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,7 +10,9 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "core/collectives/workspace.h"
 #include "core/communicator.h"
 
 namespace ringlet::test {
@@ -53,5 +56,18 @@ inline void leave_together(core::Communicator& comm, const std::string& program)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
+
+// The phases an algorithm reports, in order; a nested phase or an end
+// without a begin fails the test.
+struct PhaseRecorder final : core::collectives::PhaseObserver {
+  std::vector<std::string> seen;
+  int open = 0;
+  void begin(const char* phase, size_t first, size_t end) override {
+    EXPECT_EQ(open++, 0) << "nested phase " << phase;
+    EXPECT_LE(first, end);
+    seen.push_back(phase);
+  }
+  void end() override { EXPECT_EQ(--open, 0); }
+};
 
 }  // namespace ringlet::test
