@@ -17,6 +17,7 @@ packages=(
   libssl-dev
   iproute2 util-linux
   slurmd slurmctld slurm-client munge
+  default-jre-headless
   python3 python3-dev python3-venv python3-pip
 )
 

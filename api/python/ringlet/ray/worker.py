@@ -1,0 +1,67 @@
+"""The Ray actor that is one rank of a RayExecutor's job. Its process keeps
+the rank's environment and, once a function called ``hvd.init()``, its
+Ringlet runtime, from one ``run`` to the next, as Horovod's Ray workers do."""
+
+import os
+import traceback
+
+from ringlet.runner import job
+from ringlet.runner.failures import RankFailure, caused_by_another_rank
+
+
+class RankWorker:
+    def __init__(self):
+        self.rank = None
+        self.executable = None
+
+    def node(self):
+        """(Ray node id, node IP): the id groups ranks by host; the IP is
+        where the other ranks reach this one."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+
+    def offer_rendezvous(self, address, nics):
+        """host:port for the job's store, on this (rank 0's) host."""
+        return job.rendezvous_address(address, nics)
+
+    def become_rank(self, rank, env):
+        self.rank = rank
+        for name in [n for n in os.environ if n not in job.without_job(os.environ)]:
+            del os.environ[name]
+        os.environ.update(env)
+
+    def env_vars(self):
+        return dict(os.environ)
+
+    def start_executable(self, executable_cls, args, kwargs):
+        if executable_cls is not None:
+            self.executable = executable_cls(*(args or []), **(kwargs or {}))
+
+    def execute(self, fn):
+        """fn(executable), raised as it raises (for ObjectRefs the caller gets)."""
+        try:
+            return fn(self.executable)
+        except Exception:
+            _leave_job()
+            raise
+
+    def execute_reported(self, fn):
+        """fn(executable) as (True, value), or (False, RankFailure) where it
+        raised, so that the driver can pick the failure that came first."""
+        try:
+            return True, fn(self.executable)
+        except Exception as e:
+            text = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip()
+            _leave_job()
+            return False, RankFailure(self.rank, text, caused_by_another_rank(e))
+
+
+def _leave_job():
+    """Shuts Ringlet down on a rank whose function failed, as the end of its
+    process would: the other ranks' collectives then fail at once, naming
+    it, instead of waiting for a tensor this rank will never send."""
+    from ringlet.common import basics
+
+    if basics.is_initialized():
+        basics.shutdown()

@@ -1,0 +1,66 @@
+"""Runs a function as one rank of a job in a process of its own (a Spark
+task's rank), so that the engine's worker, which it may reuse for other
+work, never holds a Ringlet runtime, a framework's threads or the job's
+environment afterwards.
+
+The function, its arguments and the result travel pickled (cloudpickle)
+through files in a private directory (mode 0700); the rank's environment,
+the job's secret among it, goes through the process's environment and never
+its command line. The process dies with its parent (PR_SET_PDEATHSIG), so an
+engine that kills the task leaves nothing running."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import cloudpickle
+
+from ringlet.runner.failures import RankFailure
+
+
+class RankResult:
+    """What a rank's process left: its return value or its failure, and its
+    output where it was captured."""
+
+    def __init__(self, rank, value=None, failure=None, stdout="", stderr=""):
+        self.rank = rank
+        self.value = value
+        self.failure = failure
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+def run_rank(rank, fn, args, kwargs, env, capture_output=False, executable=None):
+    """Runs ``fn(*args, **kwargs)`` in a new Python process with environment
+    ``env``; returns its RankResult once the process ends. ``capture_output``
+    collects its stdout and stderr instead of letting them through."""
+    with tempfile.TemporaryDirectory(prefix="ringlet-rank-") as work:
+        call_path = os.path.join(work, "call.pkl")
+        result_path = os.path.join(work, "result.pkl")
+        with open(os.open(call_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            cloudpickle.dump((fn, tuple(args), dict(kwargs)), f)
+        env = dict(env, RINGLET_RANK_CALL=call_path, RINGLET_RANK_RESULT=result_path,
+                   RINGLET_RANK_PARENT=str(os.getpid()))
+        pipe = subprocess.PIPE if capture_output else None
+        done = subprocess.run([executable or sys.executable, "-m", "ringlet.runner.rank_main"],
+                              env=env, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL,
+                              text=True, errors="replace", check=False)
+        out, err = (done.stdout or "", done.stderr or "")
+        if os.path.exists(result_path):
+            with open(result_path, "rb") as f:
+                ok, payload, second_hand = cloudpickle.load(f)
+            if ok:
+                return RankResult(rank, value=payload, stdout=out, stderr=err)
+            return RankResult(rank, failure=RankFailure(rank, payload, second_hand), stdout=out,
+                              stderr=err)
+        return RankResult(rank, failure=RankFailure(rank, _how_it_ended(done.returncode)),
+                          stdout=out, stderr=err)
+
+
+def _how_it_ended(returncode):
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        return f"its process was killed by {name} before it returned"
+    return f"its process exited with status {returncode} before it returned"
