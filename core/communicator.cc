@@ -311,6 +311,10 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     wo.global_ranks = w.ranks_on_host[w.cross_rank];
     wo.bytes_per_rank = config.shm_window_bytes;
     wo.job_id = w.job_id;
+    // Named, not numbered by creation in this process: a process that
+    // re-initialized (an elastic job's survivor) has made windows before,
+    // and a worker new to the job has not.
+    wo.name = "world";
     wo.store = c->store_.get();
     wo.wait = c->wait_policy_;
     c->window_ = transport::SharedWindow::create(wo, start);

@@ -59,7 +59,17 @@ struct Args {
   bool no_hierarchical_allgather = false;
   bool verbose = false;
   bool check_build = false;
+  // Elastic jobs (horovodrun's flags): any of these hands the job to the
+  // elastic driver (ringlet.runner.elastic_driver).
+  std::optional<int> min_np;
+  std::optional<int> max_np;
+  std::string host_discovery_script;
+  std::optional<double> elastic_timeout;
+  std::optional<int> reset_limit;
+  std::optional<int> blacklist_failures;
   std::vector<std::string> command;
+
+  bool elastic() const { return min_np || max_np || !host_discovery_script.empty(); }
 };
 
 int usage_error(const std::string& message) {
@@ -133,6 +143,24 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   app.add_flag("--no-hierarchical-allgather", args.no_hierarchical_allgather,
                "sets HOROVOD_HIERARCHICAL_ALLGATHER=0")
       ->excludes(hierarchical_gather);
+  app.add_option("--min-np", args.min_np,
+                 "elastic: the fewest workers the job goes on with (default -np)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-np", args.max_np, "elastic: the most workers the job grows to")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--host-discovery-script", args.host_discovery_script,
+                 "elastic: a program that prints the job's hosts, one 'host:slots' a line; "
+                 "run every second");
+  app.add_option("--elastic-timeout", args.elastic_timeout,
+                 "elastic: seconds the job waits for --min-np workers (default "
+                 "HOROVOD_ELASTIC_TIMEOUT, else 600)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--reset-limit", args.reset_limit,
+                 "elastic: the most times the job may re-form before it fails")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--blacklist-failures", args.blacklist_failures,
+                 "elastic: failed workers after which a host leaves the job (default 1)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--verbose", args.verbose, "say what ringletrun does");
   app.add_flag("--check-build", args.check_build, "print what this build contains and exit");
   app.footer(
@@ -379,6 +407,51 @@ int exec_srun(const Args& args, int np) {
   return exec_handing_over(argv, env);
 }
 
+// An elastic job is run by the elastic driver, a Python module, since its
+// workers are Python programs (hvd.elastic) in any case: the Python of
+// RINGLET_PYTHON (the pip-installed command sets it), else python3.
+int exec_elastic_driver(const Args& args) {
+  if (args.host_discovery_script.empty()) {
+    return usage_error("--min-np/--max-np need --host-discovery-script: the elastic driver "
+                       "learns the job's hosts from it");
+  }
+  if (!args.host_list.empty() || !args.hostfile.empty() || args.mpi) {
+    return usage_error("an elastic job takes its hosts from --host-discovery-script, not "
+                       "-H, --hostfile or --mpi");
+  }
+  const char* python = std::getenv("RINGLET_PYTHON");
+  std::vector<std::string> argv = {python && *python ? python : "python3", "-m",
+                                   "ringlet.runner.elastic_driver",
+                                   "--np", std::to_string(*args.np),
+                                   "--host-discovery-script", args.host_discovery_script,
+                                   "--ringletrun", this_executable()};
+  auto add = [&argv](const std::string& flag, const auto& value) {
+    if (value) argv.insert(argv.end(), {flag, std::to_string(*value)});
+  };
+  add("--min-np", args.min_np);
+  add("--max-np", args.max_np);
+  add("--elastic-timeout", args.elastic_timeout);
+  add("--reset-limit", args.reset_limit);
+  add("--blacklist-failures", args.blacklist_failures);
+  const std::vector<std::string> rsh = remote_shell(args);
+  std::string rsh_words;
+  for (const auto& w : rsh) rsh_words += (rsh_words.empty() ? "" : " ") + w;
+  argv.insert(argv.end(), {"--rsh", rsh_words});
+  if (!args.network_interface.empty()) {
+    argv.insert(argv.end(), {"--network-interface", args.network_interface});
+  }
+  argv.push_back("--");
+  argv.insert(argv.end(), args.command.begin(), args.command.end());
+  Environment env = Environment::from_process();
+  apply_flags(args, env);
+  if (args.verbose) {
+    std::string line = "ringletrun: elastic job: exec";
+    for (const auto& a : argv) line += " " + a;
+    std::cerr << line << "\n";
+  }
+  return exec_handing_over(argv, env);
+}
+
 int run(int argc, char** argv) {
   // Not a user's option: the launcher's way in on another host.
   if (argc == 2 && std::string_view(argv[1]) == "--remote-agent") return run_remote_agent();
@@ -411,6 +484,7 @@ int run(int argc, char** argv) {
   if (!spans_hosts && !command_exists(args.command.front())) {
     return usage_error("command not found (or not executable): " + args.command.front());
   }
+  if (args.elastic()) return exec_elastic_driver(args);
   if (args.mpi) return exec_mpirun(args, *args.np);
   // Without hosts named, an allocation's nodes are the hosts (-H localhost:N
   // keeps a job on this node).

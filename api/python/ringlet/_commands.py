@@ -15,6 +15,8 @@ def _run(command):
 
 
 def ringletrun():
+    # Elastic jobs run their driver (a Python module) with this Python.
+    os.environ.setdefault("RINGLET_PYTHON", sys.executable)
     _run("ringletrun")
 
 

@@ -8,6 +8,7 @@ import sys
 
 from ringlet import _ringlet
 from ringlet.common import process_sets as _process_sets
+from ringlet.runner import elastic_worker as _elastic_worker
 
 # Horovod's values for its reduction operations, so that scripts comparing or
 # storing them keep working.
@@ -83,6 +84,9 @@ def init(comm=None, process_sets=None):
             if not isinstance(ps, _process_sets.ProcessSet):
                 raise ValueError(f"process_sets must hold ProcessSet objects, not {ps!r}")
     ranks = [_process_sets.ranks_of(ps) for ps in static_sets]
+    if _elastic_worker.active():
+        # An elastic job's worker takes its place in the driver's next round.
+        _elastic_worker.join_next_round()
     _ringlet.init(ranks if static_sets else None)
     _check_comm(comm)
     _process_sets.on_init(static_sets)

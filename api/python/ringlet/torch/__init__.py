@@ -19,3 +19,4 @@ from ringlet.torch.mpi_ops import (  # noqa: F401
     reducescatter_async, sparse_allreduce_async, synchronize)
 from ringlet.torch.optimizer import DistributedOptimizer  # noqa: F401
 from ringlet.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from ringlet.torch import elastic  # noqa: F401,E402  (hvd.elastic)

@@ -1,0 +1,23 @@
+"""ringlet.torch.elastic (``hvd.elastic``): Horovod's elastic training for
+PyTorch. ``run`` wraps a training function so that it survives workers
+leaving and joining (ringlet.common.elastic has the rules); ``TorchState``
+holds what it trains. Not served yet: ``ElasticSampler``."""
+
+from ringlet.common.elastic import ObjectState, State, run_fn
+from ringlet.torch.elastic.state import TorchState
+from ringlet.torch.mpi_ops import init, shutdown
+
+
+def run(func):
+    """Decorates ``func(state, *args, **kwargs)``, whose first argument is a
+    State: it runs on every worker and goes on through resets. Collectives
+    belong inside it, not in the call that starts it."""
+    return run_fn(func, _reset)
+
+
+def _reset():
+    shutdown()
+    init()
+
+
+__all__ = ["ObjectState", "State", "TorchState", "run"]

@@ -1,0 +1,143 @@
+"""Elastic jobs under ringletrun --min-np/--max-np --host-discovery-script,
+with a discovery script the test rewrites while the job runs: a 3-worker
+PyTorch job that loses a worker to SIGKILL mid-epoch goes on with 2 from
+the last commit, and a 2-worker job given a third slot grows to 3, the new
+worker receiving the state. Both end with the same weights on every worker
+and leave no process behind. Run by pytest alone (it starts ringletrun)."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.join(HERE, "elastic", "train_torch.py")
+RSH = os.path.join(HERE, "elastic", "local_rsh.sh")
+
+
+def ringletrun():
+    return os.environ.get("RINGLET_TEST_RINGLETRUN", "ringletrun")
+
+
+def records(out, worker, name):
+    path = os.path.join(out, f"{worker}.{name}")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def wait_for(what, check, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class ElasticJob:
+    def __init__(self, tmp_path, hosts, np, min_np, max_np):
+        self.out = str(tmp_path / "out")
+        os.mkdir(self.out)
+        self.hosts_file = tmp_path / "hosts"
+        self.set_hosts(hosts)
+        discover = tmp_path / "discover.sh"
+        discover.write_text(f"#!/bin/sh\ncat {self.hosts_file}\n")
+        discover.chmod(0o755)
+        self.log = open(tmp_path / "job.log", "w+")
+        self.process = subprocess.Popen(
+            [ringletrun(), "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np),
+             "--host-discovery-script", str(discover), "--rsh", RSH, "--elastic-timeout", "60",
+             sys.executable, TRAIN, self.out],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def set_hosts(self, text):
+        tmp = str(self.hosts_file) + ".new"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.hosts_file)
+
+    def finish(self, timeout=180):
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = None
+        self.log.seek(0)
+        return code, self.log.read()
+
+    def finals(self):
+        return {os.path.basename(p).split(".")[0]: records(self.out, os.path.basename(p)
+                                                               .split(".")[0], "final")[-1]
+                for p in glob.glob(os.path.join(self.out, "*.final"))}
+
+
+def assert_nothing_left():
+    found = subprocess.run(["pgrep", "-f", TRAIN], capture_output=True, text=True).stdout.split()
+    assert found == [], f"workers left running: {found}"
+
+
+def assert_same_weights(finals, size):
+    assert len(finals) == size, finals.keys()
+    weights = [f["params"] for f in finals.values()]
+    assert all(w == weights[0] for w in weights), "the workers' final weights differ"
+    assert sorted(f["rank"] for f in finals.values()) == list(range(size))
+    assert all(f["size"] == size for f in finals.values())
+
+
+def test_a_killed_worker_leaves_a_smaller_job_that_finishes(tmp_path):
+    job = ElasticJob(tmp_path, "h1:1\nh2:1\nh3:1\n", np=3, min_np=2, max_np=3)
+    # Mid-epoch, past a commit, at three workers.
+    wait_for("h2 to train at 3 workers",
+             lambda: any(p[2] == 3 and p[1] >= 5 for p in records(job.out, "h2_0", "progress")))
+    pid = records(job.out, "h2_0", "pid")[0]
+    killed_at = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    resumed = wait_for("h1 to train at 2 workers",
+                       lambda: any(p[2] == 2 for p in records(job.out, "h1_0", "progress")) and
+                       time.monotonic())
+    print(f"re-formed after the kill in {resumed - killed_at:.2f} s")
+    code, log = job.finish()
+    assert code == 0, log
+    assert "worker h2:0 (rank 1 of round 1) failed: killed by SIGKILL" in log, log
+    finals = job.finals()
+    assert set(finals) == {"h1_0", "h3_0"}, log
+    assert_same_weights(finals, 2)
+    # The survivors rolled back to their last commit (a multiple of 3 batches).
+    worlds = records(job.out, "h1_0", "world")
+    assert [w["size"] for w in worlds] == [3, 2], worlds
+    assert worlds[1]["batch"] % 3 == 0
+    assert records(job.out, "h1_0", "reset") == [2]
+    assert_nothing_left()
+
+
+def test_a_new_slot_grows_the_job_and_the_new_worker_gets_the_state(tmp_path):
+    job = ElasticJob(tmp_path, "localhost:2\n", np=2, min_np=2, max_np=3)
+    wait_for("training at 2 workers",
+             lambda: any(p[1] >= 4 for p in records(job.out, "localhost_0", "progress")))
+    job.set_hosts("localhost:3\n")
+    code, log = job.finish()
+    assert code == 0, log
+    finals = job.finals()
+    assert_same_weights(finals, 3)
+    # The new worker began where the others were, not at the start.
+    first = records(job.out, "localhost_2", "world")[0]
+    assert first["size"] == 3 and (first["epoch"], first["batch"]) != (0, 0), first
+    assert [w["size"] for w in records(job.out, "localhost_0", "world")] == [2, 3]
+    assert_nothing_left()
+
+
+def test_elastic_flags_without_a_discovery_script_are_refused():
+    done = subprocess.run([ringletrun(), "-np", "2", "--min-np", "1", sys.executable, "-c", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--host-discovery-script" in done.stderr
