@@ -1,9 +1,11 @@
 """Elastic jobs under ringletrun --min-np/--max-np --host-discovery-script,
-with a discovery script the test rewrites while the job runs: a 3-worker
-PyTorch job that loses a worker to SIGKILL mid-epoch goes on with 2 from
+with a discovery script the test rewrites while the job runs, for PyTorch
+(TorchState) and TensorFlow 2 Keras (KerasState and the elastic callbacks):
+a 3-worker job that loses a worker to SIGKILL mid-epoch goes on with 2 from
 the last commit, and a 2-worker job given a third slot grows to 3, the new
-worker receiving the state. Both end with the same weights on every worker
-and leave no process behind. Run by pytest alone (it starts ringletrun)."""
+worker receiving the state. Every job ends with the same weights on every
+worker and leaves no process behind. Run by pytest alone (it starts
+ringletrun)."""
 
 import glob
 import json
@@ -15,11 +17,27 @@ import time
 
 import pytest
 
-pytest.importorskip("torch")
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRAIN = os.path.join(HERE, "elastic", "train_torch.py")
 RSH = os.path.join(HERE, "elastic", "local_rsh.sh")
+
+
+def have(module):
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+# Each framework's training script, and the batch its commits leave in the
+# state (torch's counts batches done; Horovod's Keras callbacks keep the
+# index of the last batch, 0 after an epoch).
+FRAMEWORKS = [
+    pytest.param(("train_torch.py", lambda batch: batch % 3 == 0), id="torch",
+                 marks=pytest.mark.skipif(not have("torch"), reason="torch not installed")),
+    pytest.param(("train_keras.py", lambda batch: batch == 0 or (batch + 1) % 3 == 0), id="keras",
+                 marks=pytest.mark.skipif(not have("tf_keras"), reason="tf_keras not installed")),
+]
 
 
 def ringletrun():
@@ -45,7 +63,7 @@ def wait_for(what, check, timeout=90):
 
 
 class ElasticJob:
-    def __init__(self, tmp_path, hosts, np, min_np, max_np):
+    def __init__(self, tmp_path, script, hosts, np, min_np, max_np):
         self.out = str(tmp_path / "out")
         os.mkdir(self.out)
         self.hosts_file = tmp_path / "hosts"
@@ -57,7 +75,7 @@ class ElasticJob:
         self.process = subprocess.Popen(
             [ringletrun(), "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np),
              "--host-discovery-script", str(discover), "--rsh", RSH, "--elastic-timeout", "60",
-             sys.executable, TRAIN, self.out],
+             sys.executable, os.path.join(HERE, "elastic", script), self.out],
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def set_hosts(self, text):
@@ -82,7 +100,8 @@ class ElasticJob:
 
 
 def assert_nothing_left():
-    found = subprocess.run(["pgrep", "-f", TRAIN], capture_output=True, text=True).stdout.split()
+    found = subprocess.run(["pgrep", "-f", os.path.join(HERE, "elastic", "train_")],
+                           capture_output=True, text=True).stdout.split()
     assert found == [], f"workers left running: {found}"
 
 
@@ -94,8 +113,10 @@ def assert_same_weights(finals, size):
     assert all(f["size"] == size for f in finals.values())
 
 
-def test_a_killed_worker_leaves_a_smaller_job_that_finishes(tmp_path):
-    job = ElasticJob(tmp_path, "h1:1\nh2:1\nh3:1\n", np=3, min_np=2, max_np=3)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_killed_worker_leaves_a_smaller_job_that_finishes(tmp_path, framework):
+    script, committed_batch = framework
+    job = ElasticJob(tmp_path, script, "h1:1\nh2:1\nh3:1\n", np=3, min_np=2, max_np=3)
     # Mid-epoch, past a commit, at three workers.
     wait_for("h2 to train at 3 workers",
              lambda: any(p[2] == 3 and p[1] >= 5 for p in records(job.out, "h2_0", "progress")))
@@ -115,13 +136,14 @@ def test_a_killed_worker_leaves_a_smaller_job_that_finishes(tmp_path):
     # The survivors rolled back to their last commit (a multiple of 3 batches).
     worlds = records(job.out, "h1_0", "world")
     assert [w["size"] for w in worlds] == [3, 2], worlds
-    assert worlds[1]["batch"] % 3 == 0
+    assert committed_batch(worlds[1]["batch"]), worlds
     assert records(job.out, "h1_0", "reset") == [2]
     assert_nothing_left()
 
 
-def test_a_new_slot_grows_the_job_and_the_new_worker_gets_the_state(tmp_path):
-    job = ElasticJob(tmp_path, "localhost:2\n", np=2, min_np=2, max_np=3)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_new_slot_grows_the_job_and_the_new_worker_gets_the_state(tmp_path, framework):
+    job = ElasticJob(tmp_path, framework[0], "localhost:2\n", np=2, min_np=2, max_np=3)
     wait_for("training at 2 workers",
              lambda: any(p[1] >= 4 for p in records(job.out, "localhost_0", "progress")))
     job.set_hosts("localhost:3\n")
@@ -132,6 +154,7 @@ def test_a_new_slot_grows_the_job_and_the_new_worker_gets_the_state(tmp_path):
     # The new worker began where the others were, not at the start.
     first = records(job.out, "localhost_2", "world")[0]
     assert first["size"] == 3 and (first["epoch"], first["batch"]) != (0, 0), first
+    assert records(job.out, "localhost_0", "progress")[0][2] == 2
     assert [w["size"] for w in records(job.out, "localhost_0", "world")] == [2, 3]
     assert_nothing_left()
 
@@ -141,3 +164,16 @@ def test_elastic_flags_without_a_discovery_script_are_refused():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--host-discovery-script" in done.stderr
+
+
+def test_a_killed_driver_leaves_no_worker_behind(tmp_path):
+    if not have("torch"):
+        pytest.skip("torch not installed")
+    job = ElasticJob(tmp_path, "train_torch.py", "localhost:2\n", np=2, min_np=2, max_np=2)
+    wait_for("training at 2 workers",
+             lambda: any(p[1] >= 2 for p in records(job.out, "localhost_0", "progress")))
+    job.process.kill()
+    job.finish()
+    wait_for("the workers to end", lambda: not subprocess.run(
+        ["pgrep", "-f", os.path.join(HERE, "elastic", "train_")], capture_output=True).stdout,
+        timeout=15)

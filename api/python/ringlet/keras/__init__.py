@@ -24,6 +24,7 @@ from ringlet.common.api import *  # noqa: F401,F403  (Horovod's shared names)
 from ringlet.common.basics import Average
 from ringlet.common.process_sets import global_process_set
 from ringlet.keras import callbacks  # noqa: F401
+from ringlet.keras import elastic  # noqa: F401
 from ringlet.keras import optimizer as _optimizer
 from ringlet.keras.callbacks import run_in_session as _run_in_session
 from ringlet.tensorflow import legacy as _legacy
@@ -37,7 +38,7 @@ from ringlet.common.api import __all__ as _shared_names
 __all__ = _shared_names + [
     "Compression", "DistributedOptimizer", "PartialDistributedOptimizer", "allgather",
     "allgather_object", "allreduce", "barrier", "broadcast", "broadcast_global_variables",
-    "broadcast_object", "broadcast_variables", "callbacks", "join", "load_model",
+    "broadcast_object", "broadcast_variables", "callbacks", "elastic", "join", "load_model",
     "reducescatter"]
 
 

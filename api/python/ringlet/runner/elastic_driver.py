@@ -6,11 +6,12 @@ slots come and go, as Horovod's elastic driver does.
 - Discovery: the script (a shell command) runs every --discovery-interval
   seconds (default 1); each line of its output is ``host:slots`` (``host``
   alone is one slot). A script that fails keeps the hosts it last reported.
-- Workers: one process per (host, slot), started on this host directly or on
-  another through the remote shell and ``ringletrun --remote-agent`` (the
-  command, working directory and environment, the keys among it, go through
-  the agent's stdin, never a command line). Each worker's lines are printed
-  prefixed ``[host:slot]``.
+- Workers: one process per (host, slot), started by ``ringletrun
+  --remote-agent``, on another host through the remote shell: the command,
+  working directory and environment (the keys among it) go through the
+  agent's stdin, never a command line, and a worker ends when that stream
+  closes, so none outlives a driver that was killed. Each worker's lines are
+  printed prefixed ``[host:slot]``.
 - Rounds: each init() of a worker asks the driver for its place in the next
   round (ringlet.runner.elastic_worker). A round forms once every live worker
   asked: ranks keep the previous round's order (so rank 0 holds the state
@@ -150,18 +151,18 @@ class Driver:
         return env
 
     def start_worker(self, host, slot):
+        # Through ringletrun's agent on this host too: a worker ends when the
+        # agent's stdin closes, so none outlives a driver that was killed.
         env = self.worker_env(host, slot)
-        if is_local(host):
-            process = subprocess.Popen(self.command, env=env, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        else:
-            argv = self.args.rsh.split() + [host, self.args.ringletrun, "--remote-agent"]
-            process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE)
+        argv = [self.args.ringletrun, "--remote-agent"]
+        if not is_local(host):
+            argv = self.args.rsh.split() + [host] + argv
             for own in ("HOSTNAME", "RINGLET_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_"):
                 env.pop(own, None)
-            process.stdin.write(agent_block(os.getcwd(), self.command, env))
-            process.stdin.flush()  # kept open: the agent ends the worker when it closes
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        process.stdin.write(agent_block(os.getcwd(), self.command, env))
+        process.stdin.flush()  # kept open: the agent ends the worker when it closes
         worker = Worker(host, slot, process)
         for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
             t = threading.Thread(target=forward, args=(stream, worker.name, name), daemon=True)

@@ -74,3 +74,4 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                            average_aggregated_gradients=average_aggregated_gradients,
                            groups=groups, process_set=process_set,
                            scale_local_gradients=scale_local_gradients)
+from ringlet.tensorflow import elastic  # noqa: F401,E402  (hvd.elastic)

@@ -5,8 +5,9 @@ ringlet.keras under this name, the same functions, classes and callbacks."""
 import sys
 
 from ringlet.keras import *  # noqa: F401,F403
-from ringlet.keras import __all__, callbacks  # noqa: F401
+from ringlet.keras import __all__, callbacks, elastic  # noqa: F401
 
-# ringlet.tensorflow.keras.callbacks is ringlet.keras.callbacks itself, imported
-# under either name.
+# ringlet.tensorflow.keras.callbacks (and .elastic) is ringlet.keras's module
+# itself, imported under either name.
 sys.modules[f"{__name__}.callbacks"] = callbacks
+sys.modules[f"{__name__}.elastic"] = elastic
