@@ -63,7 +63,7 @@ def wait_for(what, check, timeout=90):
 
 
 class ElasticJob:
-    def __init__(self, tmp_path, script, hosts, np, min_np, max_np):
+    def __init__(self, tmp_path, script, hosts, np, min_np, max_np, flags=()):
         self.out = str(tmp_path / "out")
         os.mkdir(self.out)
         self.hosts_file = tmp_path / "hosts"
@@ -75,6 +75,7 @@ class ElasticJob:
         self.process = subprocess.Popen(
             [ringletrun(), "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np),
              "--host-discovery-script", str(discover), "--rsh", RSH, "--elastic-timeout", "60",
+             *flags,
              sys.executable, os.path.join(HERE, "elastic", script), self.out],
             stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -164,6 +165,27 @@ def test_elastic_flags_without_a_discovery_script_are_refused():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--host-discovery-script" in done.stderr
+
+
+def test_a_host_below_its_failure_limit_gets_a_new_worker_and_then_leaves(tmp_path):
+    if not have("torch"):
+        pytest.skip("torch not installed")
+    job = ElasticJob(tmp_path, "train_torch.py", "h1:1\nh2:1\nh3:1\n", np=3, min_np=2, max_np=3,
+                     flags=("--blacklist-failures", "2"))
+    for kill in range(2):
+        wait_for(f"h2's worker {kill + 1} to train at 3 workers",
+                 lambda: len(records(job.out, "h2_0", "pid")) == kill + 1 and any(
+                     p[2] == 3 for p in records(job.out, "h2_0", "progress")[-1:]))
+        os.kill(records(job.out, "h2_0", "pid")[kill], signal.SIGKILL)
+    code, log = job.finish()
+    assert code == 0, log
+    # The first failure: a new worker on h2; the second: h2 leaves the job.
+    assert log.count("started worker h2:0") == 2, log
+    assert "host h2 failed 2 time(s): dropped from the job" in log, log
+    finals = job.finals()
+    assert set(finals) == {"h1_0", "h3_0"}, log
+    assert_same_weights(finals, 2)
+    assert_nothing_left()
 
 
 def test_a_killed_driver_leaves_no_worker_behind(tmp_path):

@@ -20,8 +20,9 @@ slots come and go, as Horovod's elastic driver does.
   picks. No connection or shared-memory segment of a round outlives it.
 - Failures: a worker that exits non-zero marks its host failed; a host that
   failed --blacklist-failures times (default 1, as Horovod) is dropped from
-  the job, its other workers stopped. The survivors' collectives fail, they
-  roll back to their last commit and ask for the next round. Fewer live
+  the job, its other workers stopped, and a host still in it gets a new
+  worker on the failed slot. The survivors' collectives fail, they roll back
+  to their last commit and ask for the next round. Fewer live
   workers than --min-np for --elastic-timeout seconds end the job.
 - Growth: a new slot (up to --max-np workers) gets a worker, and the others
   learn that the hosts changed at their next State.commit() (or
@@ -172,15 +173,15 @@ class Driver:
         return worker
 
     def reap(self):
-        """Records the workers that ended; True when one failed."""
-        failed = False
+        """Records the workers that ended; returns how many failed."""
+        failed = 0
         for w in self.workers:
             if w.exit_code is not None or w.process.poll() is None:
                 continue
             w.exit_code = w.process.returncode
             if w.stopping or w.exit_code == 0:
                 continue
-            failed = True
+            failed += 1
             self.abandon_unserved_round(w)
             self.failures[w.host] = self.failures.get(w.host, 0) + 1
             how = (f"killed by {signal.Signals(-w.exit_code).name}" if w.exit_code < 0
@@ -362,7 +363,11 @@ class Driver:
         try:
             while True:
                 with self.lock:
-                    self.reap()
+                    failed = self.reap()
+                    if failed:
+                        # Failed workers' slots, on hosts still in the job, get
+                        # new workers: the job keeps its size where it can.
+                        self.grow(len(self.live()) + failed)
                     if time.monotonic() >= next_discovery:
                         next_discovery = time.monotonic() + args.discovery_interval
                         self.rediscover()
