@@ -156,11 +156,17 @@ Communicator::~Communicator() {
   cross_group_.reset();
   host_group_.reset();
   if (parent_ != nullptr) std::erase(parent_->subsets_, this);
-  // After a failure rank 0 keeps the store up a moment, so that peers still
-  // failing can read who failed first (peer_abort_reason).
-  if (failed() && store_server_ != nullptr)
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   if (abort_publisher_.joinable()) abort_publisher_.join();
+  // After a failure rank 0 keeps the store up a moment, so that peers still
+  // failing can read who failed first (peer_abort_reason): up to 500 ms, and
+  // no longer than some other rank is connected to it (a job that re-forms
+  // at once, an elastic one, does not wait).
+  if (failed() && store_server_ != nullptr) {
+    const size_t own = store_ != nullptr ? 1 : 0;
+    const auto until = Clock::now() + std::chrono::milliseconds(500);
+    while (store_server_->connections() > own && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   // Links first (they may refer to request records in the workspace), then the
   // window, the carriers, the store.
   pairs_.clear();

@@ -37,6 +37,8 @@ class StoreServer {
   uint16_t port() const;
   // Messages refused so far (bad HMAC, truncated, malformed): for tests.
   uint64_t refused() const;
+  // Clients connected now (this process's own among them).
+  size_t connections() const;
 
  private:
   struct Impl;

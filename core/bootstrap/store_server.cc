@@ -164,7 +164,10 @@ struct StoreServer::Impl {
   void reply(uint64_t id, wire::Op op, std::span<const uint8_t> payload);
   void flush(uint64_t id);
   void refuse(uint64_t id, const std::string& why);
-  void drop(uint64_t id) { conns.erase(id); }
+  void drop(uint64_t id) {
+    conns.erase(id);
+    open_connections.store(conns.size());
+  }
   void stored(const std::string& key);
 
   Hmac hmac;
@@ -172,6 +175,7 @@ struct StoreServer::Impl {
   UniqueFd wake;  // written by the destructor to end poll()
   uint16_t bound_port = 0;
   std::atomic<uint64_t> refused{0};
+  std::atomic<size_t> open_connections{0};  // conns.size(), for other threads
 
   // Owned by the server thread alone.
   std::map<std::string, std::vector<uint8_t>> data;
@@ -232,6 +236,7 @@ void StoreServer::Impl::accept_all(int listener) {
     transport::random_bytes(c.in.nonce);
     c.in.hmac = c.out.hmac = &hmac;
     c.out.nonce = c.in.nonce;
+    open_connections.store(conns.size());
     c.in.direction = wire::Direction::kToServer;
     c.out.direction = wire::Direction::kToClient;
     c.tx.assign(wire::kMagic.begin(), wire::kMagic.end());
@@ -430,5 +435,7 @@ StoreServer::~StoreServer() {
 uint16_t StoreServer::port() const { return impl_->bound_port; }
 
 uint64_t StoreServer::refused() const { return impl_->refused.load(); }
+
+size_t StoreServer::connections() const { return impl_->open_connections.load(); }
 
 }  // namespace ringlet::core

@@ -6,6 +6,7 @@ sizes of the worlds it trained in, and its final weights.
 Each worker starts from weights of its own (seeded by its name), so that
 equal final weights show that a worker that joined late received the state."""
 
+import importlib
 import json
 import os
 import sys
@@ -14,11 +15,13 @@ import zlib
 
 import torch
 
-import ringlet.torch as hvd
+# horovod.torch where a benchmark compares with Horovod's elastic mode.
+hvd = importlib.import_module(os.environ.get("ELASTIC_TRAIN_MODULE", "ringlet.torch"))
 
 OUT = sys.argv[1]
 EPOCHS, BATCHES, COMMIT_EVERY = 3, 12, 3
-WORKER = os.environ["RINGLET_ELASTIC_WORKER"].replace(":", "_")
+WORKER = (os.environ.get("RINGLET_ELASTIC_WORKER") or
+          f"{os.environ['HOROVOD_HOSTNAME']}:{os.environ['HOROVOD_LOCAL_RANK']}").replace(":", "_")
 
 
 def record(name, value):
