@@ -13,7 +13,6 @@ hosts reached through bench/python/pretend_hosts/ssh. The table gives p50,
 min and max over the runs, in seconds."""
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -26,24 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TRAIN = os.path.join(ROOT, "tests", "python", "elastic", "train_torch.py")
 RSH = os.path.join(ROOT, "tests", "python", "elastic", "local_rsh.sh")
 PRETEND_SSH = os.path.join(ROOT, "bench", "python", "pretend_hosts")
-
-
-def records(out, worker, name):
-    path = os.path.join(out, f"{worker}.{name}")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def wait_for(check, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.01)
-    raise TimeoutError("the job did not get there")
+sys.path.insert(0, os.path.dirname(TRAIN))
+from records import records, wait_for  # noqa: E402
 
 
 def one_run(launch, size):
@@ -60,13 +43,13 @@ def one_run(launch, size):
                                    start_new_session=True)
             try:
                 victim, survivor = f"h{size - 1}_0", "h0_0"
-                wait_for(lambda: any(p[2] == size and p[1] >= 4
-                                     for p in records(out, victim, "progress")))
+                wait_for("training at full size", lambda: any(
+                    p[2] == size and p[1] >= 4 for p in records(out, victim, "progress")), 120)
                 os.kill(records(out, victim, "pid")[0], signal.SIGKILL)
                 killed = time.monotonic()
-                resumed = wait_for(lambda: any(p[2] == size - 1
-                                               for p in records(out, survivor, "progress"))
-                                   and time.monotonic())
+                resumed = wait_for("the smaller job's first step", lambda: any(
+                    p[2] == size - 1 for p in records(out, survivor, "progress"))
+                    and time.monotonic(), 120)
                 return resumed - killed
             finally:
                 os.killpg(job.pid, signal.SIGKILL)

@@ -5,12 +5,10 @@ others through netns_rsh.sh, as through ssh). A worker killed on host 1
 mid-epoch: the job goes on across hosts 0 and 2 from the last commit, ends
 with the same weights on both, and leaves nothing running on any host."""
 
-import json
 import os
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -24,22 +22,8 @@ if why:
     pytest.skip(why, allow_module_level=True)
 
 TRAIN = SOURCE_DIR / "tests" / "python" / "elastic" / "train_torch.py"
-
-
-def records(out, worker, name):
-    path = Path(out) / f"{worker}.{name}"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def wait_for(what, check, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+sys.path.insert(0, str(TRAIN.parent))
+from records import records, wait_for  # noqa: E402
 
 
 def test_a_worker_killed_on_one_host_leaves_a_job_across_the_others():
@@ -47,14 +31,14 @@ def test_a_worker_killed_on_one_host_leaves_a_job_across_the_others():
     pythonpath = os.environ.get("RINGLET_TEST_PYTHONPATH") or \
         f"{SOURCE_DIR / 'build' / 'python'}:{SOURCE_DIR / 'tests' / 'python'}"
     with Hosts(3) as hosts, tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "out"
-        out.mkdir()
+        out = str(Path(tmp) / "out")
+        os.mkdir(out)
         discover = Path(tmp) / "discover.sh"
         discover.write_text("#!/bin/sh\n" + "".join(f"echo {n}:1\n" for n in hosts.names))
         discover.chmod(0o755)
         job = Job([RSH, hosts.names[0], RINGLETRUN, "--rsh", RSH, "-np", "3", "--min-np", "2",
                    "--max-np", "3", "--host-discovery-script", str(discover),
-                   "--elastic-timeout", "60", sys.executable, str(TRAIN), str(out)],
+                   "--elastic-timeout", "60", sys.executable, str(TRAIN), out],
                   job_env(PYTHONPATH=pythonpath, OMP_NUM_THREADS="1"))
         try:
             victim = f"{hosts.names[1]}_0"

@@ -8,7 +8,6 @@ worker and leaves no process behind. Run by pytest alone (it starts
 ringletrun)."""
 
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +18,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RSH = os.path.join(HERE, "elastic", "local_rsh.sh")
+sys.path.insert(0, os.path.join(HERE, "elastic"))
+from records import records, wait_for  # noqa: E402
 
 
 def have(module):
@@ -42,24 +43,6 @@ FRAMEWORKS = [
 
 def ringletrun():
     return os.environ.get("RINGLET_TEST_RINGLETRUN", "ringletrun")
-
-
-def records(out, worker, name):
-    path = os.path.join(out, f"{worker}.{name}")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def wait_for(what, check, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class ElasticJob:

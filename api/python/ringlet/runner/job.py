@@ -9,7 +9,6 @@ reaches it at rank 0's address with the job's secret, which travels in the
 environment only, never on a command line."""
 
 import fcntl
-import os
 import secrets
 import socket
 import struct
