@@ -286,9 +286,11 @@ class Driver:
         self.lock.notify_all()
         return self.placement_reply(worker, self.round)
 
-    def handle(self, connection, peer):
+    def handle(self, sock, peer):
         worker = None
+        connection = None
         try:
+            connection = elastic_wire.accept(sock, self.key)
             while True:
                 message = connection.receive()
                 with self.lock:
@@ -309,11 +311,16 @@ class Driver:
                         reply = {"change": self.change if changed else None}
                     else:
                         reply = {"error": f"unknown request {message.get('op')!r}"}
+                if reply.get("secret") is not None:
+                    reply["secret"] = connection.seal(reply["secret"])
                 connection.send(reply)
         except (OSError, elastic_wire.WireError, ValueError):
             pass
         finally:
-            connection.close()
+            if connection is not None:
+                connection.close()
+            else:
+                sock.close()
 
     def serve(self, address):
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -329,9 +336,7 @@ class Driver:
                     sock, peer = listener.accept()
                 except OSError:
                     return
-                connection = elastic_wire.Connection(sock, self.key)
-                threading.Thread(target=self.handle, args=(connection, peer[0]),
-                                 daemon=True).start()
+                threading.Thread(target=self.handle, args=(sock, peer[0]), daemon=True).start()
 
         threading.Thread(target=accept, daemon=True).start()
 

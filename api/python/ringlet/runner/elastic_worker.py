@@ -34,6 +34,8 @@ class _Driver:
             try:
                 self.connection.send(dict(message, worker=self.worker))
                 reply = self.connection.receive()
+                if reply.get("secret") is not None:
+                    reply["secret"] = self.connection.unseal(reply["secret"])
             except (OSError, elastic_wire.WireError) as e:
                 self.connection.close()
                 self.connection = None

@@ -1,0 +1,84 @@
+"""The elastic driver's protocol (ringlet.runner.elastic_wire) over real
+sockets: messages pass both ways; a wrong key, a message replayed on another
+connection, one sent back the other way or out of order are refused; a
+round's secret crosses sealed and arrives whole."""
+
+import socket
+import threading
+
+import pytest
+
+from ringlet.runner import elastic_wire as wire
+
+KEY = bytes(range(32))
+
+
+def pair(key_driver=KEY, key_worker=KEY):
+    """(driver side, worker side) of one connection over loopback."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    accepted = {}
+    thread = threading.Thread(target=lambda: accepted.update(
+        driver=wire.accept(listener.accept()[0], key_driver)))
+    thread.start()
+    worker = wire.connect(f"127.0.0.1:{listener.getsockname()[1]}", key_worker, timeout=5)
+    thread.join()
+    listener.close()
+    return accepted["driver"], worker
+
+
+def raw_line(connection, message):
+    """The line `connection` would send for `message` (and counts it sent)."""
+    sent = []
+    real = connection.sock
+    connection.sock = type("Capture", (), {"sendall": lambda self, data: sent.append(data)})()
+    connection.send(message)
+    connection.sock = real
+    return sent[0]
+
+
+def test_messages_pass_both_ways_and_the_secret_crosses_sealed():
+    driver, worker = pair()
+    worker.send({"op": "join", "after": 0})
+    assert driver.receive() == {"op": "join", "after": 0}
+    secret = "ab" * 32
+    sealed = driver.seal(secret)
+    assert sealed != secret and len(sealed) == len(secret)
+    driver.send({"round": 1, "secret": sealed})
+    reply = worker.receive()
+    assert worker.unseal(reply["secret"]) == secret
+    # The same secret sealed for the next message looks different again.
+    assert driver.seal(secret) not in (sealed, secret)
+
+
+def test_a_wrong_key_is_refused():
+    driver, worker = pair(key_worker=bytes(32))
+    worker.send({"op": "join", "after": 0})
+    with pytest.raises(wire.WireError, match="job key"):
+        driver.receive()
+
+
+def test_a_message_replayed_on_another_connection_is_refused():
+    driver, worker = pair()
+    line = raw_line(worker, {"op": "join", "after": 0})
+    other_driver, other_worker = pair()
+    other_worker.sock.sendall(line)
+    with pytest.raises(wire.WireError, match="recorded elsewhere"):
+        other_driver.receive()
+
+
+def test_a_message_sent_back_or_out_of_order_is_refused():
+    driver, worker = pair()
+    line = raw_line(worker, {"op": "updates", "since": 0})
+    # Back to the worker as if the driver had said it.
+    driver.sock.sendall(line)
+    with pytest.raises(wire.WireError, match="recorded elsewhere"):
+        worker.receive()
+    # Twice to the driver: the second copy is out of its place.
+    driver2, worker2 = pair()
+    line = raw_line(worker2, {"op": "updates", "since": 0})
+    worker2.sock.sendall(line + line)
+    assert driver2.receive() == {"op": "updates", "since": 0}
+    with pytest.raises(wire.WireError, match="recorded elsewhere"):
+        driver2.receive()
