@@ -581,3 +581,49 @@ def test_broadcast_object_takes_what_cloudpickle_takes(rt):
     offset = 100 * rt.rank() + 7  # the root's closure carries its own: 7
     fn = rt.broadcast_object(lambda v: v + offset, root_rank=0)
     assert fn(1) == 8
+
+
+def test_elastic_sampler_splits_what_is_left_of_the_epoch(rt):
+    n, size, rank = 11, rt.size(), rt.rank()
+    sampler = rt.elastic.ElasticSampler(list(range(n)), shuffle=False)
+
+    def expected(remaining):
+        per_rank = -(-len(remaining) // size)  # ceil
+        padded = remaining + remaining[:per_rank * size - len(remaining)]
+        return padded[rank::size]
+
+    assert list(sampler) == expected(list(range(n)))
+    assert len(sampler) == -(-n // size)
+    # One batch of 2 done on every rank: 2 * size samples of the epoch are.
+    sampler.record_batch(0, 2)
+    assert sampler.state_dict() == {"epoch": 0, "processed_num": 2 * size}
+    resumed = rt.elastic.ElasticSampler(list(range(n)), shuffle=False)
+    resumed.load_state_dict(sampler.state_dict())
+    assert list(resumed) == expected(list(range(2 * size, n)))
+    # A new epoch starts over; shuffled orders are the same on every rank
+    # and differ between epochs.
+    sampler.set_epoch(1)
+    assert sampler.processed_num == 0 and list(sampler) == expected(list(range(n)))
+    shuffled = rt.elastic.ElasticSampler(list(range(n)), shuffle=True, seed=5)
+    first = shuffled.remaining_indices
+    assert sorted(first) == list(range(n)) and first != list(range(n))
+    assert same_on_every_rank(rt, torch.tensor(first), "elastic_sampler.order")
+    assert list(shuffled) == expected(first)
+    shuffled.set_epoch(1)
+    assert sorted(shuffled.remaining_indices) == list(range(n))
+    assert shuffled.remaining_indices != first
+
+
+def test_torch_state_keeps_an_elastic_sampler(rt):
+    sampler = rt.elastic.ElasticSampler(list(range(20)), shuffle=False)
+    state = rt.elastic.TorchState(sampler=sampler, epoch=0)
+    sampler.record_batch(0, 1)
+    state.commit()
+    sampler.record_batch(1, 1)
+    state.restore()
+    assert sampler.processed_num == rt.size()
+    # sync takes rank 0's place in the epoch.
+    if rt.rank() == 0:
+        sampler.record_batch(1, 1)
+    state.sync()
+    assert sampler.processed_num == 2 * rt.size()

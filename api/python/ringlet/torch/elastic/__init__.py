@@ -1,9 +1,10 @@
 """ringlet.torch.elastic (``hvd.elastic``): Horovod's elastic training for
 PyTorch. ``run`` wraps a training function so that it survives workers
 leaving and joining (ringlet.common.elastic has the rules); ``TorchState``
-holds what it trains. Not served yet: ``ElasticSampler``."""
+holds what it trains, ``ElasticSampler`` where it is in an epoch."""
 
 from ringlet.common.elastic import ObjectState, State, run_fn
+from ringlet.torch.elastic.sampler import ElasticSampler
 from ringlet.torch.elastic.state import TorchState
 from ringlet.torch.mpi_ops import init, shutdown
 
@@ -20,4 +21,4 @@ def _reset():
     init()
 
 
-__all__ = ["ObjectState", "State", "TorchState", "run"]
+__all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run"]

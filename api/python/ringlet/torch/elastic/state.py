@@ -1,14 +1,15 @@
-"""TorchState: a PyTorch training's elastic state (Horovod's). Models and
-optimizers given as keyword arguments are saved as deep copies of their
-state_dict and synchronized with broadcast_parameters and
-broadcast_optimizer_state from rank 0; every other value is an ObjectState
-attribute, synchronized with broadcast_object."""
+"""TorchState: a PyTorch training's elastic state (Horovod's). Models,
+optimizers and ElasticSamplers given as keyword arguments are saved as deep
+copies of their state_dict and synchronized from rank 0
+(broadcast_parameters, broadcast_optimizer_state, broadcast_object); every
+other value is an ObjectState attribute, synchronized with broadcast_object."""
 
 import copy
 
 import torch
 
 from ringlet.common.elastic import ObjectState
+from ringlet.torch.elastic.sampler import ElasticSampler
 from ringlet.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from ringlet.torch.mpi_ops import rank
 
@@ -41,11 +42,19 @@ class _OptimizerHandler(_StateDictHandler):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
+class _SamplerHandler(_StateDictHandler):
+    def sync(self):
+        # Rank 0's progress through the epoch, split anew among this world.
+        self.value.load_state_dict(broadcast_object(self.value.state_dict()))
+
+
 def _handler_for(value):
     if isinstance(value, torch.nn.Module):
         return _ModelHandler(value)
     if isinstance(value, torch.optim.Optimizer):
         return _OptimizerHandler(value)
+    if isinstance(value, ElasticSampler):
+        return _SamplerHandler(value)
     return None
 
 
