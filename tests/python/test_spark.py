@@ -42,6 +42,8 @@ def test_run_returns_each_ranks_value_in_rank_order(spark, num_proc):
     results = ringlet.spark.run(engine_jobs.collectives_job, args=(5,), num_proc=num_proc,
                                 start_timeout=60)
     engine_jobs.check_collectives(results, num_proc, 5)
+    # The job's group was its own: the caller's thread is left without one.
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
 
 
 def test_num_proc_defaults_to_spark_parallelism(spark):

@@ -94,6 +94,11 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, env=None, std
         if failure is not None:
             raise failure from e
         raise
+    finally:
+        # The group was this thread's for the job alone: the caller's later
+        # Spark jobs are not in it.
+        for name in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            spark_context.setLocalProperty(name, None)
     ended.sort(key=lambda r: r[0])
     for rank, _, out, err in ended:
         _forward(rank, "stdout", out, stdout)
