@@ -19,6 +19,7 @@ The rules, Horovod's:
 
 import functools
 
+from ringlet.common import basics
 from ringlet.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt, InitError
 from ringlet.runner import elastic_worker
 from ringlet.runner.failures import caused_by_another_rank
@@ -96,7 +97,13 @@ class ObjectState(State):
             setattr(self, name, value)
 
 
-def run_fn(func, reset):
+def reset():
+    """Re-forms the job: this worker leaves the round and joins the next."""
+    basics.shutdown()
+    basics.init()
+
+
+def run_fn(func, reset=reset):
     """``func(state, *args, **kwargs)`` kept running through resets (see the
     module's rules); ``reset`` re-forms the job (shutdown, then init)."""
 

@@ -3,10 +3,9 @@ the rank's environment and, once a function called ``hvd.init()``, its
 Ringlet runtime, from one ``run`` to the next, as Horovod's Ray workers do."""
 
 import os
-import traceback
 
 from ringlet.runner import job
-from ringlet.runner.failures import RankFailure, caused_by_another_rank
+from ringlet.runner.failures import failure_of
 
 
 class RankWorker:
@@ -52,9 +51,8 @@ class RankWorker:
         try:
             return True, fn(self.executable)
         except Exception as e:
-            text = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip()
             _leave_job()
-            return False, RankFailure(self.rank, text, caused_by_another_rank(e))
+            return False, failure_of(self.rank, e)
 
 
 def _leave_job():

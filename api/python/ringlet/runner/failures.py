@@ -4,6 +4,8 @@ reports whichever failure it saw first may show one of those instead of the
 cause. These helpers tell them apart, so that the engines report the rank
 that failed first-hand."""
 
+import traceback
+
 from ringlet.common.exceptions import (AbortedError, CollectiveTimeoutError, InitError,
                                        PeerLostError)
 
@@ -36,6 +38,17 @@ def _rebuild_rank_failure(rank, text, second_hand):
     failure = RankFailure(rank, "", second_hand)
     failure.args = (text,)
     return failure
+
+
+def traceback_of(error):
+    """``error``'s traceback as Python prints it."""
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
+
+
+def failure_of(rank, error):
+    """Rank ``rank``'s RankFailure for ``error``, an exception its function
+    raised: its traceback, and whether another rank caused it."""
+    return RankFailure(rank, traceback_of(error), caused_by_another_rank(error))
 
 
 def first_cause(failures):

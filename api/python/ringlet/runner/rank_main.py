@@ -7,7 +7,6 @@ import ctypes
 import os
 import signal
 import sys
-import traceback
 
 import cloudpickle
 
@@ -37,9 +36,8 @@ def main():
         value = fn(*args, **kwargs)
         result = (True, value, False)
     except BaseException as e:  # the parent reports every way the function ended
-        from ringlet.runner.failures import caused_by_another_rank
-        result = (False, "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip(),
-                  caused_by_another_rank(e))
+        from ringlet.runner.failures import caused_by_another_rank, traceback_of
+        result = (False, traceback_of(e), caused_by_another_rank(e))
     try:
         _write_result(result_path, result)
     except Exception as e:  # a return value that does not pickle is this rank's failure

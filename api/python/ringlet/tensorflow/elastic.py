@@ -14,7 +14,7 @@ from ringlet.common import exceptions
 from ringlet.common.elastic import ObjectState, run_fn
 from ringlet.tensorflow.errors import ERROR_CODE_PAYLOAD, from_op_error
 from ringlet.tensorflow.functions import broadcast_object, broadcast_object_fn, broadcast_variables
-from ringlet.common.basics import init, rank, shutdown
+from ringlet.common.basics import rank
 from ringlet.tensorflow.util import _executing_eagerly
 
 
@@ -45,12 +45,7 @@ def run(func):
                 raise
             raise failure from e
 
-    return run_fn(wrapper, _reset)
-
-
-def _reset():
-    shutdown()
-    init()
+    return run_fn(wrapper)
 
 
 def _global_variables():

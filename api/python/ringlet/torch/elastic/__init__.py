@@ -6,19 +6,13 @@ holds what it trains, ``ElasticSampler`` where it is in an epoch."""
 from ringlet.common.elastic import ObjectState, State, run_fn
 from ringlet.torch.elastic.sampler import ElasticSampler
 from ringlet.torch.elastic.state import TorchState
-from ringlet.torch.mpi_ops import init, shutdown
 
 
 def run(func):
     """Decorates ``func(state, *args, **kwargs)``, whose first argument is a
     State: it runs on every worker and goes on through resets. Collectives
     belong inside it, not in the call that starts it."""
-    return run_fn(func, _reset)
-
-
-def _reset():
-    shutdown()
-    init()
+    return run_fn(func)
 
 
 __all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run"]
