@@ -148,6 +148,7 @@ class Driver:
         env.update({"RINGLET_ELASTIC_DRIVER": self.driver_address,
                     "RINGLET_ELASTIC_KEY": self.key.hex(),
                     "RINGLET_ELASTIC_WORKER": f"{host}:{slot}",
+                    "RINGLET_ELASTIC_TIMEOUT_SECONDS": str(self.args.elastic_timeout),
                     "HOROVOD_ELASTIC": "1"})
         return env
 

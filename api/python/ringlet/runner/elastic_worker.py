@@ -24,6 +24,9 @@ class _Driver:
         self.address = os.environ["RINGLET_ELASTIC_DRIVER"]
         self.key = bytes.fromhex(os.environ["RINGLET_ELASTIC_KEY"])
         self.worker = os.environ["RINGLET_ELASTIC_WORKER"]
+        # The driver answers a join within its elastic timeout (with a round
+        # or an error); past that and a margin, it is not answering at all.
+        self.answer_within = float(os.environ.get("RINGLET_ELASTIC_TIMEOUT_SECONDS", "600")) + 30
         self.lock = threading.Lock()
         self.connection = None
 
@@ -31,6 +34,7 @@ class _Driver:
         with self.lock:
             if self.connection is None:
                 self.connection = elastic_wire.connect(self.address, self.key, timeout=30)
+                self.connection.sock.settimeout(self.answer_within)
             try:
                 self.connection.send(dict(message, worker=self.worker))
                 reply = self.connection.receive()
