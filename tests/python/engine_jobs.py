@@ -120,3 +120,13 @@ def check_training(results, size):
     start = sum(r[0] for r in results) / size
     end = sum(r[1] for r in results) / size
     assert end < start, f"the loss did not fall: {start:.3f} -> {end:.3f}"
+
+
+def elastic_training_job(out, kill_worker=None, log=None):
+    """The elastic suite's PyTorch job (elastic/train_torch.py) as a
+    function: returns (worker name, final parameters)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "elastic"))
+    import train_torch
+    import ringlet.torch as hvd
+
+    return train_torch.train(out, hvd, kill_worker=kill_worker, log=log)

@@ -46,7 +46,7 @@ def ringletrun():
 
 
 class ElasticJob:
-    def __init__(self, tmp_path, script, hosts, np, min_np, max_np, flags=()):
+    def __init__(self, tmp_path, script, hosts, np, min_np, max_np, flags=(), env=None):
         self.out = str(tmp_path / "out")
         os.mkdir(self.out)
         self.hosts_file = tmp_path / "hosts"
@@ -60,7 +60,7 @@ class ElasticJob:
              "--host-discovery-script", str(discover), "--rsh", RSH, "--elastic-timeout", "60",
              *flags,
              sys.executable, os.path.join(HERE, "elastic", script), self.out],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})))
 
     def set_hosts(self, text):
         tmp = str(self.hosts_file) + ".new"
@@ -150,6 +150,16 @@ def test_elastic_flags_without_a_discovery_script_are_refused():
     assert "--host-discovery-script" in done.stderr
 
 
+@pytest.mark.parametrize("bounds,says", [(("0", "5"), "Value 0 not in range 1 to 3600"),
+                                         (("5", "2"), "lower limit 5 s is above its upper")])
+def test_a_bad_cooldown_range_is_refused(tmp_path, bounds, says):
+    done = subprocess.run([ringletrun(), "-np", "1", "--host-discovery-script", "echo localhost",
+                           "--blacklist-cooldown-range", *bounds, sys.executable, "-c", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr, done.stderr
+
+
 def test_a_host_below_its_failure_limit_gets_a_new_worker_and_then_leaves(tmp_path):
     if not have("torch"):
         pytest.skip("torch not installed")
@@ -168,6 +178,27 @@ def test_a_host_below_its_failure_limit_gets_a_new_worker_and_then_leaves(tmp_pa
     finals = job.finals()
     assert set(finals) == {"h1_0", "h3_0"}, log
     assert_same_weights(finals, 2)
+    assert_nothing_left()
+
+
+def test_a_host_that_left_comes_back_after_its_cooldown(tmp_path):
+    if not have("torch"):
+        pytest.skip("torch not installed")
+    job = ElasticJob(tmp_path, "train_torch.py", "h1:1\nh2:1\nh3:1\n", np=3, min_np=2, max_np=3,
+                     flags=("--blacklist-cooldown-range", "1", "2"), env={"ELASTIC_EPOCHS": "8"})
+    wait_for("h2 to train at 3 workers",
+             lambda: any(p[2] == 3 and p[1] >= 2 for p in records(job.out, "h2_0", "progress")))
+    os.kill(records(job.out, "h2_0", "pid")[0], signal.SIGKILL)
+    code, log = job.finish()
+    assert code == 0, log
+    # Its first exclusion: 1 * 2**1 + U(0, 1) s, held to the range's 2 s.
+    assert "host h2 failed 1 time(s): dropped from the job for 2.0 s" in log, log
+    assert "host h2 ended its cooldown: back in the job" in log, log
+    assert log.count("started worker h2:0") == 2, log
+    finals = job.finals()
+    assert set(finals) == {"h1_0", "h2_0", "h3_0"}, log
+    assert_same_weights(finals, 3)
+    assert [w["size"] for w in records(job.out, "h1_0", "world")] == [3, 2, 3]
     assert_nothing_left()
 
 

@@ -1,7 +1,7 @@
 """ringlet.ray.RayExecutor on a Ray instance started by the suite
 (ray.init(num_cpus=4)): jobs of 2 and 4 workers whose collectives are
-checked, run/execute/run_remote/execute_single, a rank that raises failing
-the call with its own error, and a PyTorch training function whose ranks
+checked, run/execute/run_remote/execute_single, callbacks receiving what the
+ranks log, a rank that raises failing the call with its own error, and a PyTorch training function whose ranks
 end with the same weights."""
 
 import subprocess
@@ -103,6 +103,42 @@ def test_a_rank_that_raises_fails_the_call_with_its_error(executor):
     assert text.startswith("rank 1 failed: Traceback") and "(boom-1)" in text, text
 
 
+def log_rank(times):
+    import os
+
+    from ringlet.ray import ray_logger
+
+    for i in range(times):
+        ray_logger.log({"rank": int(os.environ["RINGLET_RANK"]), "i": i})
+    return "done"
+
+
+@pytest.mark.parametrize("executor", [2], indirect=True)
+def test_callbacks_receive_every_value_the_ranks_log(executor):
+    seen, also = [], []
+    assert executor.run(log_rank, args=[3], callbacks=[seen.append, also.append]) == \
+        ["done", "done"]
+    want = sorted((r, i) for r in range(2) for i in range(3))
+    assert sorted((v["rank"], v["i"]) for v in seen) == want
+    assert also == seen
+    # Each rank's values arrive in the order it logged them.
+    assert [v["i"] for v in seen if v["rank"] == 1] == [0, 1, 2]
+    # Without callbacks, a logged value goes nowhere (with a warning).
+    from ringlet.ray import ray_logger
+
+    with pytest.warns(UserWarning, match="no callbacks"):
+        ray_logger.log({"nowhere": 1})
+
+
+@pytest.mark.parametrize("executor", [2], indirect=True)
+def test_a_callback_that_raises_fails_the_call_with_its_error(executor):
+    def bad(_info):
+        raise KeyError("the callback's own error")
+
+    with pytest.raises(KeyError, match="the callback's own error"):
+        executor.run(log_rank, args=[1], callbacks=[bad])
+
+
 @pytest.mark.parametrize("executor", [2], indirect=True)
 def test_torch_training_ends_with_the_same_weights_on_every_rank(executor):
     pytest.importorskip("torch")
@@ -115,8 +151,10 @@ def test_bad_arguments_are_refused(ray_cluster):
     settings = RayExecutor.create_settings()
     with pytest.raises(ValueError, match="not both"):
         RayExecutor(settings, num_workers=2, num_hosts=1)
-    with pytest.raises(ValueError, match="elastic Ray jobs"):
-        RayExecutor(settings, min_workers=1, max_workers=2)
+    with pytest.raises(ValueError, match="not both"):
+        RayExecutor(settings, num_workers=2, min_workers=1)
+    with pytest.raises(ValueError, match="max_workers needs a positive min_workers"):
+        RayExecutor(settings, max_workers=2)
     with pytest.raises(ValueError, match="at least 1"):
         RayExecutor(settings, num_workers=0)
     with pytest.raises(RuntimeError, match="call start"):

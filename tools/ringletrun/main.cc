@@ -67,6 +67,8 @@ struct Args {
   std::optional<double> elastic_timeout;
   std::optional<int> reset_limit;
   std::optional<int> blacklist_failures;
+  // (lower, upper) seconds; (0, 0) where not given (a given one is at least 1).
+  std::pair<int, int> blacklist_cooldown_range{0, 0};
   std::vector<std::string> command;
 
   bool elastic() const { return min_np || max_np || !host_discovery_script.empty(); }
@@ -161,6 +163,10 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   app.add_option("--blacklist-failures", args.blacklist_failures,
                  "elastic: failed workers after which a host leaves the job (default 1)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--blacklist-cooldown-range", args.blacklist_cooldown_range,
+                 "elastic: LOWER UPPER seconds: a host that left the job comes back after a "
+                 "cooldown, doubling each time, held in this range (default: never)")
+      ->check(CLI::Range(1, 3600));
   app.add_flag("--verbose", args.verbose, "say what ringletrun does");
   app.add_flag("--check-build", args.check_build, "print what this build contains and exit");
   app.footer(
@@ -433,6 +439,10 @@ int exec_elastic_driver(const Args& args) {
   add("--elastic-timeout", args.elastic_timeout);
   add("--reset-limit", args.reset_limit);
   add("--blacklist-failures", args.blacklist_failures);
+  if (const auto& [lower, upper] = args.blacklist_cooldown_range; lower > 0) {
+    argv.insert(argv.end(), {"--blacklist-cooldown-range", std::to_string(lower),
+                             std::to_string(upper)});
+  }
   const std::vector<std::string> rsh = remote_shell(args);
   std::string rsh_words;
   for (const auto& w : rsh) rsh_words += (rsh_words.empty() ? "" : " ") + w;

@@ -10,13 +10,21 @@ failure of the lowest rank that failed first-hand (not one that failed
 because another rank did), a ``RankFailure`` naming that rank and holding
 its traceback.
 
-Not served yet: elastic jobs (``min_workers``/``max_workers``, the
-``ElasticRayExecutor``) and ``callbacks`` (values logged by rank 0)."""
+With ``min_workers`` (and ``max_workers``), the job is elastic
+(ringlet.ray.elastic): ``run``/``execute`` start a worker per slot Ray's
+nodes hold, up to ``max_workers``, and the job re-forms as workers die and
+nodes come and go. ``callbacks`` receive every value a worker sends with
+``ringlet.ray.ray_logger.log``. ``ElasticRayExecutor`` is Horovod's earlier
+elastic executor, over the same."""
 
+import os
 import socket
 
-from ringlet.runner import job
+from ringlet.runner import elastic_driver, job
+from ringlet.runner.elastic_hosts import check_cooldown_range
 from ringlet.runner.failures import RankFailure, first_cause
+from ringlet.ray import elastic
+from ringlet.ray.callbacks import CallbackPump
 from ringlet.ray.worker import RankWorker
 
 
@@ -57,9 +65,40 @@ class RayExecutor:
                  use_current_placement_group=True, min_workers=None, max_workers=None,
                  reset_limit=None, cooldown_range=None, elastic_timeout=600,
                  override_discovery=True):
-        if min_workers is not None or max_workers is not None:
-            raise ValueError("elastic Ray jobs (min_workers/max_workers) are not served yet; "
-                             "give num_workers, or num_hosts and num_workers_per_host")
+        if max_workers is not None and (min_workers is None or min_workers <= 0):
+            raise ValueError("max_workers needs a positive min_workers: an elastic job goes on "
+                             "with at least min_workers workers")
+        if min_workers is not None and (num_workers is not None or num_hosts is not None):
+            raise ValueError("give min_workers (an elastic job) or num_workers/num_hosts (a job "
+                             "of a fixed size), not both")
+        self.settings = settings
+        self.cpus_per_worker = cpus_per_worker
+        self.use_gpu = use_gpu
+        self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
+        self.workers = []  # by rank, once started
+        self._placement_group = None
+        self._own_placement_group = False
+        self.elastic = None
+        if min_workers is not None:
+            if min_workers < 1:
+                raise ValueError(f"min_workers must be at least 1, not {min_workers}")
+            if max_workers is not None and max_workers < min_workers:
+                raise ValueError(f"max_workers {max_workers} is below min_workers {min_workers}")
+            if elastic_timeout is None:
+                elastic_timeout = float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT", "600"))
+            self.elastic = elastic_driver.Settings(
+                np=min_workers, min_np=min_workers, max_np=max_workers,
+                elastic_timeout=elastic_timeout, reset_limit=reset_limit,
+                cooldown_range=check_cooldown_range(cooldown_range))
+            if override_discovery:
+                self.discovery = elastic.RayDiscovery(use_gpu, cpus_per_worker,
+                                                      gpus_per_worker)
+            elif getattr(settings, "discovery", None) is None:
+                raise ValueError("override_discovery=False needs settings.discovery, an object "
+                                 "with find_available_hosts_and_slots()")
+            else:
+                self.discovery = settings.discovery
+            return
         if num_workers is not None and num_hosts is not None:
             raise ValueError("give num_workers or num_hosts (with num_workers_per_host), "
                              "not both")
@@ -69,17 +108,10 @@ class RayExecutor:
                             ("num_workers_per_host", num_workers_per_host)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, not {value}")
-        self.settings = settings
         self.num_workers = num_workers
         self.num_hosts = num_hosts
         self.num_workers_per_host = num_workers_per_host
-        self.cpus_per_worker = cpus_per_worker
-        self.use_gpu = use_gpu
-        self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
         self.use_current_placement_group = use_current_placement_group
-        self.workers = []  # by rank, once started
-        self._placement_group = None
-        self._own_placement_group = False
 
     def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
               extra_env_vars=None):
@@ -88,6 +120,11 @@ class RayExecutor:
         **kwargs)`` in each, the object ``execute`` passes to its function."""
         import ray
 
+        if self.elastic is not None:
+            # An elastic job's workers start with each run/execute.
+            self._elastic_job = ((executable_cls, list(executable_args or []),
+                                  dict(executable_kwargs or {})), dict(extra_env_vars or {}))
+            return
         if self.workers:
             raise RuntimeError("this RayExecutor has started already; shutdown() first")
         workers = self._create_workers(ray)
@@ -117,18 +154,25 @@ class RayExecutor:
         self.workers = workers
 
     def execute(self, fn, callbacks=None):
-        """``fn(executable)`` on every rank; the return values by rank."""
-        self._refuse_callbacks(callbacks)
-        return self._gather([w.execute_reported.remote(fn) for w in self._started()])
+        """``fn(executable)`` on every rank; the return values by rank.
+        ``callbacks`` receive each value the ranks log (ray_logger.log)."""
+        if self.elastic is not None:
+            return self._run_elastic(fn, callbacks)
+        return self._gather(lambda w, queue: w.execute_reported.remote(fn, queue), callbacks)
 
     def run(self, fn, args=None, kwargs=None, callbacks=None):
-        """``fn(*args, **kwargs)`` on every rank; the return values by rank."""
-        self._refuse_callbacks(callbacks)
+        """``fn(*args, **kwargs)`` on every rank; the return values by rank.
+        ``callbacks`` receive each value the ranks log (ray_logger.log)."""
         call = _Call(fn, args, kwargs)
-        return self._gather([w.execute_reported.remote(call) for w in self._started()])
+        if self.elastic is not None:
+            return self._run_elastic(call, callbacks)
+        return self._gather(lambda w, queue: w.execute_reported.remote(call, queue), callbacks)
 
     def run_remote(self, fn, args=None, kwargs=None):
         """``fn(*args, **kwargs)`` on every rank; their ObjectRefs by rank."""
+        if self.elastic is not None:
+            raise NotImplementedError("an elastic job's workers come and go: run_remote has no "
+                                      "ObjectRefs to give; use run")
         call = _Call(fn, args, kwargs)
         return [w.execute.remote(call) for w in self._started()]
 
@@ -136,6 +180,9 @@ class RayExecutor:
         """``fn(executable)`` on rank 0 alone; its return value."""
         import ray
 
+        if self.elastic is not None:
+            raise NotImplementedError("an elastic job has no fixed rank 0 between calls: "
+                                      "execute_single is not served there; use execute")
         return ray.get(self._started()[0].execute.remote(fn))
 
     def shutdown(self):
@@ -152,14 +199,30 @@ class RayExecutor:
             raise RuntimeError("this RayExecutor has not started: call start() first")
         return self.workers
 
-    @staticmethod
-    def _refuse_callbacks(callbacks):
-        if callbacks:
-            raise ValueError("callbacks (values logged by rank 0) are not served yet")
+    def _run_elastic(self, fn, callbacks):
+        if not hasattr(self, "_elastic_job"):
+            raise RuntimeError("this RayExecutor has not started: call start() first")
+        executable, env_vars = self._elastic_job
+        pump = CallbackPump(callbacks)
+        try:
+            return elastic.run_job(self.elastic, self.discovery, fn, executable, env_vars,
+                                   self.cpus_per_worker, self.gpus_per_worker, pump.queue)
+        finally:
+            pump.close()
 
-    def _gather(self, refs):
+    def _gather(self, call, callbacks):
         import ray
 
+        pump = CallbackPump(callbacks)
+        try:
+            refs = [call(w, pump.queue) for w in self._started()]
+            values = self._values_of(ray, refs)
+        finally:
+            pump.close()
+        return values
+
+    @staticmethod
+    def _values_of(ray, refs):
         values, failures = [], []
         for rank, ref in enumerate(refs):
             try:
@@ -232,3 +295,66 @@ class _Call:
 
     def __call__(self, _executable):
         return self.fn(*self.args, **self.kwargs)
+
+
+class ElasticSettings(Settings):
+    """What ``ElasticRayExecutor.create_settings`` returns: the job's
+    limits, and ``discovery`` (set by the executor unless
+    ``override_discovery=False``)."""
+
+    def __init__(self, min_num_proc=1, max_num_proc=None, reset_limit=None,
+                 elastic_timeout=600, timeout_s=30, ssh_identity_file=None, nics=None,
+                 cooldown_range=None, discovery=None):
+        super().__init__(timeout_s, ssh_identity_file, nics=nics)
+        self.min_num_proc = min_num_proc
+        self.max_num_proc = max_num_proc
+        self.reset_limit = reset_limit
+        self.elastic_timeout = elastic_timeout
+        self.cooldown_range = cooldown_range
+        self.discovery = discovery
+
+
+class ElasticRayExecutor:
+    """Horovod's earlier elastic executor on Ray (deprecated there since
+    0.25 in favour of ``RayExecutor(min_workers=...)``, which this one
+    runs): ``create_settings(min_num_proc, max_num_proc, ...)``,
+    ``ElasticRayExecutor(settings, use_gpu, cpus_per_slot, gpus_per_slot,
+    env_vars, override_discovery)``, ``start()``, ``run(worker_fn,
+    callbacks)`` with ``worker_fn`` taking no arguments."""
+
+    @staticmethod
+    def create_settings(min_num_proc=1, max_num_proc=None, reset_limit=None,
+                        elastic_timeout=600, timeout_s=30, ssh_identity_file=None, nics=None,
+                        min_np=None, max_np=None, **kwargs):
+        import warnings
+
+        if min_np is not None:
+            warnings.warn("min_np is deprecated, use min_num_proc instead", DeprecationWarning)
+            min_num_proc = min_np
+        if max_np is not None:
+            warnings.warn("max_np is deprecated, use max_num_proc instead", DeprecationWarning)
+            max_num_proc = max_np
+        return ElasticSettings(min_num_proc, max_num_proc, reset_limit, elastic_timeout,
+                               timeout_s, ssh_identity_file, nics,
+                               cooldown_range=kwargs.get("cooldown_range"))
+
+    def __init__(self, settings, use_gpu=False, cpus_per_slot=1, gpus_per_slot=None,
+                 env_vars=None, override_discovery=True):
+        if gpus_per_slot and not use_gpu:
+            raise ValueError("gpus_per_slot is set, but use_gpu is False: use_gpu must be True "
+                             "where gpus_per_slot is set")
+        self.executor = RayExecutor(
+            settings, cpus_per_worker=cpus_per_slot, use_gpu=use_gpu,
+            gpus_per_worker=gpus_per_slot, min_workers=settings.min_num_proc,
+            max_workers=settings.max_num_proc, reset_limit=settings.reset_limit,
+            cooldown_range=settings.cooldown_range, elastic_timeout=settings.elastic_timeout,
+            override_discovery=override_discovery)
+        self.env_vars = dict(env_vars or {})
+
+    def start(self):
+        self.executor.start(extra_env_vars=self.env_vars)
+
+    def run(self, worker_fn, callbacks=None):
+        """``worker_fn()`` on every worker of the elastic job; the values of
+        the workers that finished, by rank."""
+        return self.executor.run(worker_fn, callbacks=callbacks)

@@ -45,14 +45,21 @@ class RankWorker:
             _leave_job()
             raise
 
-    def execute_reported(self, fn):
+    def execute_reported(self, fn, queue=None):
         """fn(executable) as (True, value), or (False, RankFailure) where it
-        raised, so that the driver can pick the failure that came first."""
+        raised, so that the driver can pick the failure that came first.
+        What it logs (ray_logger.log) goes to ``queue``, the driver's
+        callbacks."""
+        from ringlet.ray import ray_logger
+
+        ray_logger.configure(queue)
         try:
             return True, fn(self.executable)
         except Exception as e:
             _leave_job()
             return False, failure_of(self.rank, e)
+        finally:
+            ray_logger.configure(None)
 
 
 def _leave_job():

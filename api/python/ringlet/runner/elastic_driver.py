@@ -1,6 +1,6 @@
 """The driver of an elastic job, what `ringletrun --min-np A --max-np B
---host-discovery-script S` runs: it starts a worker per slot the discovery
-script reports, forms the job's rounds, and re-forms it when workers die or
+--host-discovery-script S` runs: once the discovery script reports -np
+slots, it starts a worker per slot (up to --max-np), forms the job's rounds, and re-forms it when workers die or
 slots come and go, as Horovod's elastic driver does.
 
 - Discovery: the script (a shell command) runs every --discovery-interval
@@ -20,8 +20,10 @@ slots come and go, as Horovod's elastic driver does.
   picks. No connection or shared-memory segment of a round outlives it.
 - Failures: a worker that exits non-zero marks its host failed; a host that
   failed --blacklist-failures times (default 1, as Horovod) is dropped from
-  the job, its other workers stopped, and a host still in it gets a new
-  worker on the failed slot. The survivors' collectives fail, they roll back
+  the job (for good, or until its cooldown ends where
+  --blacklist-cooldown-range is given: ringlet.runner.elastic_hosts), its
+  other workers stopped, and a host still in it gets a new worker on the
+  failed slot. The survivors' collectives fail, they roll back
   to their last commit and ask for the next round. Fewer live
   workers than --min-np for --elastic-timeout seconds end the job.
 - Growth: a new slot (up to --max-np workers) gets a worker, and the others
@@ -29,7 +31,12 @@ slots come and go, as Horovod's elastic driver does.
   check_host_updates()), re-form with it, and send it their state.
 
 The job ends 0 when every worker ended 0, and otherwise with a line saying
-which worker failed and why the job could not go on."""
+which worker failed and why the job could not go on.
+
+The driver serves other engines too: where the hosts come from (a
+discovery function) and how a worker starts (a launcher) are its
+arguments, so that Ray's actors (ringlet.ray.elastic) and Spark's tasks
+(ringlet.spark.elastic) are workers of the same driver."""
 
 import argparse
 import os
@@ -42,6 +49,7 @@ import threading
 import time
 
 from ringlet.runner import elastic_wire, job
+from ringlet.runner.elastic_hosts import HostBlacklist, check_cooldown_range
 
 
 def log(message):
@@ -92,38 +100,131 @@ def is_local(host):
     return host in ("localhost", "127.0.0.1", "::1", socket.gethostname())
 
 
-class Driver:
-    def __init__(self, args, command):
-        self.args = args
+class Settings:
+    """An elastic job's limits, as ringletrun's flags (or an engine's
+    arguments) give them."""
+
+    def __init__(self, np, min_np=None, max_np=None, elastic_timeout=600.0, reset_limit=None,
+                 blacklist_failures=1, cooldown_range=None, discovery_interval=1.0,
+                 start_timeout=None):
+        self.np = np
+        self.min_np = min_np if min_np is not None else np
+        self.max_np = max_np
+        self.elastic_timeout = elastic_timeout
+        self.reset_limit = reset_limit
+        self.blacklist_failures = blacklist_failures
+        self.cooldown_range = cooldown_range
+        self.discovery_interval = discovery_interval
+        # How long the first -np slots may take to show (else the elastic timeout).
+        self.start_timeout = start_timeout if start_timeout is not None else elastic_timeout
+
+
+class ScriptDiscovery:
+    """The hosts a discovery script prints: {host: slots}, or None where it
+    failed (the driver then keeps the hosts it had)."""
+
+    def __init__(self, command, interval):
         self.command = command
-        self.key = secrets.token_bytes(32)
+        self.interval = interval
+
+    def __call__(self):
+        try:
+            out = subprocess.run(self.command, shell=True, capture_output=True, text=True,
+                                 timeout=max(5.0, self.interval * 10))
+            if out.returncode != 0:
+                raise RuntimeError(f"exit status {out.returncode}: {out.stderr.strip()[-300:]}")
+            return parse_hosts(out.stdout)
+        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+            log(f"the host discovery script {self.command} failed ({e}); "
+                f"keeping the hosts it reported last")
+            return None
+
+
+class AgentLauncher:
+    """Starts each worker as a process, through ringletrun's agent (on
+    another host, through the remote shell). A worker's handle is its
+    subprocess.Popen; its lines are printed prefixed [host:slot]."""
+
+    def __init__(self, command, ringletrun="ringletrun", rsh="ssh -o BatchMode=yes",
+                 network_interface=""):
+        self.command = command
+        self.ringletrun = ringletrun
+        self.rsh = rsh
+        self.network_interface = network_interface
+        self.forwarders = []
+
+    def start(self, name, host, slot, elastic_env):
+        # Through ringletrun's agent on this host too: a worker ends when the
+        # agent's stdin closes, so none outlives a driver that was killed.
+        env = job.without_job(os.environ)
+        env.update(elastic_env)
+        argv = [self.ringletrun, "--remote-agent"]
+        if not is_local(host):
+            argv = self.rsh.split() + [host] + argv
+            for own in ("HOSTNAME", "RINGLET_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_"):
+                env.pop(own, None)
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        process.stdin.write(agent_block(os.getcwd(), self.command, env))
+        process.stdin.flush()  # kept open: the agent ends the worker when it closes
+        for stream, kind in ((process.stdout, "stdout"), (process.stderr, "stderr")):
+            t = threading.Thread(target=forward, args=(stream, name, kind), daemon=True)
+            t.start()
+            self.forwarders.append(t)
+        return process
+
+    def listen_address(self, hosts):
+        """Where the workers reach the driver: loopback for a job on this
+        host, the chosen interface's address, else the address this host
+        reaches the first other host from (never every address)."""
+        remote = [h for h in hosts if not is_local(h)]
+        if not remote:
+            return "127.0.0.1"
+        if self.network_interface:
+            return job.interface_address(self.network_interface)
+        for host in remote:
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                    probe.connect((host, 9))
+                    return probe.getsockname()[0]
+            except OSError:
+                continue
+        log(f"no host of {', '.join(remote)} resolves here: the driver listens on 127.0.0.1, "
+            f"which only workers on this machine reach")
+        return "127.0.0.1"
+
+    def close(self):
+        for t in self.forwarders:
+            t.join(2)
+
+
+class Driver:
+    """Runs an elastic job: ``discover()`` returns the hosts ({host: slots},
+    or None to keep the last); ``launcher.start(name, host, slot, env)``
+    starts a worker with the elastic variables ``env`` and returns a handle
+    that behaves as a subprocess.Popen (poll, returncode, terminate, kill,
+    wait); ``launcher.listen_address(hosts)`` says where workers reach the
+    driver."""
+
+    def __init__(self, settings, discover, launcher, key=None):
+        self.args = settings
+        self.discover = discover
+        self.launcher = launcher
+        self.key = key or secrets.token_bytes(32)  # the workers' messages carry its HMAC
         self.lock = threading.Condition()
         self.workers = []           # every worker started, alive or not
         self.hosts = {}             # the last discovery
-        self.failures = {}          # host -> failed workers
-        self.blacklist = set()
+        self.blacklist = HostBlacklist(settings.blacklist_failures, settings.cooldown_range)
         self.hosts_version = 0      # counts the host changes the workers are told of
         self.change = None          # 'added' / 'removed' since the last round formed
         self.round = Round(0, {}, None, None)
         self.resets = 0
         self.ended = None           # the reason the job ended, once it did
+        self.outcome = None         # why the job failed, where it did
         self.short_since = None     # when live workers fell below --min-np
         self.server = None
-        self.forwarders = []        # the threads printing the workers' lines
 
     # -- discovery and workers --
-
-    def discover(self):
-        try:
-            out = subprocess.run(self.args.host_discovery_script, shell=True, capture_output=True,
-                                 text=True, timeout=max(5.0, self.args.discovery_interval * 10))
-            if out.returncode != 0:
-                raise RuntimeError(f"exit status {out.returncode}: {out.stderr.strip()[-300:]}")
-            return parse_hosts(out.stdout)
-        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
-            log(f"the host discovery script {self.args.host_discovery_script} failed ({e}); "
-                f"keeping the hosts it reported last")
-            return None
 
     def live(self):
         return [w for w in self.workers if w.exit_code is None and not w.stopping]
@@ -143,33 +244,16 @@ class Driver:
             started = True
         return started
 
-    def worker_env(self, host, slot):
-        env = job.without_job(os.environ)
-        env.update({"RINGLET_ELASTIC_DRIVER": self.driver_address,
-                    "RINGLET_ELASTIC_KEY": self.key.hex(),
-                    "RINGLET_ELASTIC_WORKER": f"{host}:{slot}",
-                    "RINGLET_ELASTIC_TIMEOUT_SECONDS": str(self.args.elastic_timeout),
-                    "HOROVOD_ELASTIC": "1"})
-        return env
+    def elastic_env(self, name):
+        return {"RINGLET_ELASTIC_DRIVER": self.driver_address,
+                "RINGLET_ELASTIC_KEY": self.key.hex(),
+                "RINGLET_ELASTIC_WORKER": name,
+                "RINGLET_ELASTIC_TIMEOUT_SECONDS": str(self.args.elastic_timeout),
+                "HOROVOD_ELASTIC": "1"}
 
     def start_worker(self, host, slot):
-        # Through ringletrun's agent on this host too: a worker ends when the
-        # agent's stdin closes, so none outlives a driver that was killed.
-        env = self.worker_env(host, slot)
-        argv = [self.args.ringletrun, "--remote-agent"]
-        if not is_local(host):
-            argv = self.args.rsh.split() + [host] + argv
-            for own in ("HOSTNAME", "RINGLET_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_"):
-                env.pop(own, None)
-        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
-        process.stdin.write(agent_block(os.getcwd(), self.command, env))
-        process.stdin.flush()  # kept open: the agent ends the worker when it closes
-        worker = Worker(host, slot, process)
-        for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
-            t = threading.Thread(target=forward, args=(stream, worker.name, name), daemon=True)
-            t.start()
-            self.forwarders.append(t)
+        name = f"{host}:{slot}"
+        worker = Worker(host, slot, self.launcher.start(name, host, slot, self.elastic_env(name)))
         log(f"started worker {worker.name}")
         return worker
 
@@ -184,15 +268,16 @@ class Driver:
                 continue
             failed += 1
             self.abandon_unserved_round(w)
-            self.failures[w.host] = self.failures.get(w.host, 0) + 1
-            how = (f"killed by {signal.Signals(-w.exit_code).name}" if w.exit_code < 0
-                   else f"exit status {w.exit_code}")
+            how = getattr(w.process, "how_it_ended", None) or (
+                f"killed by {signal.Signals(-w.exit_code).name}" if w.exit_code < 0
+                else f"exit status {w.exit_code}")
+            self.outcome = f"worker {w.name} (rank {w.last_rank}) failed: {how}"
             log(f"worker {w.name} (rank {w.last_rank} of round {self.round.number}) failed: "
                 f"{how}")
-            if self.failures[w.host] >= self.args.blacklist_failures and \
-                    w.host not in self.blacklist:
-                self.blacklist.add(w.host)
-                log(f"host {w.host} failed {self.failures[w.host]} time(s): dropped from the job")
+            if self.blacklist.record_failure(w.host):
+                left = self.blacklist.seconds_left(w.host)
+                log(f"host {w.host} failed {self.blacklist.failures[w.host]} time(s): dropped "
+                    f"from the job" + (f" for {left:.1f} s" if left != float("inf") else ""))
                 for other in self.live():
                     if other.host == w.host:
                         self.stop(other)
@@ -349,22 +434,28 @@ class Driver:
             self.lock.notify_all()
 
     def run(self):
+        """Runs the job to its end; returns 0 where it finished, else 1 (and
+        ``outcome`` says why)."""
         args = self.args
-        deadline = time.monotonic() + args.elastic_timeout
+        deadline = time.monotonic() + args.start_timeout
         while True:
             found = self.discover()
             if found is not None:
                 self.hosts = found
             if sum(n for h, n in self.hosts.items()) >= args.min_np:
                 break
-            if time.monotonic() > deadline:
-                log(f"the discovery script reported {sum(self.hosts.values())} slots, fewer "
-                    f"than --min-np {args.min_np}, for {args.elastic_timeout} s")
+            if time.monotonic() > deadline or self.ended is not None:
+                self.outcome = self.ended or (
+                    f"host discovery reported {sum(self.hosts.values())} slots, fewer than "
+                    f"--min-np {args.min_np}, for {args.start_timeout:g} s")
+                log(self.outcome)
                 return 1
             time.sleep(args.discovery_interval)
-        self.serve(self.listen_address())
+        self.serve(self.launcher.listen_address(self.hosts))
         with self.lock:
-            self.grow(min(args.np, args.max_np or args.np))
+            # Once -np slots are there, every slot up to --max-np gets a
+            # worker, as Horovod assigns them.
+            self.grow(args.max_np or sys.maxsize)
         next_discovery = time.monotonic() + args.discovery_interval
         try:
             while True:
@@ -374,6 +465,7 @@ class Driver:
                         # Failed workers' slots, on hosts still in the job, get
                         # new workers: the job keeps its size where it can.
                         self.grow(len(self.live()) + failed)
+                    self.readmit_cooled()
                     if time.monotonic() >= next_discovery:
                         next_discovery = time.monotonic() + args.discovery_interval
                         self.rediscover()
@@ -384,6 +476,10 @@ class Driver:
                     self.lock.wait(0.1)
         finally:
             self.finish()
+
+    def hosts_changed(self, change):
+        self.hosts_version += 1
+        self.change = "added" if change == "added" or self.change == "added" else "removed"
 
     def rediscover(self):
         found = self.discover()
@@ -399,18 +495,28 @@ class Driver:
                 removed = True
         added = self.grow(self.args.max_np or sys.maxsize)
         if added or removed or gone:
-            self.hosts_version += 1
-            self.change = "added" if added or self.change == "added" else "removed"
+            self.hosts_changed("added" if added else "removed")
+
+    def readmit_cooled(self):
+        back = self.blacklist.readmit_cooled()
+        if not back:
+            return
+        log(f"host {', '.join(back)} ended its cooldown: back in the job")
+        if self.grow(self.args.max_np or sys.maxsize):
+            self.hosts_changed("added")
 
     def check_end(self):
         if self.ended is not None:
+            self.outcome = self.ended
             log(f"the job ends: {self.ended}")
             return 1
         finished = [w for w in self.workers if w.exit_code == 0 and not w.stopping]
         if all(w.exit_code is not None for w in self.workers):
             if finished:
                 return 0
-            log("every worker has ended and none finished the job")
+            self.outcome = "every worker has ended and none finished the job; the last " \
+                           f"failure: {self.outcome}"
+            log(self.outcome)
             return 1
         if finished:
             # The others are finishing too; those waiting for a round (a
@@ -424,8 +530,14 @@ class Driver:
             self.short_since = self.short_since or time.monotonic()
             if time.monotonic() - self.short_since > self.args.elastic_timeout:
                 self.end(f"{len(self.live())} live workers, fewer than --min-np "
-                         f"{self.args.min_np}, for --elastic-timeout {self.args.elastic_timeout} s")
+                         f"{self.args.min_np}, for --elastic-timeout {self.args.elastic_timeout} s"
+                         + (f" (the last failure: {self.outcome})" if self.outcome else ""))
         return None
+
+    def finished_workers(self):
+        """The workers that finished the job, by their rank in its last round."""
+        done = [w for w in self.workers if w.exit_code == 0 and not w.stopping]
+        return sorted(done, key=lambda w: w.last_rank if w.last_rank is not None else 0)
 
     def finish(self):
         for w in self.workers:
@@ -438,30 +550,9 @@ class Driver:
             except subprocess.TimeoutExpired:
                 w.process.kill()
                 w.process.wait()
-        for t in self.forwarders:
-            t.join(2)
+        self.launcher.close()
         if self.server is not None:
             self.server.close()
-
-    def listen_address(self):
-        """Where the workers reach the driver: loopback for a job on this
-        host, the chosen interface's address, else the address this host
-        reaches the first other host from (never every address)."""
-        remote = [h for h in self.hosts if not is_local(h)]
-        if not remote:
-            return "127.0.0.1"
-        if self.args.network_interface:
-            return job.interface_address(self.args.network_interface)
-        for host in remote:
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-                    probe.connect((host, 9))
-                    return probe.getsockname()[0]
-            except OSError:
-                continue
-        log(f"no host of {', '.join(remote)} resolves here: the driver listens on 127.0.0.1, "
-            f"which only workers on this machine reach")
-        return "127.0.0.1"
 
 
 def forward(stream, worker, name):
@@ -489,6 +580,8 @@ def parse_args(argv):
                    default=float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT", "600")))
     p.add_argument("--reset-limit", type=int, default=None)
     p.add_argument("--blacklist-failures", type=int, default=1)
+    p.add_argument("--blacklist-cooldown-range", type=float, nargs=2, default=None,
+                   metavar=("LOWER", "UPPER"))
     p.add_argument("--rsh", default="ssh -o BatchMode=yes")
     p.add_argument("--ringletrun", default="ringletrun")
     p.add_argument("--network-interface", default="")
@@ -507,12 +600,21 @@ def parse_args(argv):
         p.error(f"need --min-np {args.min_np} <= -np {args.np} <= --max-np {args.max_np}")
     if args.min_np > args.np:
         p.error(f"--min-np {args.min_np} is more than -np {args.np}")
+    try:
+        check_cooldown_range(args.blacklist_cooldown_range)
+    except ValueError as e:
+        p.error(f"--blacklist-cooldown-range: {e}")
     return args
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    driver = Driver(args, args.command)
+    settings = Settings(args.np, args.min_np, args.max_np, args.elastic_timeout,
+                        args.reset_limit, args.blacklist_failures,
+                        args.blacklist_cooldown_range, args.discovery_interval)
+    launcher = AgentLauncher(args.command, args.ringletrun, args.rsh, args.network_interface)
+    driver = Driver(settings, ScriptDiscovery(args.host_discovery_script,
+                                              args.discovery_interval), launcher)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda s, _f: sys.exit(128 + s))
     return driver.run()

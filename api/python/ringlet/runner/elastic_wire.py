@@ -76,6 +76,12 @@ class Connection:
         return self._mask(sealed_hex, self.receives, self.received - 1)
 
     def close(self):
+        # Shut down first: a thread blocked in receive() wakes (to a closed
+        # connection) instead of holding the reader that close() needs.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self.reader.close()
         finally:

@@ -27,15 +27,24 @@ class RankFailure(RuntimeError):
     def __init__(self, rank, message, second_hand=False):
         super().__init__(f"rank {rank} failed: {message}")
         self.rank = rank
+        self.detail = message       # how it failed: its traceback
         self.second_hand = second_hand
 
     def __reduce__(self):
         # The engines pickle it across processes: keep its fields.
-        return (_rebuild_rank_failure, (self.rank, str(self), self.second_hand))
+        return (_rebuild_rank_failure, (self.rank, str(self), self.second_hand, self.detail))
+
+    def summary(self):
+        """How it failed, in a line: the exception its function raised (its
+        traceback's last line), or how its process ended."""
+        lines = self.detail.strip().splitlines()
+        if lines and lines[0].startswith("Traceback"):
+            return f"its function raised {lines[-1].strip()[:300]}"
+        return lines[0][:300] if lines else "it failed"
 
 
-def _rebuild_rank_failure(rank, text, second_hand):
-    failure = RankFailure(rank, "", second_hand)
+def _rebuild_rank_failure(rank, text, second_hand, detail=""):
+    failure = RankFailure(rank, detail, second_hand)
     failure.args = (text,)
     return failure
 

@@ -32,10 +32,13 @@ class RankResult:
         self.stderr = stderr
 
 
-def run_rank(rank, fn, args, kwargs, env, capture_output=False, executable=None):
+def run_rank(rank, fn, args, kwargs, env, capture_output=False, executable=None,
+             on_start=None):
     """Runs ``fn(*args, **kwargs)`` in a new Python process with environment
     ``env``; returns its RankResult once the process ends. ``capture_output``
-    collects its stdout and stderr instead of letting them through."""
+    collects its stdout and stderr instead of letting them through;
+    ``on_start`` receives the process (a subprocess.Popen) once it runs, so
+    that the caller may end it."""
     with tempfile.TemporaryDirectory(prefix="ringlet-rank-") as work:
         call_path = os.path.join(work, "call.pkl")
         result_path = os.path.join(work, "result.pkl")
@@ -44,10 +47,13 @@ def run_rank(rank, fn, args, kwargs, env, capture_output=False, executable=None)
         env = dict(env, RINGLET_RANK_CALL=call_path, RINGLET_RANK_RESULT=result_path,
                    RINGLET_RANK_PARENT=str(os.getpid()))
         pipe = subprocess.PIPE if capture_output else None
-        done = subprocess.run([executable or sys.executable, "-m", "ringlet.runner.rank_main"],
+        with subprocess.Popen([executable or sys.executable, "-m", "ringlet.runner.rank_main"],
                               env=env, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL,
-                              text=True, errors="replace", check=False)
-        out, err = (done.stdout or "", done.stderr or "")
+                              text=True, errors="replace") as done:
+            if on_start is not None:
+                on_start(done)
+            out, err = done.communicate()
+        out, err = (out or "", err or "")
         if os.path.exists(result_path):
             with open(result_path, "rb") as f:
                 ok, payload, second_hand = cloudpickle.load(f)

@@ -16,8 +16,12 @@ Spark's error (which is Spark's own where no rank failed). A rank
 that failed only because another one did (a lost peer, a missed deadline)
 reports a moment later, so that Spark's first failure is the cause.
 
-Served: ``run``. Not served yet: ``run_elastic`` and the estimators
-(``TorchEstimator``, ``KerasEstimator`` and their Stores)."""
+``run_elastic(fn, ...)`` runs an elastic job on Spark tasks
+(ringlet.spark.elastic): workers come and go with the tasks, and the job
+goes on from its last commit.
+
+Not served yet: the estimators (``TorchEstimator``, ``KerasEstimator`` and
+their Stores)."""
 
 import itertools
 import logging
@@ -100,6 +104,82 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, env=None, std
         for name in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
             spark_context.setLocalProperty(name, None)
     ended.sort(key=lambda r: r[0])
+    for rank, _, out, err in ended:
+        _forward(rank, "stdout", out, stdout)
+        _forward(rank, "stderr", err, stderr)
+    return [value for _, value, _, _ in ended]
+
+
+def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_num_proc=None,
+                start_timeout=None, elastic_timeout=None, reset_limit=None, env=None,
+                stdout=None, stderr=None, verbose=1, nics=None,
+                prefix_output_with_timestamp=False, min_np=None, max_np=None):
+    """Runs ``fn(*args, **kwargs)`` as an elastic Ringlet job on Spark
+    tasks, one worker per task, and returns the return values of the
+    workers that finished, by their rank in the job's last round. ``fn``
+    trains with ``hvd.elastic.run`` (it calls ``hvd.init()`` itself).
+
+    Args:
+        num_proc: the workers the job starts with; Spark's default
+            parallelism if None.
+        min_num_proc: the fewest workers the job goes on with (num_proc if None).
+        max_num_proc: the most workers, and the number of Spark tasks the job
+            has (num_proc if None).
+        start_timeout: seconds the first num_proc tasks may take to register;
+            ``HOROVOD_SPARK_START_TIMEOUT`` if None, else 600.
+        elastic_timeout: seconds the job waits for min_num_proc workers after
+            losing some; ``HOROVOD_ELASTIC_TIMEOUT`` if None, else 600.
+        reset_limit: the most times the job may re-form before it fails.
+        env, stdout, stderr, verbose, nics: as ``run``.
+        prefix_output_with_timestamp: kept for Horovod's signature; the lines
+            are prefixed by rank alone.
+        min_np, max_np: Horovod's deprecated names of min_num_proc and
+            max_num_proc.
+    """
+    import warnings
+
+    import pyspark
+
+    from ringlet.runner import elastic_driver
+    from ringlet.spark import elastic
+
+    if min_np is not None:
+        warnings.warn("min_np is deprecated, use min_num_proc instead", DeprecationWarning)
+        min_num_proc = min_np
+    if max_np is not None:
+        warnings.warn("max_np is deprecated, use max_num_proc instead", DeprecationWarning)
+        max_num_proc = max_np
+    spark_context = pyspark.SparkContext._active_spark_context
+    if spark_context is None:
+        raise Exception("Could not find an active SparkContext, are you running in a PySpark "
+                        "session?")
+    if start_timeout is None:
+        start_timeout = int(os.getenv("HOROVOD_SPARK_START_TIMEOUT", "600"))
+    if elastic_timeout is None:
+        elastic_timeout = int(os.getenv("HOROVOD_ELASTIC_TIMEOUT", "600"))
+    if num_proc is None:
+        num_proc = spark_context.defaultParallelism
+        if verbose >= 1:
+            logging.info("Running %d processes (inferred from spark.default.parallelism)...",
+                         num_proc)
+    elif verbose >= 1:
+        logging.info("Running %d processes...", num_proc)
+    min_num_proc = num_proc if min_num_proc is None else min_num_proc
+    max_num_proc = num_proc if max_num_proc is None else max_num_proc
+    if not 1 <= min_num_proc <= num_proc <= max_num_proc:
+        raise ValueError(f"need 1 <= min_num_proc {min_num_proc} <= num_proc {num_proc} <= "
+                         f"max_num_proc {max_num_proc}")
+
+    rank_env = dict(env or {})
+    if verbose >= 2:
+        rank_env.setdefault("HOROVOD_LOG_LEVEL", "info")
+    settings = elastic_driver.Settings(num_proc, min_num_proc, max_num_proc, elastic_timeout,
+                                       reset_limit, start_timeout=start_timeout)
+    # The job group is set in the thread that runs the Spark job, not the caller's.
+    group = f"ringlet.spark.run_elastic.{next(_job_ids)}"
+    ended = elastic.run_job(spark_context, group, fn, args, kwargs, settings, rank_env,
+                            set(nics) if nics else None,
+                            stdout is not None or stderr is not None, None, max_num_proc)
     for rank, _, out, err in ended:
         _forward(rank, "stdout", out, stdout)
         _forward(rank, "stderr", err, stderr)
