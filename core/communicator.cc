@@ -217,6 +217,14 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   c->rendezvous_ = launch.rendezvous;
   c->secret_ = launch.secret;
   c->world_ = build_world(launch, *c->store_, start);
+  // Should this process end without publishing why (killed, or gone before
+  // it failed), the store says so for it the moment its connection closes:
+  // a peer asking why it was lost (failure_of) learns it at once instead of
+  // at the end of its wait. A reason published first (abort) stands.
+  const std::string will = std::to_string(static_cast<int>(common::FailureKind::kPeerLost)) +
+                           " -1 rank " + std::to_string(launch.rank) +
+                           ": its process ended, or it left the job, without reporting a failure";
+  c->store_->set_will(abort_key(launch.rank), std::vector<uint8_t>(will.begin(), will.end()));
   check_job_settings(config, launch.rank, launch.size, *c->store_, start);
   // Only now: MPI's start is collective, and every rank is known to ask for it.
   if (config.cpu_operations == CpuOperations::kMpi && launch.size > 1) {

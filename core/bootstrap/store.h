@@ -83,6 +83,10 @@ class StoreClient : public transport::KeyValue {
   std::vector<uint8_t> get(const std::string& key, transport::Deadline deadline) override;
   // The value if the key is set now, else nullopt; never waits for a set.
   std::optional<std::vector<uint8_t>> try_get(const std::string& key);
+  // Leaves `value` for the server to set at `key` when this client's
+  // connection closes (its process ended, however it ended), unless the key
+  // is set by then. A later call replaces it.
+  void set_will(const std::string& key, const std::vector<uint8_t>& value);
   // Atomically adds `delta` to the integer stored at key (decimal text; a
   // missing key counts as 0); returns the new value.
   int64_t add(const std::string& key, int64_t delta);

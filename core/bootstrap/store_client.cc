@@ -23,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -170,8 +171,15 @@ struct StoreClient::Impl {
   wire::Frame exchange(wire::Op op, std::span<const uint8_t> payload, Deadline deadline,
                        const std::string& what);
 
+  // Closes the connection; where it holds this client's will, first takes
+  // the will back (one best-effort frame, which the server reads before the
+  // close): a connection this client drops is not its process ending.
+  void drop_connection();
+
   std::string address, host, port;
   std::string local_address;      // of the first connection (see local_address())
+  std::optional<std::pair<std::string, std::vector<uint8_t>>> will;  // see set_will()
+  bool will_here = false;         // the current connection holds the will
   std::vector<uint8_t> instance;  // the store's identity, once checked (empty: not tracked)
   bool verified = false;          // this connection's store passed check_identity()
   bool changed_store = false;     // a set or add went out: the rendezvous counts this rank
@@ -185,6 +193,16 @@ struct StoreClient::Impl {
   std::vector<uint8_t> rx;
 };
 
+void StoreClient::Impl::drop_connection() {
+  if (fd && will_here && !client_nonce_unsent) {
+    const auto frame = wire::encode(out, wire::Op::kWill, wire::key_payload(""));
+    [[maybe_unused]] ssize_t n =
+        ::send(fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  will_here = false;
+  fd.reset();
+}
+
 void StoreClient::Impl::connect(Deadline deadline) {
   const auto start = Clock::now();
   std::string why = "not tried";
@@ -192,7 +210,7 @@ void StoreClient::Impl::connect(Deadline deadline) {
     // Each attempt gets at most a second, so a lost SYN does not eat the whole deadline.
     fd = try_connect(host, port, std::min(deadline, Clock::now() + std::chrono::seconds(1)), why);
     if (fd && greet(deadline, why)) return;
-    fd.reset();
+    drop_connection();
     if (Clock::now() >= deadline) {
       throw transport::Timeout(rank, 0,
                                "could not reach " + where() + " within " +
@@ -207,7 +225,7 @@ void StoreClient::Impl::connect(Deadline deadline) {
 
 void StoreClient::Impl::check_interrupted(const std::string& what) {
   if (!interrupted || !interrupted()) return;
-  fd.reset();  // a reply may still come: the next call starts afresh
+  drop_connection();  // a reply may still come: the next call starts afresh
   if (!changed_store) {
     throw common::Failure(common::FailureKind::kShutdown, rank, -1,
                           "interrupted while waiting for " + what);
@@ -259,7 +277,7 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
     rx.insert(rx.end(), buf, buf + n);
   }
   if (!std::equal(wire::kMagic.begin(), wire::kMagic.end(), rx.begin())) {
-    fd.reset();
+    drop_connection();
     throw common::Failure(common::FailureKind::kTransport, rank, 0,
                           where() + " did not greet as a Ringlet store");
   }
@@ -316,7 +334,7 @@ bool StoreClient::Impl::check_identity(Deadline deadline, std::string& why) {
 }
 
 void StoreClient::Impl::lost(const std::string& what, const std::string& detail) {
-  fd.reset();
+  drop_connection();
   // The store lives in rank 0: losing it is losing that peer.
   throw transport::PeerLost(rank, 0, "lost " + where() + " during " + what + detail);
 }
@@ -332,7 +350,7 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
       verified = true;
       break;
     }
-    fd.reset();
+    drop_connection();
     if (Clock::now() >= deadline) {
       throw transport::Timeout(rank, 0,
                                "could not reach " + where() + " within " +
@@ -340,6 +358,12 @@ wire::Frame StoreClient::Impl::call(wire::Op op, std::span<const uint8_t> payloa
     }
     check_interrupted(what + " from " + where());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // A new connection holds the will again before anything else goes out.
+  if (will && !will_here && op != wire::Op::kWill) {
+    exchange(wire::Op::kWill, wire::key_payload(will->first, will->second), deadline,
+             "will of key '" + will->first + "'");
+    will_here = true;
   }
   // Counted before it goes: the store may apply it even if no reply comes.
   if (op == wire::Op::kSet || op == wire::Op::kAdd) changed_store = true;
@@ -358,7 +382,7 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
   for (size_t sent = 0; sent < frame.size();) {
     pollfd p{fd.get(), POLLOUT, 0};
     if (::poll(&p, 1, poll_ms(deadline)) <= 0) {
-      fd.reset();
+      drop_connection();
       throw transport::Timeout(rank, 0, "timed out sending " + what + " to " + where());
     }
     ssize_t n = ::send(fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
@@ -371,7 +395,7 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
     wire::Decoded d = wire::decode(in, rx, /*accept_refusal=*/true);
     if (d.status == wire::Status::kBad) {
       // Out of step from here on: the next call starts a fresh connection.
-      fd.reset();
+      drop_connection();
       throw transport::Error(
           rank, 0,
           "the reply of " + where() + " to " + what + " failed authentication (" + d.why + ")");
@@ -379,7 +403,7 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
     if (d.status == wire::Status::kFrame) {
       rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(d.consumed));
       if (d.frame.op == wire::Op::kRefused) {
-        fd.reset();
+        drop_connection();
         throw common::Failure(common::FailureKind::kTransport, rank, 0,
                               where() + " refused " + what + ": " +
                                   std::string(d.frame.payload.begin(), d.frame.payload.end()) +
@@ -396,7 +420,7 @@ wire::Frame StoreClient::Impl::exchange(wire::Op op, std::span<const uint8_t> pa
     const int ready = poll_until(p, deadline, what + " from " + where());
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) {
-      fd.reset();  // a late reply would arrive out of step; start afresh next call
+      drop_connection();  // a late reply would arrive out of step; start afresh next call
       throw transport::Timeout(rank, 0,
                                "timed out after " + common::elapsed_text(Clock::now() - start) +
                                    " waiting for " + what + " from " + where());
@@ -463,6 +487,15 @@ void StoreClient::set(const std::string& key, const std::vector<uint8_t>& value)
   std::lock_guard lock(impl_->mutex);
   impl_->call(wire::Op::kSet, wire::key_payload(key, value), Clock::now() + kDefaultTimeout,
               "set of key '" + key + "'");
+}
+
+void StoreClient::set_will(const std::string& key, const std::vector<uint8_t>& value) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->will.emplace(key, value);
+  impl_->will_here = false;
+  impl_->call(wire::Op::kWill, wire::key_payload(key, value), Clock::now() + kDefaultTimeout,
+              "will of key '" + key + "'");
+  impl_->will_here = true;
 }
 
 std::vector<uint8_t> StoreClient::get(const std::string& key, Deadline deadline) {

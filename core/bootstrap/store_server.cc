@@ -5,7 +5,9 @@
 //
 // A GET for a missing key parks the connection in `waiters` and is answered
 // when a SET or ADD creates the key; the client enforces its own deadline and
-// closes the connection if it gives up, which removes it here.
+// closes the connection if it gives up, which removes it here. A connection's
+// will (WILL) is set as it closes, however it closes: a rank whose process
+// died leaves word in the store at once.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -21,6 +23,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -122,6 +125,8 @@ struct Connection {
   wire::Channel in;   // client -> server
   wire::Channel out;  // server -> client
   bool client_nonce = false;  // arrived: rx holds frames from here on
+  // Set by the server when this connection closes, unless set by then (kWill).
+  std::optional<std::pair<std::string, std::vector<uint8_t>>> will;
   std::vector<uint8_t> rx;
   std::vector<uint8_t> tx;
   size_t tx_sent = 0;
@@ -165,8 +170,13 @@ struct StoreServer::Impl {
   void flush(uint64_t id);
   void refuse(uint64_t id, const std::string& why);
   void drop(uint64_t id) {
+    auto will = std::move(conns.at(id).will);
     conns.erase(id);
     open_connections.store(conns.size());
+    if (will && !data.contains(will->first)) {
+      data[will->first] = std::move(will->second);
+      stored(will->first);
+    }
   }
   void stored(const std::string& key);
 
@@ -248,6 +258,7 @@ void StoreServer::Impl::accept_all(int listener) {
 void StoreServer::Impl::on_readable(uint64_t id) {
   Connection& c = conns.at(id);
   uint8_t chunk[64 * 1024];
+  bool closed = false;  // EOF or reset, once what came before it is handled
   // A client that floods must not starve the others: take at most 1 MiB per
   // wake-up; poll() reports the rest next time round.
   for (size_t taken = 0; taken < (1u << 20);) {
@@ -270,14 +281,8 @@ void StoreServer::Impl::on_readable(uint64_t id) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0 && errno == EINTR) continue;
-    // EOF or reset: a clean goodbye unless it cut a frame short.
-    if (!c.rx.empty()) {
-      refuse(id, "connection closed inside a frame (" + std::to_string(c.rx.size()) +
-                     " bytes of it arrived)");
-    } else {
-      drop(id);
-    }
-    return;
+    closed = true;
+    break;
   }
   size_t offset = 0;
   while (conns.contains(id) && conns.at(id).client_nonce) {
@@ -291,10 +296,18 @@ void StoreServer::Impl::on_readable(uint64_t id) {
     offset += d.consumed;
     handle(id, std::move(d.frame));
   }
-  if (conns.contains(id)) {
-    auto& rx = conns.at(id).rx;
-    rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(offset));
+  if (!conns.contains(id)) return;
+  auto& rx = conns.at(id).rx;
+  rx.erase(rx.begin(), rx.begin() + static_cast<ptrdiff_t>(offset));
+  if (!closed) return;
+  // EOF or reset, after the frames that came before it: a clean goodbye
+  // unless it cut a frame short.
+  if (rx.empty()) {
+    drop(id);
+    return;
   }
+  refuse(id, "connection closed inside a frame (" + std::to_string(rx.size()) +
+                 " bytes of it arrived)");
 }
 
 void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
@@ -311,6 +324,16 @@ void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
       data[key].assign(request.value.begin(), request.value.end());
       reply(id, wire::Op::kOk, {});
       stored(key);
+      return;
+    case wire::Op::kWill:
+      // An empty key takes the will back (the client drops this connection).
+      if (key.empty()) {
+        conns.at(id).will.reset();
+      } else {
+        conns.at(id).will.emplace(key, std::vector<uint8_t>(request.value.begin(),
+                                                            request.value.end()));
+      }
+      reply(id, wire::Op::kOk, {});
       return;
     case wire::Op::kGet:
       if (auto it = data.find(key); it != data.end()) {

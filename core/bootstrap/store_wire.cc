@@ -109,12 +109,13 @@ bool split_key(std::span<const uint8_t> payload, std::string& key, std::span<con
 Request parse_request(const Frame& frame) {
   Request r;
   r.op = frame.op;
-  if (r.op != Op::kSet && r.op != Op::kGet && r.op != Op::kAdd && r.op != Op::kTryGet) {
+  if (r.op != Op::kSet && r.op != Op::kGet && r.op != Op::kAdd && r.op != Op::kTryGet &&
+      r.op != Op::kWill) {
     throw BadRequest("unknown op " + std::to_string(static_cast<int>(frame.op)));
   }
   std::span<const uint8_t> rest;
   if (!split_key(frame.payload, r.key, rest)) throw BadRequest("malformed key in the payload");
-  if (r.op == Op::kSet) r.value = rest;
+  if (r.op == Op::kSet || r.op == Op::kWill) r.value = rest;
   if (r.op == Op::kAdd) {
     if (rest.size() != 8) {
       throw BadRequest("ADD of '" + r.key + "' carries " + std::to_string(rest.size()) +

@@ -32,6 +32,9 @@ enum class Op : uint8_t {
   kGet = 2,  // key -> ok(value), answered only once the key exists
   kAdd = 3,  // key, delta i64 -> ok(new value i64); the value is stored as decimal text
   kTryGet = 4,  // key -> ok(found u8 | value), at once
+  kWill = 5,    // key, value -> ok; when this connection closes, the server sets
+                // key to value unless key is set by then (the last one sent
+                // counts; an empty key takes it back)
   kOk = 0x80,
   kError = 0x81,    // an authenticated request the server could not do (text)
   kRefused = 0x82,  // best effort, unauthenticated: why the server drops this connection
@@ -84,13 +87,13 @@ struct Decoded {
 // kRefused frame passes unauthenticated (clients use this to report why).
 Decoded decode(Channel& channel, std::span<const uint8_t> buffer, bool accept_refusal = false);
 
-// A request as the server reads it from an authenticated frame: kSet carries
-// key | value, kGet and kTryGet a key (anything after it is ignored), kAdd
-// key | delta i64.
+// A request as the server reads it from an authenticated frame: kSet and
+// kWill carry key | value, kGet and kTryGet a key (anything after it is
+// ignored), kAdd key | delta i64.
 struct Request {
   Op op{};
   std::string key;
-  std::span<const uint8_t> value;  // kSet; a view into the frame's payload
+  std::span<const uint8_t> value;  // kSet, kWill; a view into the frame's payload
   int64_t delta = 0;               // kAdd
 };
 

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdint>
+#include <optional>
 #include <thread>
 
 #include "tests/common/forked_ranks.h"
@@ -297,6 +299,69 @@ TEST(Store, BarrierTimeoutSaysHowManyArrived) {
   } catch (const transport::Timeout& e) {
     EXPECT_NE(std::string(e.what()).find("1 of 3"), std::string::npos) << e.what();
   }
+}
+
+TEST(Store, AWillIsSetWhenItsClientCloses) {
+  StoreServer server(0, kSecret);
+  StoreClient reader(at(server.port()), kSecret, 0, Clock::now() + 5s);
+  std::vector<uint8_t> seen;
+  std::thread waiter([&] { seen = reader.get("gone/1", Clock::now() + 10s); });
+  {
+    StoreClient leaver(at(server.port()), kSecret, 1, Clock::now() + 5s);
+    leaver.set_will("gone/1", bytes("first"));
+    leaver.set_will("gone/1", bytes("rank 1 left"));  // the last one counts
+    leaver.set("other", bytes("x"));
+    std::this_thread::sleep_for(50ms);
+    StoreClient looker(at(server.port()), kSecret, 2, Clock::now() + 5s);
+    EXPECT_FALSE(looker.try_get("gone/1")) << "a will waits for its connection to close";
+  }
+  waiter.join();  // woken by the will, as by a set
+  EXPECT_EQ(text(seen), "rank 1 left");
+  EXPECT_EQ(server.refused(), 0u);
+}
+
+TEST(Store, AWillDoesNotReplaceAValueSetBeforeTheClose) {
+  StoreServer server(0, kSecret);
+  {
+    StoreClient leaver(at(server.port()), kSecret, 2, Clock::now() + 5s);
+    leaver.set_will("why/2", bytes("left without a word"));
+    leaver.set("why/2", bytes("its own reason"));
+  }
+  StoreClient reader(at(server.port()), kSecret, 0, Clock::now() + 5s);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(text(reader.get("why/2", Clock::now() + 5s)), "its own reason");
+}
+
+TEST(Store, AClientThatDropsItsConnectionTakesItsWillAlong) {
+  StoreServer server(0, kSecret);
+  std::optional<StoreClient> c(std::in_place, at(server.port()), kSecret, 3, Clock::now() + 5s);
+  c->set_will("gone/3", bytes("rank 3 left"));
+  // A wait that times out drops the connection: the client lives on, so its
+  // will must not fire; it goes with the next connection instead.
+  EXPECT_THROW(c->get("never/set", Clock::now() + 100ms), transport::Timeout);
+  c->set("after", bytes("v"));
+  std::this_thread::sleep_for(100ms);
+  StoreClient reader(at(server.port()), kSecret, 0, Clock::now() + 5s);
+  EXPECT_FALSE(reader.try_get("gone/3"));
+  c.reset();  // the client's end: now the will fires
+  EXPECT_EQ(text(reader.get("gone/3", Clock::now() + 5s)), "rank 3 left");
+}
+
+TEST(Store, AKilledProcessLeavesItsWill) {
+  test::ForkedRanks ranks(1, [](int, uint16_t port) {
+    StoreClient c(at(port), kSecret, 1, Clock::now() + 10s);
+    c.set_will("gone/1", bytes("rank 1 ended"));
+    c.set("ready", bytes("1"));
+    ::raise(SIGKILL);
+    return true;
+  });
+  StoreServer server(0, kSecret);
+  ranks.start(server.port());
+  StoreClient reader(at(server.port()), kSecret, 0, Clock::now() + 5s);
+  EXPECT_EQ(text(reader.get("gone/1", Clock::now() + 10s)), "rank 1 ended");
+  const auto exits = ranks.wait();
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_TRUE(exits[0].signaled && exits[0].code == SIGKILL);
 }
 
 TEST(Store, ForkedProcesses) {

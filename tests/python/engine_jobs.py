@@ -1,11 +1,26 @@
 """The functions the Spark and Ray suites run as Ringlet jobs (each rank
-calls hvd.init() itself, as a Horovod training function does), and what the
-suites expect of their results, worked out here from the ranks' inputs."""
+calls hvd.init() itself, as a Horovod training function does), what the
+suites expect of their results, worked out here from the ranks' inputs, and
+the Spark suites' session."""
 
 import os
 import sys
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+
+
+def local_spark_session(master, name):
+    """A SparkSession of ``master`` (local mode) on loopback, its UI off and
+    its log quiet."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master(master).appName(name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 def collectives_job(salt):

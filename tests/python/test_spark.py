@@ -17,14 +17,7 @@ pyspark = pytest.importorskip("pyspark")
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[4]").appName("ringlet-spark-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = engine_jobs.local_spark_session("local[4]", "ringlet-spark-tests")
     yield session
     session.stop()
 

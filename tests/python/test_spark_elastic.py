@@ -21,14 +21,7 @@ from records import records  # noqa: E402
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[4,3]").appName("ringlet-spark-elastic-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = engine_jobs.local_spark_session("local[4,3]", "ringlet-spark-elastic-tests")
     yield session
     session.stop()
 

@@ -326,14 +326,8 @@ class ElasticRayExecutor:
     def create_settings(min_num_proc=1, max_num_proc=None, reset_limit=None,
                         elastic_timeout=600, timeout_s=30, ssh_identity_file=None, nics=None,
                         min_np=None, max_np=None, **kwargs):
-        import warnings
-
-        if min_np is not None:
-            warnings.warn("min_np is deprecated, use min_num_proc instead", DeprecationWarning)
-            min_num_proc = min_np
-        if max_np is not None:
-            warnings.warn("max_np is deprecated, use max_num_proc instead", DeprecationWarning)
-            max_num_proc = max_np
+        min_num_proc, max_num_proc = elastic_driver.sizes_renamed(min_num_proc, max_num_proc,
+                                                                  min_np, max_np)
         return ElasticSettings(min_num_proc, max_num_proc, reset_limit, elastic_timeout,
                                timeout_s, ssh_identity_file, nics,
                                cooldown_range=kwargs.get("cooldown_range"))

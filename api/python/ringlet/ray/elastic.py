@@ -21,6 +21,7 @@ import os
 import subprocess
 
 from ringlet.runner import elastic_driver, job
+from ringlet.ray.worker import leave_job
 from ringlet.runner.failures import RankFailure, failure_of, first_cause
 
 
@@ -86,19 +87,12 @@ class ElasticWorker:
             return ("stopped", None) if e.code in (0, None) else (
                 "failed", RankFailure(_rank(), f"it exited with status {e.code}"))
         except BaseException as e:
-            _leave_job()
+            leave_job()
             return "failed", failure_of(_rank(), e)
 
 
 def _rank():
     return int(os.environ.get("RINGLET_RANK", "-1"))
-
-
-def _leave_job():
-    from ringlet.common import basics
-
-    if basics.is_initialized():
-        basics.shutdown()
 
 
 class _WorkerHandle:

@@ -42,7 +42,7 @@ class RankWorker:
         try:
             return fn(self.executable)
         except Exception:
-            _leave_job()
+            leave_job()
             raise
 
     def execute_reported(self, fn, queue=None):
@@ -56,13 +56,13 @@ class RankWorker:
         try:
             return True, fn(self.executable)
         except Exception as e:
-            _leave_job()
+            leave_job()
             return False, failure_of(self.rank, e)
         finally:
             ray_logger.configure(None)
 
 
-def _leave_job():
+def leave_job():
     """Shuts Ringlet down on a rank whose function failed, as the end of its
     process would: the other ranks' collectives then fail at once, naming
     it, instead of waiting for a tensor this rank will never send."""

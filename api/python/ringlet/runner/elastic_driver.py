@@ -96,6 +96,20 @@ def parse_hosts(text):
     return hosts
 
 
+def sizes_renamed(min_num_proc, max_num_proc, min_np, max_np):
+    """(min_num_proc, max_num_proc), taking Horovod's deprecated names
+    ``min_np``/``max_np`` (with its warning) where a caller gave them."""
+    import warnings
+
+    if min_np is not None:
+        warnings.warn("min_np is deprecated, use min_num_proc instead", DeprecationWarning)
+        min_num_proc = min_np
+    if max_np is not None:
+        warnings.warn("max_np is deprecated, use max_num_proc instead", DeprecationWarning)
+        max_num_proc = max_np
+    return min_num_proc, max_num_proc
+
+
 def is_local(host):
     return host in ("localhost", "127.0.0.1", "::1", socket.gethostname())
 

@@ -61,21 +61,7 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, env=None, std
             by name carries the rendezvous and the links.
         executable: the Python that runs each rank; the task's own if None.
     """
-    import pyspark
-
-    spark_context = pyspark.SparkContext._active_spark_context
-    if spark_context is None:
-        raise Exception("Could not find an active SparkContext, are you running in a PySpark "
-                        "session?")
-    if start_timeout is None:
-        start_timeout = int(os.getenv("HOROVOD_SPARK_START_TIMEOUT", "600"))
-    if num_proc is None:
-        num_proc = spark_context.defaultParallelism
-        if verbose >= 1:
-            logging.info("Running %d processes (inferred from spark.default.parallelism)...",
-                         num_proc)
-    elif verbose >= 1:
-        logging.info("Running %d processes...", num_proc)
+    spark_context, start_timeout, num_proc = _job_of(start_timeout, num_proc, verbose)
     if num_proc < 1:
         raise ValueError(f"num_proc must be at least 1, not {num_proc}")
 
@@ -136,34 +122,14 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
         min_np, max_np: Horovod's deprecated names of min_num_proc and
             max_num_proc.
     """
-    import warnings
-
-    import pyspark
-
     from ringlet.runner import elastic_driver
     from ringlet.spark import elastic
 
-    if min_np is not None:
-        warnings.warn("min_np is deprecated, use min_num_proc instead", DeprecationWarning)
-        min_num_proc = min_np
-    if max_np is not None:
-        warnings.warn("max_np is deprecated, use max_num_proc instead", DeprecationWarning)
-        max_num_proc = max_np
-    spark_context = pyspark.SparkContext._active_spark_context
-    if spark_context is None:
-        raise Exception("Could not find an active SparkContext, are you running in a PySpark "
-                        "session?")
-    if start_timeout is None:
-        start_timeout = int(os.getenv("HOROVOD_SPARK_START_TIMEOUT", "600"))
+    min_num_proc, max_num_proc = elastic_driver.sizes_renamed(min_num_proc, max_num_proc,
+                                                              min_np, max_np)
+    spark_context, start_timeout, num_proc = _job_of(start_timeout, num_proc, verbose)
     if elastic_timeout is None:
         elastic_timeout = int(os.getenv("HOROVOD_ELASTIC_TIMEOUT", "600"))
-    if num_proc is None:
-        num_proc = spark_context.defaultParallelism
-        if verbose >= 1:
-            logging.info("Running %d processes (inferred from spark.default.parallelism)...",
-                         num_proc)
-    elif verbose >= 1:
-        logging.info("Running %d processes...", num_proc)
     min_num_proc = num_proc if min_num_proc is None else min_num_proc
     max_num_proc = num_proc if max_num_proc is None else max_num_proc
     if not 1 <= min_num_proc <= num_proc <= max_num_proc:
@@ -184,6 +150,27 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
         _forward(rank, "stdout", out, stdout)
         _forward(rank, "stderr", err, stderr)
     return [value for _, value, _, _ in ended]
+
+
+def _job_of(start_timeout, num_proc, verbose):
+    """(the active SparkContext, the start timeout, the job's size), their
+    defaults filled in as Horovod fills them."""
+    import pyspark
+
+    spark_context = pyspark.SparkContext._active_spark_context
+    if spark_context is None:
+        raise Exception("Could not find an active SparkContext, are you running in a PySpark "
+                        "session?")
+    if start_timeout is None:
+        start_timeout = int(os.getenv("HOROVOD_SPARK_START_TIMEOUT", "600"))
+    if num_proc is None:
+        num_proc = spark_context.defaultParallelism
+        if verbose >= 1:
+            logging.info("Running %d processes (inferred from spark.default.parallelism)...",
+                         num_proc)
+    elif verbose >= 1:
+        logging.info("Running %d processes...", num_proc)
+    return spark_context, start_timeout, num_proc
 
 
 def _rank_failure_in(spark_error):

@@ -104,10 +104,12 @@ class TaskRegistry:
     def _serve(self, sock):
         link = None
         try:
+            sock.settimeout(30)  # a task registers at once; a stranger is not waited for
             connection = elastic_wire.accept(sock, self.key)
             hello = connection.receive()
             if hello.get("op") != "register":
                 raise elastic_wire.WireError(f"a task began with {hello.get('op')!r}")
+            sock.settimeout(None)  # then it may wait as long as the job runs
             index, attempt = int(hello["task"]), int(hello["attempt"])
             link = TaskLink(connection, index, attempt,
                             f"{hello['host']}-task{index}.{attempt}")
