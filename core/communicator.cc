@@ -232,8 +232,10 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
     c->mpi_ = collectives::MpiCommunicator::world();
   }
   // Bound, placed, and ordered in the ring by where it runs (placement.h).
-  const RankPlacement placed =
-      place_this_rank(host, config, c->world_.local_rank, c->world_.local_size);
+  const RankPlacement placed = place_this_rank(
+      host, config, c->world_.local_rank, c->world_.local_size,
+      exchange_visible_gpus(c->world_, visible_gpu_of_this_rank(host, c->world_.local_rank),
+                            *c->store_, start));
   exchange_locality(c->world_, placed.locality, *c->store_, start);
   if (placed.llc_bytes > 0) c->workspace_->tuning.stream_min_bytes = placed.llc_bytes / 2;
   // The CPUs the topology lists here, else hardware_concurrency() (read

@@ -158,12 +158,16 @@ void choose_nics(const Host& host, std::vector<Placement>& out,
 
 }  // namespace
 
-std::vector<Placement> place_local_ranks(const Host& host, int local_ranks) {
+std::vector<Placement> place_local_ranks(const Host& host, int local_ranks,
+                                         const std::vector<int>& gpus) {
   const size_t R = static_cast<size_t>(std::max(local_ranks, 0));
   std::vector<Placement> out(R);
   for (size_t r = 0; r < R; ++r) {
     out[r].local_rank = static_cast<int>(r);
-    if (!host.gpus.empty()) out[r].gpu = static_cast<int>(r % host.gpus.size());
+    if (host.gpus.empty()) continue;
+    const bool given =
+        r < gpus.size() && gpus[r] >= 0 && static_cast<size_t>(gpus[r]) < host.gpus.size();
+    out[r].gpu = given ? gpus[r] : static_cast<int>(r % host.gpus.size());
   }
   const std::vector<Node> nodes = nodes_with_cores(host);
   std::vector<std::vector<int>> nodes_of_rank(R);  // OS indexes, for the NIC

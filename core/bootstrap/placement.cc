@@ -5,12 +5,14 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <memory>
 
 #include "ringlet/common/logging.h"
 #include "ringlet/topology/affinity.h"
 #include "ringlet/topology/nic_interface.h"
+#include "ringlet/topology/visible_gpu.h"
 
 namespace ringlet::core {
 namespace {
@@ -87,8 +89,20 @@ std::optional<topology::Host> load_host_topology(const Config& config, int rank)
   }
 }
 
+int visible_gpu_of_this_rank(const std::optional<topology::Host>& host, int local_rank) {
+  // Read here, not in Config: CUDA's variable, not one of Ringlet's settings.
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!host || host->gpus.empty() || visible == nullptr) return -1;
+  const topology::VisibleGpu v = topology::visible_gpu(*host, visible, local_rank);
+  if (v.gpu < 0) {
+    common::log(LogLevel::kInfo, "placement: local rank %d: %s: its GPU is taken as %s", local_rank,
+                v.reason.c_str(), "local rank % GPUs");
+  }
+  return v.gpu;
+}
+
 RankPlacement place_this_rank(const std::optional<topology::Host>& host, const Config& config,
-                              int local_rank, int local_size) {
+                              int local_rank, int local_size, const std::vector<int>& gpus) {
   RankPlacement out;
   if (!host) return out;
   const std::vector<int> online = topology::online_cpus();
@@ -99,7 +113,7 @@ RankPlacement place_this_rank(const std::optional<topology::Host>& host, const C
                           std::back_inserter(here));
     out.host_cpus = static_cast<int>(here.size());
   }
-  out.placement = topology::place_local_ranks(*host, local_size).at(local_rank);
+  out.placement = topology::place_local_ranks(*host, local_size, gpus).at(local_rank);
   const topology::Placement& p = out.placement;
   std::vector<int> allowed = topology::process_affinity();
   if (own_binding() && allowed == own_binding()->bound_to) allowed = own_binding()->before;

@@ -35,7 +35,14 @@ struct RankPlacement {
 // binding is a warning). A process that an earlier init() bound is judged
 // by the affinity it had before, not as started bound.
 RankPlacement place_this_rank(const std::optional<topology::Host>& host, const Config& config,
-                              int local_rank, int local_size);
+                              int local_rank, int local_size, const std::vector<int>& gpus);
+
+// The GPU (index into the host's GPUs) this rank drives by its
+// CUDA_VISIBLE_DEVICES (topology::visible_gpu), -1 where that is unset or
+// names none the topology can place (an info line says which). Every local
+// rank's, shared through the store (exchange_visible_gpus), is the `gpus`
+// that place_this_rank takes.
+int visible_gpu_of_this_rank(const std::optional<topology::Host>& host, int local_rank);
 
 // The IPv4 address this rank's TCP links should listen on: that of the
 // interface of the NIC nearest it, where that interface reaches rank 0

@@ -330,8 +330,8 @@ void StoreServer::Impl::handle(uint64_t id, wire::Frame frame) {
       if (key.empty()) {
         conns.at(id).will.reset();
       } else {
-        conns.at(id).will.emplace(key, std::vector<uint8_t>(request.value.begin(),
-                                                            request.value.end()));
+        conns.at(id).will.emplace(key,
+                                  std::vector<uint8_t>(request.value.begin(), request.value.end()));
       }
       reply(id, wire::Op::kOk, {});
       return;

@@ -214,6 +214,31 @@ World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadl
   return w;
 }
 
+std::vector<int> exchange_visible_gpus(const World& w, int gpu, StoreClient& store,
+                                       transport::Deadline deadline) {
+  if (w.local_size == 1) return {gpu};
+  const std::string mine = std::to_string(gpu);
+  store.set("world/gpu/" + std::to_string(w.rank), {mine.begin(), mine.end()});
+  std::vector<int> gpus;
+  for (const int peer : w.ranks_on_host.at(static_cast<size_t>(w.cross_rank))) {
+    std::vector<uint8_t> v;
+    try {
+      v = store.get("world/gpu/" + std::to_string(peer), deadline);
+    } catch (const transport::Timeout& e) {
+      throw transport::Timeout(w.rank, peer,
+                               "rank " + std::to_string(peer) +
+                                   " did not tell which GPU it drives in time: " + e.cause());
+    }
+    const auto parsed = parse_int64(std::string(v.begin(), v.end()));
+    if (!parsed || *parsed < -1 || *parsed > INT_MAX) {
+      throw transport::Error(w.rank, peer,
+                             "rank " + std::to_string(peer) + " told a malformed GPU index");
+    }
+    gpus.push_back(static_cast<int>(*parsed));
+  }
+  return gpus;
+}
+
 void exchange_locality(World& w, int locality, StoreClient& store, transport::Deadline deadline) {
   std::string all;
   if (w.size == 1) {

@@ -43,6 +43,12 @@ World build_world(const LaunchInfo& launch, StoreClient& store, transport::Deadl
 World derive_world(int rank, const std::vector<std::string>& hostnames,
                    const std::vector<int>& locality = {});
 
+// Every rank tells the GPU it drives (visible_gpu_of_this_rank; -1 for the
+// default), and learns those of its host's ranks: the result is by local
+// rank, the same on every rank of the host.
+std::vector<int> exchange_visible_gpus(const World& w, int gpu, StoreClient& store,
+                                       transport::Deadline deadline);
+
 // Every rank tells its locality (rank 0 gathers them and publishes them as one
 // value); fills w.locality and orders w.ring by it. Collective; throws
 // transport::Timeout naming the rank not heard from by `deadline`.

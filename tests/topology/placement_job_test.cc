@@ -184,6 +184,41 @@ TEST(PlacementJob, AJobStartedBoundKeepsItsBinding) {
   EXPECT_EQ(j.count("was started bound to CPUs " + std::to_string(here.back())), 4);
 }
 
+// gpu8.xml's cuda4-7 are on NUMA node 1 (PUs 8-15 and 24-31, not on this
+// machine). Each rank given its GPU through CUDA_VISIBLE_DEVICES (7 - local
+// rank, as a launcher that hands out GPUs sets it) is placed on that GPU's
+// node, not on cuda0-3's as local rank % GPUs would have it; names the
+// topology does not list (UUIDs) leave that default, saying so.
+TEST(PlacementJob, RanksFollowTheGpusCudaVisibleDevicesGives) {
+  const std::string gpu8 = std::string(RINGLET_TOPO_FIXTURES) + "/gpu8.xml";
+  const Job given = run("RINGLET_TOPO_FILE=" + gpu8, 4,
+                        "sh -c 'CUDA_VISIBLE_DEVICES=$((7 - RINGLET_LOCAL_RANK)) exec \"$0\"'");
+  {
+    SCOPED_TRACE(given.run.output);
+    EXPECT_TRUE(given.exited_zero());
+    ASSERT_EQ(given.ranks.size(), 4u);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(given.count("local rank " + std::to_string(r) + " belongs on CPUs"), 1) << r;
+      EXPECT_EQ(given.count("(NUMA node 1, GPU cuda" + std::to_string(7 - r) + ")"), 1) << r;
+      // One node, one locality: the ring ascends.
+      EXPECT_EQ(given.ranks.at(r).ring, "0,1,2,3") << r;
+    }
+  }
+  const Job uuids = run("RINGLET_TOPO_FILE=" + gpu8 +
+                            " CUDA_VISIBLE_DEVICES=GPU-8f1e2a3b-0000-4444-8888-123456789abc",
+                        4);
+  SCOPED_TRACE(uuids.run.output);
+  EXPECT_TRUE(uuids.exited_zero());
+  EXPECT_EQ(uuids.count("names GPUs by UUID, which the topology does not list: its GPU is taken "
+                        "as local rank % GPUs"),
+            4);
+  // Ranks 1-3 belong on cuda1-3's cores, not here (rank 0's, PUs 0 and 1,
+  // are: it runs on them and names no GPU).
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(uuids.count("(NUMA node 0, GPU cuda" + std::to_string(r) + ")"), 1) << r;
+  }
+}
+
 TEST(PlacementJob, ABadTopologyFileFailsInitNamingIt) {
   const Job j = run("RINGLET_TOPO_FILE=/nonexistent/node.xml", 2);
   SCOPED_TRACE(j.run.output);

@@ -20,8 +20,10 @@ struct Placement {
   int nic = -1;         // index into Host::nics of the NIC closest to it, -1 if none is close
 };
 
-// Each rank's NUMA node first: with GPUs, rank r drives GPU r % gpus (the
-// framework convention: device = local rank) and runs on that GPU's node, so
+// Each rank's NUMA node first: with GPUs, rank r drives GPU `gpus[r]` where
+// that is given (>= 0: CUDA_VISIBLE_DEVICES said so, see visible_gpu.h), else
+// GPU r % gpus (the framework convention: device = local rank), and runs on
+// that GPU's node, so
 // that its copies do not cross the inter-socket link; without (or where the
 // GPU's node is not known), ranks go round-robin over the nodes, so memory
 // bandwidth is shared evenly. A node given more ranks than it has PUs (times
@@ -34,7 +36,8 @@ struct Placement {
 // same PCI switch (the longest common PCI path), else on the GPU's node;
 // otherwise one on the rank's node; RDMA-capable ones first, and ranks with
 // equally close NICs take turns among them.
-std::vector<Placement> place_local_ranks(const Host& host, int local_ranks);
+std::vector<Placement> place_local_ranks(const Host& host, int local_ranks,
+                                         const std::vector<int>& gpus = {});
 
 // The host's NUMA nodes (OS indexes, those with cores) in the order the ring
 // visits them: from the first node, always to the nearest one not visited yet
