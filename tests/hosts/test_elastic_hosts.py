@@ -42,8 +42,12 @@ def test_a_worker_killed_on_one_host_leaves_a_job_across_the_others():
                   job_env(PYTHONPATH=pythonpath, OMP_NUM_THREADS="1"))
         try:
             victim = f"{hosts.names[1]}_0"
-            wait_for("host 1's worker to train at 3 workers",
-                     lambda: any(p[2] == 3 and p[1] >= 5 for p in records(out, victim, "progress")))
+            try:
+                wait_for("host 1's worker to train at 3 workers",
+                         lambda: any(p[2] == 3 and p[1] >= 5
+                                     for p in records(out, victim, "progress")))
+            except AssertionError as e:
+                raise AssertionError(f"{e}; the job's output:\n{job.output}") from None
             os.kill(records(out, victim, "pid")[0], signal.SIGKILL)
             status = job.wait(timeout=180)
         finally:

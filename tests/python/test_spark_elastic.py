@@ -52,6 +52,34 @@ def test_run_elastic_returns_each_workers_value_by_rank(spark):
     assert_no_rank_left()
 
 
+def printing_job():
+    import ringlet.numpy as hvd
+
+    hvd.init()
+    rank = hvd.rank()
+    print(f"hello from rank {rank}", flush=True)
+    print(f"a warning from rank {rank}", file=sys.stderr, flush=True)
+    hvd.shutdown()
+    return rank
+
+
+def test_each_workers_lines_reach_the_given_streams_by_worker(spark):
+    import io
+
+    import ringlet.spark
+
+    out, err = io.StringIO(), io.StringIO()
+    assert ringlet.spark.run_elastic(printing_job, num_proc=2, stdout=out, stderr=err) == [0, 1]
+    for rank in range(2):
+        said = [line for line in out.getvalue().splitlines()
+                if line.endswith(f"<stdout>:hello from rank {rank}")]
+        assert len(said) == 1, out.getvalue()
+        assert said[0].startswith(f"[{socket.gethostname()}-task"), said
+        assert f"<stderr>:a warning from rank {rank}" in err.getvalue(), err.getvalue()
+    assert "hello" not in err.getvalue()
+    assert_no_rank_left()
+
+
 def test_a_killed_worker_rolls_back_and_its_tasks_next_attempt_rejoins(spark, tmp_path):
     pytest.importorskip("torch")
     import ringlet.spark

@@ -78,7 +78,8 @@ class RayExecutor:
         self.workers = []  # by rank, once started
         self._placement_group = None
         self._own_placement_group = False
-        self.elastic = None
+        self.elastic = None        # the elastic job's driver settings, where min_workers
+        self._elastic_job = None   # its (executable, env vars), once started
         if min_workers is not None:
             if min_workers < 1:
                 raise ValueError(f"min_workers must be at least 1, not {min_workers}")
@@ -200,7 +201,7 @@ class RayExecutor:
         return self.workers
 
     def _run_elastic(self, fn, callbacks):
-        if not hasattr(self, "_elastic_job"):
+        if self._elastic_job is None:
             raise RuntimeError("this RayExecutor has not started: call start() first")
         executable, env_vars = self._elastic_job
         pump = CallbackPump(callbacks)

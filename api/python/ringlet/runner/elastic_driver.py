@@ -1,7 +1,8 @@
 """The driver of an elastic job, what `ringletrun --min-np A --max-np B
 --host-discovery-script S` runs: once the discovery script reports -np
-slots, it starts a worker per slot (up to --max-np), forms the job's rounds, and re-forms it when workers die or
-slots come and go, as Horovod's elastic driver does.
+slots, it starts a worker per slot (up to --max-np), forms the job's
+rounds, and re-forms it when workers die or slots come and go, as Horovod's
+elastic driver does.
 
 - Discovery: the script (a shell command) runs every --discovery-interval
   seconds (default 1); each line of its output is ``host:slots`` (``host``
@@ -221,7 +222,7 @@ class Driver:
     driver."""
 
     def __init__(self, settings, discover, launcher, key=None):
-        self.args = settings
+        self.settings = settings
         self.discover = discover
         self.launcher = launcher
         self.key = key or secrets.token_bytes(32)  # the workers' messages carry its HMAC
@@ -262,7 +263,7 @@ class Driver:
         return {"RINGLET_ELASTIC_DRIVER": self.driver_address,
                 "RINGLET_ELASTIC_KEY": self.key.hex(),
                 "RINGLET_ELASTIC_WORKER": name,
-                "RINGLET_ELASTIC_TIMEOUT_SECONDS": str(self.args.elastic_timeout),
+                "RINGLET_ELASTIC_TIMEOUT_SECONDS": str(self.settings.elastic_timeout),
                 "HOROVOD_ELASTIC": "1"}
 
     def start_worker(self, host, slot):
@@ -323,13 +324,13 @@ class Driver:
         live = self.live()
         if not live or any(w.joined_after is None for w in live):
             return
-        if len(live) < self.args.min_np:
+        if len(live) < self.settings.min_np:
             return
         if self.round.number > 0:
             self.resets += 1
-            if self.args.reset_limit is not None and self.resets > self.args.reset_limit:
+            if self.settings.reset_limit is not None and self.resets > self.settings.reset_limit:
                 self.end(f"the job re-formed {self.resets} times, past --reset-limit "
-                         f"{self.args.reset_limit}")
+                         f"{self.settings.reset_limit}")
                 return
         # Previous ranks first (the new rank 0 holds the committed state),
         # hosts kept together, new workers last.
@@ -376,7 +377,7 @@ class Driver:
                     return self.placement_reply(worker, rnd)
             if time.monotonic() > deadline:
                 return {"error": f"no round formed within --elastic-timeout "
-                                 f"{self.args.elastic_timeout} s"}
+                                 f"{self.settings.elastic_timeout} s"}
             self.lock.wait(0.5)
 
     def on_serve(self, worker, number, rendezvous):
@@ -402,7 +403,7 @@ class Driver:
                     elif message.get("op") == "join":
                         worker.address = peer
                         reply = self.on_join(worker, int(message.get("after", 0)),
-                                             time.monotonic() + self.args.elastic_timeout)
+                                             time.monotonic() + self.settings.elastic_timeout)
                     elif message.get("op") == "serve":
                         reply = self.on_serve(worker, message.get("round"),
                                               message.get("rendezvous"))
@@ -450,27 +451,27 @@ class Driver:
     def run(self):
         """Runs the job to its end; returns 0 where it finished, else 1 (and
         ``outcome`` says why)."""
-        args = self.args
-        deadline = time.monotonic() + args.start_timeout
+        settings = self.settings
+        deadline = time.monotonic() + settings.start_timeout
         while True:
             found = self.discover()
             if found is not None:
                 self.hosts = found
-            if sum(n for h, n in self.hosts.items()) >= args.min_np:
+            if sum(n for h, n in self.hosts.items() if h not in self.blacklist) >= settings.np:
                 break
             if time.monotonic() > deadline or self.ended is not None:
                 self.outcome = self.ended or (
                     f"host discovery reported {sum(self.hosts.values())} slots, fewer than "
-                    f"--min-np {args.min_np}, for {args.start_timeout:g} s")
+                    f"-np {settings.np}, for {settings.start_timeout:g} s")
                 log(self.outcome)
                 return 1
-            time.sleep(args.discovery_interval)
+            time.sleep(settings.discovery_interval)
         self.serve(self.launcher.listen_address(self.hosts))
         with self.lock:
             # Once -np slots are there, every slot up to --max-np gets a
             # worker, as Horovod assigns them.
-            self.grow(args.max_np or sys.maxsize)
-        next_discovery = time.monotonic() + args.discovery_interval
+            self.grow(settings.max_np or sys.maxsize)
+        next_discovery = time.monotonic() + settings.discovery_interval
         try:
             while True:
                 with self.lock:
@@ -481,7 +482,7 @@ class Driver:
                         self.grow(len(self.live()) + failed)
                     self.readmit_cooled()
                     if time.monotonic() >= next_discovery:
-                        next_discovery = time.monotonic() + args.discovery_interval
+                        next_discovery = time.monotonic() + settings.discovery_interval
                         self.rediscover()
                     self.try_form_round()
                     done = self.check_end()
@@ -507,7 +508,7 @@ class Driver:
                 log(f"host {w.host} no longer lists slot {w.slot}: stopping worker {w.name}")
                 self.stop(w)
                 removed = True
-        added = self.grow(self.args.max_np or sys.maxsize)
+        added = self.grow(self.settings.max_np or sys.maxsize)
         if added or removed or gone:
             self.hosts_changed("added" if added else "removed")
 
@@ -516,7 +517,7 @@ class Driver:
         if not back:
             return
         log(f"host {', '.join(back)} ended its cooldown: back in the job")
-        if self.grow(self.args.max_np or sys.maxsize):
+        if self.grow(self.settings.max_np or sys.maxsize):
             self.hosts_changed("added")
 
     def check_end(self):
@@ -540,11 +541,11 @@ class Driver:
                     log(f"worker {w.name} joined as the job finished: stopping it")
                     self.stop(w)
             return None
-        if len(self.live()) < self.args.min_np and not self.free_slots():
+        if len(self.live()) < self.settings.min_np and not self.free_slots():
             self.short_since = self.short_since or time.monotonic()
-            if time.monotonic() - self.short_since > self.args.elastic_timeout:
+            if time.monotonic() - self.short_since > self.settings.elastic_timeout:
                 self.end(f"{len(self.live())} live workers, fewer than --min-np "
-                         f"{self.args.min_np}, for --elastic-timeout {self.args.elastic_timeout} s"
+                         f"{self.settings.min_np}, for --elastic-timeout {self.settings.elastic_timeout} s"
                          + (f" (the last failure: {self.outcome})" if self.outcome else ""))
         return None
 

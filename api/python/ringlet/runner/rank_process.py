@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 import cloudpickle
 
@@ -33,12 +34,13 @@ class RankResult:
 
 
 def run_rank(rank, fn, args, kwargs, env, capture_output=False, executable=None,
-             on_start=None):
+             on_start=None, on_line=None):
     """Runs ``fn(*args, **kwargs)`` in a new Python process with environment
     ``env``; returns its RankResult once the process ends. ``capture_output``
-    collects its stdout and stderr instead of letting them through;
-    ``on_start`` receives the process (a subprocess.Popen) once it runs, so
-    that the caller may end it."""
+    collects its stdout and stderr instead of letting them through, and
+    ``on_line(kind, line)`` ("stdout" or "stderr") receives each of their
+    lines as it comes, where given; ``on_start`` receives the process (a
+    subprocess.Popen) once it runs, so that the caller may end it."""
     with tempfile.TemporaryDirectory(prefix="ringlet-rank-") as work:
         call_path = os.path.join(work, "call.pkl")
         result_path = os.path.join(work, "result.pkl")
@@ -52,7 +54,10 @@ def run_rank(rank, fn, args, kwargs, env, capture_output=False, executable=None,
                               text=True, errors="replace") as done:
             if on_start is not None:
                 on_start(done)
-            out, err = done.communicate()
+            if capture_output and on_line is not None:
+                out, err = _pump_lines(done, on_line)
+            else:
+                out, err = done.communicate()
         out, err = (out or "", err or "")
         if os.path.exists(result_path):
             with open(result_path, "rb") as f:
@@ -63,6 +68,26 @@ def run_rank(rank, fn, args, kwargs, env, capture_output=False, executable=None,
                               stderr=err)
         return RankResult(rank, failure=RankFailure(rank, _how_it_ended(done.returncode)),
                           stdout=out, stderr=err)
+
+
+def _pump_lines(process, on_line):
+    """Hands each line of the process's stdout and stderr to ``on_line`` as
+    it comes (a thread per stream); returns both, whole, once it ended."""
+    seen = {"stdout": [], "stderr": []}
+
+    def pump(stream, kind):
+        for line in stream:
+            seen[kind].append(line)
+            on_line(kind, line.rstrip("\n"))
+
+    threads = [threading.Thread(target=pump, args=(process.stdout, "stdout"), daemon=True),
+               threading.Thread(target=pump, args=(process.stderr, "stderr"), daemon=True)]
+    for t in threads:
+        t.start()
+    process.wait()
+    for t in threads:
+        t.join()
+    return "".join(seen["stdout"]), "".join(seen["stderr"])
 
 
 def _how_it_ended(returncode):

@@ -116,7 +116,10 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
         elastic_timeout: seconds the job waits for min_num_proc workers after
             losing some; ``HOROVOD_ELASTIC_TIMEOUT`` if None, else 600.
         reset_limit: the most times the job may re-form before it fails.
-        env, stdout, stderr, verbose, nics: as ``run``.
+        env, verbose, nics: as ``run``.
+        stdout, stderr: streams that receive each worker's lines as they
+            come, prefixed ``[worker]<stdout>:`` (the worker named by its
+            task attempt); where None, they go where the Spark task's go.
         prefix_output_with_timestamp: kept for Horovod's signature; the lines
             are prefixed by rank alone.
         min_np, max_np: Horovod's deprecated names of min_num_proc and
@@ -143,13 +146,8 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
                                        reset_limit, start_timeout=start_timeout)
     # The job group is set in the thread that runs the Spark job, not the caller's.
     group = f"ringlet.spark.run_elastic.{next(_job_ids)}"
-    ended = elastic.run_job(spark_context, group, fn, args, kwargs, settings, rank_env,
-                            set(nics) if nics else None,
-                            stdout is not None or stderr is not None, None, max_num_proc)
-    for rank, _, out, err in ended:
-        _forward(rank, "stdout", out, stdout)
-        _forward(rank, "stderr", err, stderr)
-    return [value for _, value, _, _ in ended]
+    return elastic.run_job(spark_context, group, fn, args, kwargs, settings, rank_env,
+                           set(nics) if nics else None, stdout, stderr, max_num_proc)
 
 
 def _job_of(start_timeout, num_proc, verbose):

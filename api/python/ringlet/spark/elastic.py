@@ -30,7 +30,8 @@ import threading
 from ringlet.runner import elastic_driver, elastic_wire, job
 from ringlet.runner.rank_process import run_rank
 
-# How much of a failed rank's report crosses the registry (its line limit is 1 MiB).
+# How much of a failed rank's report, or of one line of a rank's output,
+# crosses the registry (its messages are at most 1 MiB).
 _REPORT_LIMIT = 64 * 1024
 
 
@@ -81,9 +82,10 @@ class TaskRegistry:
     """Where the Spark tasks register; the driver's discovery (each task a
     host of one slot) and launcher (a worker starts on a task)."""
 
-    def __init__(self, key, address, env):
+    def __init__(self, key, address, env, stdout=None, stderr=None):
         self.key = key
         self.env = env              # the user's variables for every rank
+        self.streams = {"stdout": stdout, "stderr": stderr}  # the ranks' lines, where given
         self.lock = threading.Lock()
         self.links = {}             # host -> TaskLink
         self.failures = []          # (second_hand, report) of failed ranks, as they came
@@ -117,7 +119,9 @@ class TaskRegistry:
                 self.links[link.host] = link
             while True:
                 message = connection.receive()
-                if message.get("op") == "ended":
+                if message.get("op") == "output":
+                    self._print(link, message.get("kind"), str(message.get("line", "")))
+                elif message.get("op") == "ended":
                     link.end(0 if message.get("ok") else 1, message.get("how"))
                     if message.get("report"):
                         with self.lock:
@@ -129,6 +133,13 @@ class TaskRegistry:
             if link is not None:
                 link.end(1, "its Spark task was lost (its executor died or Spark ended it)")
             sock.close()
+
+    def _print(self, link, kind, line):
+        stream = self.streams.get(kind)
+        if stream is not None:
+            with self.lock:
+                stream.write(f"[{link.host}:0]<{kind}>:{line}\n")
+                stream.flush()
 
     # -- discovery --
 
@@ -199,7 +210,7 @@ class ElasticTask:
             order = {"op": "stop"}
         if order.get("op") != "start":
             connection.close()
-            yield (index, attempt, False, None, "", "")
+            yield (index, attempt, False, None)
             return
 
         env = job.without_job(os.environ)
@@ -208,9 +219,21 @@ class ElasticTask:
         rank = _Rank()
         threading.Thread(target=rank.stop_on_order, args=(connection,), daemon=True).start()
         host = env["RINGLET_HOSTNAME"]
+        sending = threading.Lock()  # the rank's lines and the end share the connection
+
+        def send(message):
+            with sending:
+                connection.send(message)
+
+        def forward(kind, line):
+            try:
+                send({"op": "output", "kind": kind, "line": line[:_REPORT_LIMIT]})
+            except (OSError, elastic_wire.WireError):
+                pass  # the driver is gone; the rank is stopped by the order thread
+
         ended = run_rank(host, self.fn, self.args, self.kwargs, env,
                          capture_output=self.capture_output, executable=self.executable,
-                         on_start=rank.started)
+                         on_start=rank.started, on_line=forward)
         stopped = rank.stopped  # before closing the connection ends its reader
         failed = ended.failure is not None and not stopped
         report = None
@@ -220,7 +243,7 @@ class ElasticTask:
                 report += "\n-- its stderr, last lines --\n" + "\n".join(
                     ended.stderr.splitlines()[-20:])
         try:
-            connection.send({"op": "ended", "ok": not failed,
+            send({"op": "ended", "ok": not failed,
                              "how": ended.failure.summary() if failed else None,
                              "second_hand": failed and ended.failure.second_hand,
                              "report": report[-_REPORT_LIMIT:] if report else None})
@@ -230,7 +253,7 @@ class ElasticTask:
         if failed:
             # Failing the task has Spark run it again: a new host for the job.
             raise RuntimeError(report)
-        yield (index, attempt, not stopped, ended.value, ended.stdout, ended.stderr)
+        yield (index, attempt, not stopped, ended.value)
 
 
 class _Rank:
@@ -280,15 +303,18 @@ def registry_address(spark_context, nics):
     return socket.gethostbyname(host)
 
 
-def run_job(spark_context, group, fn, args, kwargs, settings, env, nics, capture_output,
-            executable, num_tasks):
-    """Runs the elastic job; returns [(rank, value, stdout, stderr)] of the
-    workers that finished, or raises RuntimeError saying why it failed."""
+def run_job(spark_context, group, fn, args, kwargs, settings, env, nics, stdout, stderr,
+            num_tasks):
+    """Runs the elastic job; returns the values of the workers that
+    finished, by rank, or raises RuntimeError saying why it failed. Where
+    ``stdout``/``stderr`` are given, each worker's lines reach them as they
+    come, prefixed ``[worker]<stdout>:``."""
     key = secrets.token_bytes(32)
-    registry = TaskRegistry(key, registry_address(spark_context, nics), env)
+    registry = TaskRegistry(key, registry_address(spark_context, nics), env, stdout, stderr)
     driver = elastic_driver.Driver(settings, registry.discover, registry, key=key)
     task = ElasticTask(fn, tuple(args), dict(kwargs), driver.key, registry.address,
-                       capture_output, executable)
+                       capture_output=stdout is not None or stderr is not None,
+                       executable=None)
     collected, spark_error = {}, []
 
     def spark_job():
@@ -321,11 +347,10 @@ def run_job(spark_context, group, fn, args, kwargs, settings, env, nics, capture
         if first:
             message += f"\nthe first failure:\n{first[0][1]}"
         raise RuntimeError(message) from (spark_error[0] if spark_error else None)
-    ended = []
-    for rank, worker in enumerate(driver.finished_workers()):
+    values = []
+    for worker in driver.finished_workers():
         link = registry.link_of(worker.host)
-        finished, value, out, err = collected.get((link.index, link.attempt),
-                                                  (False, None, "", ""))
+        finished, value = collected.get((link.index, link.attempt), (False, None))
         if finished:
-            ended.append((rank, value, out, err))
-    return ended
+            values.append(value)
+    return values
