@@ -545,7 +545,8 @@ class Driver:
             self.short_since = self.short_since or time.monotonic()
             if time.monotonic() - self.short_since > self.settings.elastic_timeout:
                 self.end(f"{len(self.live())} live workers, fewer than --min-np "
-                         f"{self.settings.min_np}, for --elastic-timeout {self.settings.elastic_timeout} s"
+                         f"{self.settings.min_np}, for --elastic-timeout "
+                         f"{self.settings.elastic_timeout} s"
                          + (f" (the last failure: {self.outcome})" if self.outcome else ""))
         return None
 

@@ -186,14 +186,13 @@ class TaskRegistry:
 class ElasticTask:
     """What each Spark task runs (pickled to the executors)."""
 
-    def __init__(self, fn, args, kwargs, key, registry, capture_output, executable):
+    def __init__(self, fn, args, kwargs, key, registry, capture_output):
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.key = key
         self.registry = registry
         self.capture_output = capture_output
-        self.executable = executable
 
     def __call__(self, index, _partition):
         from pyspark import TaskContext
@@ -232,8 +231,8 @@ class ElasticTask:
                 pass  # the driver is gone; the rank is stopped by the order thread
 
         ended = run_rank(host, self.fn, self.args, self.kwargs, env,
-                         capture_output=self.capture_output, executable=self.executable,
-                         on_start=rank.started, on_line=forward)
+                         capture_output=self.capture_output, on_start=rank.started,
+                         on_line=forward)
         stopped = rank.stopped  # before closing the connection ends its reader
         failed = ended.failure is not None and not stopped
         report = None
@@ -244,9 +243,9 @@ class ElasticTask:
                     ended.stderr.splitlines()[-20:])
         try:
             send({"op": "ended", "ok": not failed,
-                             "how": ended.failure.summary() if failed else None,
-                             "second_hand": failed and ended.failure.second_hand,
-                             "report": report[-_REPORT_LIMIT:] if report else None})
+                  "how": ended.failure.summary() if failed else None,
+                  "second_hand": failed and ended.failure.second_hand,
+                  "report": report[-_REPORT_LIMIT:] if report else None})
         except (OSError, elastic_wire.WireError):
             pass
         connection.close()
@@ -313,8 +312,7 @@ def run_job(spark_context, group, fn, args, kwargs, settings, env, nics, stdout,
     registry = TaskRegistry(key, registry_address(spark_context, nics), env, stdout, stderr)
     driver = elastic_driver.Driver(settings, registry.discover, registry, key=key)
     task = ElasticTask(fn, tuple(args), dict(kwargs), driver.key, registry.address,
-                       capture_output=stdout is not None or stderr is not None,
-                       executable=None)
+                       capture_output=stdout is not None or stderr is not None)
     collected, spark_error = {}, []
 
     def spark_job():
