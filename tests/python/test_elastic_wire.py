@@ -1,10 +1,12 @@
 """The elastic driver's protocol (ringlet.runner.elastic_wire) over real
 sockets: messages pass both ways; a wrong key, a message replayed on another
 connection, one sent back the other way or out of order are refused; a
-round's secret crosses sealed and arrives whole."""
+round's secret crosses sealed and arrives whole; the driver refuses a
+stranger's connection, naming where it came from and why."""
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -82,3 +84,33 @@ def test_a_message_sent_back_or_out_of_order_is_refused():
     assert driver2.receive() == {"op": "updates", "since": 0}
     with pytest.raises(wire.WireError, match="recorded elsewhere"):
         driver2.receive()
+
+
+def test_the_driver_refuses_a_stranger_and_says_who_and_why(capfd):
+    from ringlet.runner import elastic_driver
+
+    driver = elastic_driver.Driver(elastic_driver.Settings(np=1), discover=lambda: {},
+                                   launcher=None, key=KEY)
+    driver.serve("127.0.0.1")
+    try:
+        stranger = wire.connect(driver.driver_address, bytes(32), timeout=5)
+        stranger.send({"op": "join", "after": 0, "worker": "h1:0"})
+        # Refused: the driver closes the connection without an answer.
+        with pytest.raises(wire.ConnectionClosed):
+            stranger.receive()
+        stranger.close()
+        # A worker that leaves between messages is a goodbye, not a refusal.
+        member = wire.connect(driver.driver_address, KEY, timeout=5)
+        member.close()
+        deadline = time.monotonic() + 5
+        said = ""
+        while "refused" not in said and time.monotonic() < deadline:
+            time.sleep(0.05)
+            said += capfd.readouterr().err
+        time.sleep(0.3)  # time for a wrong line about the member to show
+        said += capfd.readouterr().err
+        assert said.count("refused the connection") == 1, said
+        assert "refused the connection from 127.0.0.1: a message that failed the job key's " \
+               "check" in said, said
+    finally:
+        driver.server.close()

@@ -119,7 +119,9 @@ class _WorkerHandle:
             outcome, payload = ray.get(self.future)
         except ray.exceptions.RayError as e:
             outcome, payload = "died", None
-            self.how_it_ended = f"its Ray actor died ({type(e).__name__})"
+            cause = str(e).strip().splitlines()
+            self.how_it_ended = (f"its Ray actor died ({type(e).__name__}"
+                                 + (f": {cause[0][:200]}" if cause else "") + ")")
         if outcome in ("done", "stopped"):
             self.returncode, self.value = 0, payload
         else:

@@ -415,8 +415,12 @@ class Driver:
                 if reply.get("secret") is not None:
                     reply["secret"] = connection.seal(reply["secret"])
                 connection.send(reply)
-        except (OSError, elastic_wire.WireError, ValueError):
+        except (OSError, elastic_wire.ConnectionClosed):
             pass
+        except (elastic_wire.WireError, ValueError) as e:
+            # Not one of the job's workers, or one that broke the protocol.
+            log(f"refused the connection from {peer}"
+                + (f" (worker {worker.name})" if worker is not None else "") + f": {e}")
         finally:
             if connection is not None:
                 connection.close()
@@ -565,7 +569,10 @@ class Driver:
                 w.process.wait(max(0.1, stop_by - time.monotonic()))
             except subprocess.TimeoutExpired:
                 w.process.kill()
-                w.process.wait()
+                try:
+                    w.process.wait(5)
+                except subprocess.TimeoutExpired:
+                    log(f"worker {w.name} did not end within 5 s of being killed")
         self.launcher.close()
         if self.server is not None:
             self.server.close()

@@ -29,6 +29,10 @@ class WireError(RuntimeError):
     """The peer broke the protocol or the connection."""
 
 
+class ConnectionClosed(WireError):
+    """The peer closed the connection (between messages: a clean goodbye)."""
+
+
 class Connection:
     """One side of a connection: send() a message, receive() the next."""
 
@@ -98,7 +102,7 @@ class Connection:
     def _line(self):
         line = self.reader.readline(MAX_LINE + 1)
         if not line:
-            raise WireError("the connection closed")
+            raise ConnectionClosed("the connection closed")
         if len(line) > MAX_LINE or not line.endswith(b"\n"):
             raise WireError("a message longer than the protocol allows")
         return line

@@ -49,6 +49,7 @@ class TaskLink:
         self.how_it_ended = None
         self.ended = threading.Event()
         self.send_lock = threading.Lock()
+        self.killed = False         # the driver closed the connection itself
 
     def send(self, message):
         with self.send_lock:
@@ -75,7 +76,11 @@ class TaskLink:
         except (OSError, elastic_wire.WireError):
             self.end(1, "its Spark task was lost")
 
-    kill = terminate
+    def kill(self):
+        # Closing the connection is a stop the task cannot miss: it ends its
+        # rank when its driver is gone.
+        self.killed = True
+        self.connection.close()
 
 
 class TaskRegistry:
@@ -98,12 +103,12 @@ class TaskRegistry:
     def _accept(self):
         while True:
             try:
-                sock, _ = self.listener.accept()
+                sock, peer = self.listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(sock, peer[0]), daemon=True).start()
 
-    def _serve(self, sock):
+    def _serve(self, sock, peer):
         link = None
         try:
             sock.settimeout(30)  # a task registers at once; a stranger is not waited for
@@ -127,8 +132,15 @@ class TaskRegistry:
                         with self.lock:
                             self.failures.append((bool(message.get("second_hand")),
                                                   message["report"]))
-        except (OSError, elastic_wire.WireError, ValueError, KeyError):
+        except (OSError, elastic_wire.ConnectionClosed):
             pass
+        except (elastic_wire.WireError, ValueError, KeyError) as e:
+            # Not one of the job's tasks, or one that broke the protocol
+            # (unless the driver closed the connection under this reader).
+            if link is None or not link.killed:
+                elastic_driver.log(f"refused the connection from {peer}"
+                                   + (f" (task {link.host})" if link is not None else "")
+                                   + f": {e}")
         finally:
             if link is not None:
                 link.end(1, "its Spark task was lost (its executor died or Spark ended it)")
