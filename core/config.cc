@@ -190,12 +190,13 @@ std::vector<EnvVar> build_table() {
                                          {"RING", GpuOperations::kRing},
                                          {"MPI", GpuOperations::kMpi}},
                                         &Config::gpu_operations)));
-  t.push_back(row("RINGLET_ALGORITHM", "auto", "one of auto|ring|direct|onestep",
+  t.push_back(row("RINGLET_ALGORITHM", "auto", "one of auto|ring|direct|onestep|twoshot",
                   "force one collective algorithm; auto follows the algorithm table",
                   choice<AlgorithmChoice>({{"auto", AlgorithmChoice::kAuto},
                                            {"ring", AlgorithmChoice::kRing},
                                            {"direct", AlgorithmChoice::kDirect},
-                                           {"onestep", AlgorithmChoice::kOneStep}},
+                                           {"onestep", AlgorithmChoice::kOneStep},
+                                           {"twoshot", AlgorithmChoice::kTwoShot}},
                                           &Config::algorithm)));
   t.push_back(row("RINGLET_TIMEOUT_SECONDS", "30", "a number of seconds > 0 (fractions allowed)",
                   "how long any wait on a peer may last before it is an error",
@@ -353,6 +354,8 @@ std::string_view to_string(AlgorithmChoice a) {
       return "direct";
     case AlgorithmChoice::kOneStep:
       return "onestep";
+    case AlgorithmChoice::kTwoShot:
+      return "twoshot";
   }
   return "?";
 }
@@ -401,8 +404,7 @@ Config load_config(const std::map<std::string, std::string>* env) {
   // host algorithms beside them would be ignored, so it is refused.
   if (config.cpu_operations == CpuOperations::kMpi) {
     const std::string mpi = "HOROVOD_CPU_OPERATIONS=" + env->at("HOROVOD_CPU_OPERATIONS");
-    if (config.algorithm == AlgorithmChoice::kDirect ||
-        config.algorithm == AlgorithmChoice::kOneStep) {
+    if (config.algorithm != AlgorithmChoice::kAuto && config.algorithm != AlgorithmChoice::kRing) {
       throw ConfigError("RINGLET_ALGORITHM=" + env->at("RINGLET_ALGORITHM") +
                         " chooses one of Ringlet's host algorithms, but " + mpi +
                         " hands every host collective to MPI (accepted with it: auto, or ring "

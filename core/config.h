@@ -33,7 +33,7 @@ enum class TransportKind { kAuto, kShm, kTcp, kUcx };
 enum class CpuOperations { kRing, kMpi };
 enum class GpuOperations { kNccl, kRing, kMpi };
 // Which allreduce/allgather algorithm runs; kAuto follows the algorithm table.
-enum class AlgorithmChoice { kAuto, kRing, kDirect, kOneStep };
+enum class AlgorithmChoice { kAuto, kRing, kDirect, kOneStep, kTwoShot };
 // RINGLET_BIND: whether each rank binds itself to the cores of its placement.
 enum class BindMode { kAuto, kNone };
 

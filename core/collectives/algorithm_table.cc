@@ -56,6 +56,26 @@
 // HOROVOD_CPU_OPERATIONS=MPI is the user's choice of MPI's algorithms for
 // every host collective (a job-wide setting), so its rows come first and
 // neither RINGLET_ALGORITHM nor the hierarchical switches override them.
+//
+// Device memory (HOROVOD_GPU_OPERATIONS=RING, ranks of one host on the CUDA
+// IPC window), allreduce; device_rows():
+//   kernels at once (own GPUs, or MPS)  <= 256 KiB   onestep (one kernel per rank: every
+//                                                    rank folds every peer's half)
+//                                       larger       twoshot (one kernel per rank: rank i
+//                                                    folds part i into every output)
+//   the kernels take turns              any          direct (host flags, events)
+// RINGLET_ALGORITHM forces onestep, twoshot, direct or ring at every size.
+// Why: onestep and twoshot synchronise inside their kernels through flags in
+// each other's memory (core/gpu/ipc_peer_allreduce.cc), with no host round
+// trip per step: the fastest intra-node allreduces work that way. But a
+// kernel waiting on a flag holds its GPU; where ranks share a GPU without
+// MPS their contexts take turns by time slice, so each flag step can cost a
+// slice, and the host-flag algorithms, whose streams wait on events instead,
+// keep the table there until measurements say otherwise. One-shot reads n
+// inputs per element against two-shot's one, but it has one kernel and no
+// second pass through every peer's memory: it wins while latency, not
+// bandwidth, sets the time (vLLM's and TensorRT-LLM's switch points lie
+// between 256 KiB and 1 MiB for two to eight GPUs).
 #include "core/collectives/algorithm_table.h"
 
 #include <vector>
@@ -94,6 +114,8 @@ std::string_view to_string(Algorithm a) {
       return "hierarchical";
     case Algorithm::kMpi:
       return "mpi";
+    case Algorithm::kTwoShot:
+      return "twoshot";
   }
   return "algorithm";
 }
@@ -108,7 +130,7 @@ bool holds(Need need, bool fact) {
 // window's single-synchronisation allreduce; elsewhere the window's direct
 // algorithm is its nearest kin. nullopt: no stand-in.
 std::optional<Algorithm> stand_in(Algorithm a) {
-  if (a == Algorithm::kOneStep) return Algorithm::kDirect;
+  if (a == Algorithm::kOneStep || a == Algorithm::kTwoShot) return Algorithm::kDirect;
   return std::nullopt;
 }
 
@@ -184,7 +206,8 @@ Algorithm select_forced(std::span<const Row> rows, const PlacementFacts& f, Algo
 bool Placement::matches(const PlacementFacts& f) const {
   return holds(one_host, f.one_host()) && holds(window, f.window) &&
          holds(oversubscribed, f.oversubscribed) && holds(shared_hosts, f.shared_hosts) &&
-         holds(even_hosts, f.even_hosts) && holds(mpi, f.mpi);
+         holds(even_hosts, f.even_hosts) && holds(mpi, f.mpi) &&
+         holds(concurrent_kernels, f.concurrent_kernels);
 }
 
 // The limits read here must be the ones choose_algorithm() compares.
@@ -226,6 +249,22 @@ std::array<Row, kDefaultRows> default_rows(const Tuning& t) {
   }};
 }
 
+std::array<Row, kDeviceRows> device_rows(const Tuning& t) {
+  using enum Collective;
+  constexpr Need kYes = Need::kYes;
+  const Placement window{.window = kYes};
+  const Placement window_concurrent{.window = kYes, .concurrent_kernels = kYes};
+  return {{
+      {kAllreduce, window_concurrent, 0, t.device_onestep_max_bytes, Algorithm::kOneStep},
+      {kAllreduce, window_concurrent, 0, kAnyBytes, Algorithm::kTwoShot},
+      {kAllreduce, window, 0, kAnyBytes, Algorithm::kDirect},
+      // What RINGLET_ALGORITHM may force where the kernels take turns.
+      {kAllreduce, window, 0, kAnyBytes, Algorithm::kOneStep},
+      {kAllreduce, window, 0, kAnyBytes, Algorithm::kTwoShot},
+      {kAllreduce, window, 0, kAnyBytes, Algorithm::kRing},
+  }};
+}
+
 Algorithm select(std::span<const Row> rows, const PlacementFacts& facts,
                  std::optional<Algorithm> forced, Collective c, size_t bytes,
                  Switch hierarchical) {
@@ -258,6 +297,8 @@ std::optional<Algorithm> forced_algorithm(AlgorithmChoice choice) {
       return Algorithm::kDirect;
     case AlgorithmChoice::kOneStep:
       return Algorithm::kOneStep;
+    case AlgorithmChoice::kTwoShot:
+      return Algorithm::kTwoShot;
     case AlgorithmChoice::kAuto:
       break;
   }

@@ -50,6 +50,10 @@ enum class Algorithm {
   // hierarchical_allgather.cc); not a RINGLET_ALGORITHM value
   kHierarchical,
   kMpi,  // MPI's own collective (HOROVOD_CPU_OPERATIONS=MPI), on the set's MPI communicator
+  // device memory: reduce-scatter and allgather in one kernel per rank, the
+  // kernels waiting on flags in each other's memory (host collectives run
+  // direct, their two-step allreduce, in its place)
+  kTwoShot,
 };
 
 std::string_view to_string(Collective c);
@@ -65,6 +69,10 @@ struct PlacementFacts {
   bool shared_hosts = false;    // some host holds more than one of its ranks
   bool even_hosts = false;      // every host holds as many of its ranks as the others
   bool mpi = false;             // HOROVOD_CPU_OPERATIONS=MPI: an MPI communicator over its ranks
+  // device memory: the ranks' kernels run at once (each on a GPU of its own,
+  // or sharing GPUs through MPS), so a kernel waiting for a peer's never
+  // holds the GPU while the peer's waits for a time slice
+  bool concurrent_kernels = false;
   bool one_host() const { return hosts == 1; }
 };
 
@@ -78,6 +86,7 @@ struct Placement {
   Need shared_hosts = Need::kAny;
   Need even_hosts = Need::kAny;
   Need mpi = Need::kAny;
+  Need concurrent_kernels = Need::kAny;
   bool matches(const PlacementFacts& f) const;
 };
 
@@ -96,6 +105,13 @@ struct Row {
 // is where it is.
 inline constexpr size_t kDefaultRows = 22;
 std::array<Row, kDefaultRows> default_rows(const Tuning& t);
+
+// The rows of device-memory allreduces between the ranks of one host
+// (HOROVOD_GPU_OPERATIONS=RING; `window` is then the CUDA IPC window), chosen
+// by select() as the host rows are; the other device collectives have one
+// algorithm each. See algorithm_table.cc for why.
+inline constexpr size_t kDeviceRows = 6;
+std::array<Row, kDeviceRows> device_rows(const Tuning& t);
 
 // HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER for the collective at hand.
 enum class Switch : uint8_t { kUnset, kOn, kOff };

@@ -30,6 +30,7 @@ struct Tuning {
   size_t fusion_piece_bytes = 1 << 20;  // ring allreduce_segments: one pack/reduce/unpack
   size_t stream_min_bytes = 16 << 20;   // streamed output from here (half the LLC; set at create)
   size_t hierarchical_min_bytes = 256 << 10;  // hierarchical across hosts from here (unset switch)
+  size_t device_onestep_max_bytes = 256 << 10;  // device one-shot up to here (kernels at once)
   bool oversubscribed = false;          // more local ranks than cores (set at create)
   // The most elements one MPI call moves (0: INT_MAX, MPI's own limit for an
   // int count). Larger messages go in pieces; tests lower it to reach them.

@@ -38,6 +38,14 @@ struct SharedTensor {
   uint32_t unused;
 };
 
+// Where a rank's input and output of an allreduce between the ranks' own
+// buffers lie: what it tells its peers in the host's window.
+struct TensorNotes {
+  SharedTensor input;
+  SharedTensor output;
+};
+static_assert(sizeof(TensorNotes) <= 4096, "the notes fit in the smallest window half");
+
 // Describes `data`, device memory of the current device; shareable = 0
 // where it cannot be shared, or where the driver cannot tell (the tensor is
 // staged then, which is slower but right).

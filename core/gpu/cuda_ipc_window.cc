@@ -1,9 +1,13 @@
 #include "core/gpu/cuda_ipc_window.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/gpu/cuda_resources.h"
 #include "core/runtime/runtime_error.h"
+#include "ringlet/kernels/cuda.h"
+#include "ringlet/kernels/peer_protocol.h"
 
 namespace ringlet::core::gpu {
 
@@ -18,7 +22,25 @@ struct Exported {
   cudaIpcEventHandle_t event;
   int32_t device;
   uint64_t bytes;
+  cudaUUID_t uuid;       // the GPU, the same whatever ordinal a process gives it
+  int32_t resident;      // blocks of the waiting kernel the GPU holds at once
+  int32_t mps;           // its contexts are shared through MPS
 };
+
+// Whether the ranks' kernels run at once, and how many blocks each may launch,
+// from what every rank published (the same on every rank).
+void agree_on_kernels(const std::vector<Exported>& all, bool& concurrent, int& blocks) {
+  std::map<std::string, int> sharing;  // GPU -> ranks on it
+  auto key = [](const Exported& e) { return std::string(e.uuid.bytes, sizeof e.uuid.bytes); };
+  for (const Exported& e : all) ++sharing[key(e)];
+  concurrent = true;
+  blocks = ringlet::kernels::peer::kMaxBlocks;
+  for (const Exported& e : all) {
+    const int n = sharing[key(e)];
+    concurrent = concurrent && (n == 1 || e.mps != 0);
+    blocks = std::min(blocks, std::max(1, e.resident / n));
+  }
+}
 
 }  // namespace
 
@@ -34,9 +56,22 @@ CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const
   };
   try {
     void* mine = nullptr;
-    cuda(cudaMalloc(&mine, bytes),
-         "cudaMalloc of " + std::to_string(bytes) + " bytes for the CUDA IPC window");
+    const size_t allocated = bytes + kernels::peer::kFlagBytes;
+    cuda(cudaMalloc(&mine, allocated),
+         "cudaMalloc of " + std::to_string(allocated) + " bytes for the CUDA IPC window");
     buffers_[me_] = static_cast<std::byte*>(mine);
+    // Zero before any peer can reach them: the flags only ever grow.
+    cuda(cudaMemset(flags(me_), 0, kernels::peer::kFlagBytes), "cudaMemset of the flag area");
+    cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after zeroing the flag area");
+    void* failure = nullptr;
+    cuda(cudaHostAlloc(&failure, sizeof(uint64_t), cudaHostAllocMapped),
+         "cudaHostAlloc of the waiting kernels' failure word");
+    failure_host_ = static_cast<uint64_t*>(failure);
+    *failure_host_ = 0;
+    void* on_device = nullptr;
+    cuda(cudaHostGetDevicePointer(&on_device, failure, 0),
+         "cudaHostGetDevicePointer of the failure word");
+    failure_device_ = static_cast<uint64_t*>(on_device);
     cuda(cudaEventCreateWithFlags(&events_[me_], cudaEventDisableTiming | cudaEventInterprocess),
          "cudaEventCreateWithFlags (interprocess)");
     Exported out{};
@@ -44,6 +79,18 @@ CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const
     cuda(cudaIpcGetEventHandle(&out.event, events_[me_]), "cudaIpcGetEventHandle");
     out.device = device;
     out.bytes = bytes;
+    cudaDeviceProp props{};
+    cuda(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
+    out.uuid = props.uuid;
+    out.resident = kernels::cuda::peer_resident_blocks();
+    int mps = 0;
+    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+      (void)cudaGetLastError();  // a driver that cannot tell: taken as no MPS
+      mps = 0;
+    }
+    out.mps = mps;
+    std::vector<Exported> all(comm.size());
+    all[me_] = out;
     const auto* raw = reinterpret_cast<const uint8_t*>(&out);
     // Alone, there is nobody to hand the handles to (nor, without a launcher, a store).
     if (comm.size() > 1) {
@@ -64,6 +111,7 @@ CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const
                                std::to_string(sizeof in));
       }
       std::memcpy(&in, got.data(), sizeof in);
+      all[r] = in;
       if (in.bytes != bytes) {
         throw RuntimeError(ErrorKind::kInternal, global_rank,
                            "the CUDA IPC window of " + peer + " has " + std::to_string(in.bytes) +
@@ -78,6 +126,7 @@ CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const
       cuda(cudaIpcOpenEventHandle(&events_[r], in.event),
            "cudaIpcOpenEventHandle of the event of " + peer);
     }
+    agree_on_kernels(all, concurrent_kernels_, peer_blocks_);
   } catch (...) {
     release();
     throw;
@@ -98,6 +147,9 @@ void CudaIpcWindow::release() {
     buffers_[r] = nullptr;
     events_[r] = nullptr;
   }
+  if (failure_host_ != nullptr) (void)cudaFreeHost(failure_host_);
+  failure_host_ = nullptr;
+  failure_device_ = nullptr;
   if (events_[me_] != nullptr) (void)cudaEventDestroy(events_[me_]);
   if (buffers_[me_] != nullptr) (void)cudaFree(buffers_[me_]);
   events_[me_] = nullptr;

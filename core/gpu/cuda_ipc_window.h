@@ -4,12 +4,18 @@
 // the others' buffers and a stream waits, on the device, for a point in a
 // peer's stream. Ranks may share one GPU (CUDA IPC between processes on the
 // same device), or sit on GPUs that reach each other (peer access). The
-// handles travel through the rendezvous store. CUDA builds only.
+// handles travel through the rendezvous store, with what each rank's device
+// is, so that every rank knows alike how many blocks the kernels that wait
+// on each other may launch and whether they run at once. Past the buffer,
+// each rank's allocation holds its flag area for those kernels
+// (ringlet/kernels/peer_protocol.h), zeroed before it is published. CUDA
+// builds only.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,6 +44,22 @@ class CudaIpcWindow {
   // Rank r's event (its own, or the opened handle). Each rank records its own
   // after its work and the others wait for it on their streams.
   cudaEvent_t event(int r) const { return events_[r]; }
+  // Rank r's flag area (kernels::peer::kFlagBytes) as this process reaches it.
+  uint64_t* flags(int r) const { return reinterpret_cast<uint64_t*>(buffers_[r] + bytes_); }
+
+  // The same on every rank: whether the ranks' kernels run at once (each
+  // GPU holds one of them, or every GPU that holds several shares them
+  // through MPS), and the blocks one rank's waiting kernel may launch so
+  // that every rank's are resident together (the fewest multiprocessors of
+  // any rank's GPU over the ranks sharing it; at least 1).
+  bool concurrent_kernels() const { return concurrent_kernels_; }
+  int peer_blocks() const { return peer_blocks_; }
+
+  // Where a waiting kernel that gave up says so (kernels::peer::failure_code):
+  // page-locked host memory the device writes; 0 while none did. It stays
+  // set: every later collective on the window fails at once.
+  uint64_t failure() const { return *static_cast<volatile uint64_t*>(failure_host_); }
+  uint64_t* failure_for_device() const { return failure_device_; }
 
  private:
   void release();
@@ -47,6 +69,10 @@ class CudaIpcWindow {
   size_t bytes_;
   std::vector<std::byte*> buffers_;
   std::vector<cudaEvent_t> events_;
+  bool concurrent_kernels_ = false;
+  int peer_blocks_ = 1;
+  uint64_t* failure_host_ = nullptr;
+  uint64_t* failure_device_ = nullptr;
 };
 
 }  // namespace ringlet::core::gpu

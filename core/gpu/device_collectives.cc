@@ -42,10 +42,7 @@ std::shared_ptr<Event> record_ready(int rank, int device, void* stream) {
 
 std::unique_ptr<DeviceCollectives> make_device_collectives(int rank, const Config& config) {
   if (config.gpu_operations == GpuOperations::kRing) {
-    // RINGLET_ALGORITHM=direct or onestep keep the direct algorithms, as a
-    // forced algorithm a collective lacks does on the host.
-    return make_ipc_device_collectives(rank, config.cuda_ipc_direct_bytes,
-                                       config.algorithm == AlgorithmChoice::kRing);
+    return make_ipc_device_collectives(rank, config);
   }
   return make_nccl_device_collectives(rank);
 }

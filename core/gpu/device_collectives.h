@@ -116,12 +116,12 @@ std::unique_ptr<DeviceCollectives> make_device_collectives(int rank, const Confi
 
 // Behind make_device_collectives, in builds with CUDA and NCCL: NCCL's
 // (core/gpu/nccl_device_collectives.cc) and Ringlet's own over CUDA IPC
-// (core/gpu/ipc_device_collectives.cc), which allreduces tensors of at least
-// `direct_bytes` (0: none) between the ranks' own buffers, or, with `ring`,
-// every tensor as a ring over its window; whether NCCL reduces `dtype`.
+// (core/gpu/ipc_device_collectives.cc), which chooses each allreduce's
+// algorithm from collectives::device_rows() and RINGLET_ALGORITHM, and
+// allreduces tensors of at least RINGLET_CUDA_IPC_DIRECT_BYTES (0: none)
+// between the ranks' own buffers; whether NCCL reduces `dtype`.
 std::unique_ptr<DeviceCollectives> make_nccl_device_collectives(int rank);
-std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, size_t direct_bytes,
-                                                               bool ring);
+std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, const Config& config);
 bool nccl_has_type(DataType dtype);
 
 }  // namespace ringlet::core::gpu

@@ -41,9 +41,11 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "core/collectives/algorithm_table.h"
 #include "core/collectives/collectives.h"
 #include "core/collectives/window_layout.h"
 #include "core/communicator.h"
@@ -53,123 +55,32 @@
 #include "core/gpu/device_collectives.h"
 #include "core/gpu/device_queue.h"
 #include "core/gpu/host_staging.h"
+#include "core/gpu/ipc_peer_allreduce.h"
+#include "core/gpu/ipc_rounds.h"
 #include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
 #include "ringlet/kernels/cpu.h"
+#include "ringlet/common/logging.h"
 #include "ringlet/kernels/cuda.h"
+#include "ringlet/kernels/peer_protocol.h"
 
 namespace ringlet::core::gpu {
 
-using collectives::flag_value;
-using collectives::PaddedFlag;
-using collectives::SegmentControl;
+using collectives::Algorithm;
 using runtime::ErrorKind;
 using runtime::RuntimeError;
 
 namespace {
 
-// Each rank's window is two halves of this: rounds of 32 MiB keep the host
-// steps (three per round, each a few microseconds) far below the copying.
-constexpr size_t kHalfBytes = size_t{32} << 20;
-
-// The round protocol: the window's host flags, and on the device the peers'
-// events behind each flag.
-class Rounds {
- public:
-  Rounds(Communicator& comm, CudaIpcWindow& window, DeviceQueue& q)
-      : comm_(comm), view_(comm), window_(window), q_(q) {}
-
-  int size() const { return view_.size(); }
-  int me() const { return view_.me(); }  // this rank's local rank
-
-  // The next round: its half is free once every peer consumed it two rounds
-  // ago (host) and their streams are past their reads of it (device).
-  uint64_t begin() {
-    const uint64_t g = comm_.workspace().next_round();
-    view_.wait_half_free(g);
-    if (g >= 3) {
-      for (int lr = 0; lr < size(); ++lr) {
-        if (lr != me()) wait_for_event(lr);
-      }
-    }
-    return g;
-  }
-  // Local rank lr's half of round g, as this process reaches it.
-  std::byte* half(int lr, uint64_t g) const {
-    return window_.buffer(rank_of(lr)) + (g % 2) * kHalfBytes;
-  }
-  // Local rank lr's notes of round g in the host's shared-memory window (its
-  // half g%2, which the device path leaves unused): what a rank tells its
-  // peers before it publishes staged. Every rank takes the same path for
-  // each tensor: init() checked that the settings choosing it
-  // (RINGLET_ALGORITHM, RINGLET_CUDA_IPC_DIRECT_BYTES) agree.
-  std::byte* notes(int lr, uint64_t g) const { return view_.staging(lr, g); }
-  // This rank's work queued so far is step `which` of round g, up to
-  // `progress` (the ring counts its steps).
-  void publish(PaddedFlag SegmentControl::*which, uint64_t g, uint64_t progress = 1) {
-    record();
-    view_.publish(view_.control(me()).*which, flag_value(g, progress));
-  }
-  // Waits until local rank lr has queued step `which` of round g, up to
-  // `progress`, then makes the stream wait for it on the device.
-  void wait(int lr, PaddedFlag SegmentControl::*which, uint64_t g, uint64_t progress = 1) {
-    view_.wait_at_least(lr, which, flag_value(g, progress));
-    wait_for_event(lr);
-  }
-  void wait_all(PaddedFlag SegmentControl::*which, uint64_t g, uint64_t progress = 1) {
-    for (int lr = 0; lr < size(); ++lr) {
-      if (lr != me()) wait(lr, which, g, progress);
-    }
-  }
-  void end(uint64_t g) {
-    record();
-    view_.finish_round(g);
-  }
-  // The collective's last step: the stream waits until every peer is past its
-  // reads of this rank's halves, so that the collective's end on this device
-  // also means that no peer still reads them (and a window freed after it is
-  // read by no one).
-  void drain(uint64_t last) {
-    for (int lr = 0; lr < size(); ++lr) {
-      if (lr == me()) continue;
-      view_.wait_at_least(lr, &SegmentControl::consumed, last);
-      wait_for_event(lr);
-    }
-  }
-
-  int global_of(int lr) const { return view_.global(lr); }
-  // The communicator's rank of local rank lr.
-  int rank_of(int lr) const {
-    const World& w = comm_.world();
-    return w.ranks_on_host[w.cross_rank][lr];
-  }
-  int local_of(int rank) const {
-    for (int lr = 0; lr < size(); ++lr) {
-      if (rank_of(lr) == rank) return lr;
-    }
-    return -1;
-  }
-
- private:
-  void record() {
-    q_.check(cudaEventRecord(window_.event(rank_of(me())), q_.stream.get()),
-             "cudaEventRecord of the interprocess event");
-  }
-  void wait_for_event(int lr) {
-    q_.check(cudaStreamWaitEvent(q_.stream.get(), window_.event(rank_of(lr)), 0),
-             "cudaStreamWaitEvent on a peer's interprocess event");
-  }
-
-  Communicator& comm_;
-  collectives::WindowView view_;
-  CudaIpcWindow& window_;
-  DeviceQueue& q_;
-};
-
 class IpcDeviceCollectives final : public DeviceCollectives {
+  struct IpcSet;
+
  public:
-  IpcDeviceCollectives(int rank, size_t direct_bytes, bool ring)
-      : rank_(rank), direct_bytes_(direct_bytes), ring_(ring) {}
+  IpcDeviceCollectives(int rank, const Config& config)
+      : rank_(rank),
+        direct_bytes_(config.cuda_ipc_direct_bytes),
+        forced_(collectives::forced_algorithm(config.algorithm)),
+        rows_(collectives::device_rows(collectives::Tuning{})) {}
 
   void allreduce(Communicator& comm, int32_t process_set, int device,
                  std::span<const DeviceSegment> tensors,
@@ -183,9 +94,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the allreduce staged through the host", std::move(report));
       return;
     }
-    q.mark(ring_ ? "CUDA_IPC_RING_ALLREDUCE" : "CUDA_IPC_ALLREDUCE");
     if (comm.size() == 1) {
       // Nothing to exchange: each output is its input, scaled.
+      q.mark("CUDA_IPC_ALLREDUCE");
       for (const DeviceSegment& t : tensors) {
         q.scaled_copy(dtype, t.output, t.input, t.count, prescale);
         q.finish(dtype, op, t.output, t.count, 1, postscale);
@@ -195,27 +106,52 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     }
     IpcSet& set = ipc_set(comm, process_set, device);
     Rounds rounds(comm, set.window, q);
-    uint64_t last = 0;
-    if (ring_) {
-      ring_allreduce(rounds, q, tensors, dtype, op, prescale, postscale, last);
-      if (last > 0) rounds.drain(last);
-      watch(q, comm.deadline(), "the ring allreduce over CUDA IPC", std::move(report));
-      return;
-    }
-    set.tensors.next_collective();
     const size_t es = dtype_size(dtype);
-    std::vector<DeviceSegment> staged;
-    for (const DeviceSegment& t : tensors) {
-      if (direct_bytes_ == 0 || t.count * es < direct_bytes_ ||
-          !direct_allreduce(rounds, set.tensors, q, t, dtype, op, prescale, postscale, last)) {
-        staged.push_back(t);
+    size_t bytes = 0;
+    for (const DeviceSegment& t : tensors) bytes += t.count * es;
+    const Algorithm algorithm = choose(set, rounds.size(), bytes);
+    uint64_t last = 0;
+    switch (algorithm) {
+      case Algorithm::kRing:
+        q.mark("CUDA_IPC_RING_ALLREDUCE");
+        ring_allreduce(rounds, q, tensors, dtype, op, prescale, postscale, last);
+        break;
+      case Algorithm::kOneStep:
+      case Algorithm::kTwoShot: {
+        const bool two_shot = algorithm == Algorithm::kTwoShot;
+        q.mark(two_shot ? "CUDA_IPC_TWOSHOT_ALLREDUCE" : "CUDA_IPC_ONESHOT_ALLREDUCE");
+        const PeerAllreduce a{rounds, set.window, q,         dtype,          op,
+                              prescale, postscale, comm.deadline(), set.peers_done};
+        set.tensors.next_collective();
+        std::vector<DeviceSegment> through_window;
+        for (const DeviceSegment& t : tensors) {
+          if (!two_shot || direct_bytes_ == 0 || t.count * es < direct_bytes_ ||
+              !peer_direct_allreduce(a, set.tensors, t)) {
+            through_window.push_back(t);
+          }
+        }
+        if (!through_window.empty()) peer_window_allreduce(a, through_window, two_shot);
+        watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report), &set);
+        return;
+      }
+      default: {
+        q.mark("CUDA_IPC_ALLREDUCE");
+        set.tensors.next_collective();
+        std::vector<DeviceSegment> staged;
+        for (const DeviceSegment& t : tensors) {
+          if (direct_bytes_ == 0 || t.count * es < direct_bytes_ ||
+              !direct_allreduce(rounds, set.tensors, q, t, dtype, op, prescale, postscale, last)) {
+            staged.push_back(t);
+          }
+        }
+        if (!staged.empty()) {
+          window_allreduce(rounds, q, staged, dtype, op, prescale, postscale, last);
+        }
       }
     }
-    if (!staged.empty()) {
-      window_allreduce(rounds, q, staged, dtype, op, prescale, postscale, last);
-    }
     if (last > 0) rounds.drain(last);
-    watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report));
+    set.peers_done = false;
+    watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report), &set);
   }
 
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
@@ -234,7 +170,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(report));
       return;
     }
-    Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
+    IpcSet& set = ipc_set(comm, process_set, device);
+    set.peers_done = false;
+    Rounds rounds(comm, set.window, q);
     const int root_lr = rounds.local_of(root);
     if (root_lr < 0) {
       throw RuntimeError(ErrorKind::kInternal, rank_,
@@ -290,7 +228,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     q.copy(byte_at(output, at[me] * es), input, counts[me] * es, "this rank's own block");
     uint64_t last = 0;
     if (comm.size() > 1) {
-      Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
+      IpcSet& set = ipc_set(comm, process_set, device);
+    set.peers_done = false;
+    Rounds rounds(comm, set.window, q);
       const size_t largest = *std::max_element(counts.begin(), counts.end()) * es;
       for (size_t off = 0; off < largest; off += kHalfBytes) {
         const uint64_t g = last = rounds.begin();
@@ -340,7 +280,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the reducescatter over CUDA IPC", std::move(report));
       return;
     }
-    Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
+    IpcSet& set = ipc_set(comm, process_set, device);
+    set.peers_done = false;
+    Rounds rounds(comm, set.window, q);
     const int n = rounds.size();
     const size_t slot = kHalfBytes / es / n / padded(1, es) * padded(1, es);  // elements
     const size_t largest = *std::max_element(counts.begin(), counts.end());
@@ -401,7 +343,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
            send_counts[me] * es, "this rank's own rows");
     uint64_t last = 0;
     if (comm.size() > 1) {
-      Rounds rounds(comm, ipc_set(comm, process_set, device).window, q);
+      IpcSet& set = ipc_set(comm, process_set, device);
+    set.peers_done = false;
+    Rounds rounds(comm, set.window, q);
       const int n = rounds.size();
       const size_t slot = kHalfBytes / n / 16 * 16;  // bytes
       for (size_t off = 0; off < largest * es; off += slot) {
@@ -430,13 +374,6 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   }
 
  private:
-  // Where a rank's input and output of a direct allreduce lie.
-  struct DirectNotes {
-    SharedTensor input;
-    SharedTensor output;
-  };
-  static_assert(sizeof(DirectNotes) <= 4096, "the notes fit in the smallest window half");
-
   // Allreduces `t` between the ranks' own buffers in one round: rank i
   // reduces part i of every input into every output. Returns false, having
   // queued nothing, when some rank cannot share its tensors; the caller then
@@ -448,19 +385,19 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const int me = rounds.me();
     const uint64_t g = last = rounds.begin();
     const SharedTensor input = share(t.input);
-    const DirectNotes mine{input, t.output == t.input ? input : share(t.output)};
+    const TensorNotes mine{input, t.output == t.input ? input : share(t.output)};
     std::memcpy(rounds.notes(me, g), &mine, sizeof mine);
     // Staged here means: these notes are written, and (through the event)
     // the input is ready and the output free to write on this device.
     rounds.publish(&SegmentControl::staged, g);
-    std::vector<DirectNotes> all(n);
+    std::vector<TensorNotes> all(n);
     bool shareable = true;
     for (int lr = 0; lr < n; ++lr) {
       if (lr == me) {
         all[lr] = mine;
       } else {
         rounds.wait(lr, &SegmentControl::staged, g);
-        std::memcpy(&all[lr], rounds.notes(lr, g), sizeof(DirectNotes));
+        std::memcpy(&all[lr], rounds.notes(lr, g), sizeof(TensorNotes));
       }
       shareable = shareable && all[lr].input.shareable != 0 && all[lr].output.shareable != 0;
     }
@@ -605,37 +542,71 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     for (const DeviceSegment& t : tensors) counts.push_back(t.count);
     return counts;
   }
-  // Appends `pieces` of `tensors` to q's segment table as kernel segments:
-  // from the inputs (pack) or to the outputs (unpack). Returns how many.
-  static int add_pieces(DeviceQueue& q, std::span<const DeviceSegment> tensors,
-                        const std::vector<Piece>& pieces, size_t es, bool inputs) {
-    for (const Piece& x : pieces) {
-      const DeviceSegment& t = tensors[x.tensor];
-      void* tensor = inputs ? const_cast<void*>(t.input) : t.output;
-      q.segment_table.push_back(
-          {static_cast<std::byte*>(tensor) + x.tensor_offset * es, x.round_offset, x.count});
-    }
-    return static_cast<int>(pieces.size());
-  }
-
   // Ranks on several hosts reach each other through host memory; within a
   // host, through the CUDA IPC window.
   static bool across_hosts(Communicator& comm) {
     return comm.size() > 1 && comm.window() == nullptr;
   }
-  void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Report report) {
+  // `set`: the window whose waiting kernels may have given up (null: none).
+  void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Report report,
+             const IpcSet* set = nullptr) {
     q.watch(
-        finalizer_, [&q, deadline, what](cudaEvent_t end) { return q.passed(end, deadline, what); },
+        finalizer_,
+        [&q, deadline, what, set, rank = rank_](cudaEvent_t end) {
+          if (set != nullptr) throw_if_a_kernel_gave_up(set->window, set->globals, rank);
+          return q.passed(end, deadline, what);
+        },
         std::move(report.phase), std::move(report.done));
+  }
+
+  // The allreduce's algorithm on this window (algorithm_table.h:
+  // device_rows()), said once per window at info level.
+  Algorithm choose(IpcSet& set, int ranks, size_t bytes) {
+    const collectives::PlacementFacts facts{
+        .hosts = 1,
+        .window = true,
+        .concurrent_kernels = set.window.concurrent_kernels() && ranks <= kernels::peer::kMaxRanks};
+    const Algorithm a = collectives::select(rows_, facts, forced_, collectives::Collective::kAllreduce,
+                                            bytes);
+    if ((a == Algorithm::kOneStep || a == Algorithm::kTwoShot) &&
+        ranks > kernels::peer::kMaxRanks) {
+      throw RuntimeError(ErrorKind::kConfig, rank_,
+                         "RINGLET_ALGORITHM=" + std::string(collectives::to_string(a)) +
+                             " on device memory serves up to " +
+                             std::to_string(kernels::peer::kMaxRanks) +
+                             " ranks of a host, and this one has " + std::to_string(ranks));
+    }
+    if (!set.said) {
+      set.said = true;
+      common::log(common::LogLevel::kInfo, "device algorithms on cuda:%d (%d ranks, %s): %s",
+                  set.device, ranks,
+                  facts.concurrent_kernels ? "their kernels run at once"
+                                           : "their kernels take turns on a shared GPU (no MPS)",
+                  collectives::describe_choice(rows_, facts, forced_,
+                                               collectives::Collective::kAllreduce,
+                                               collectives::Switch::kUnset)
+                      .c_str());
+    }
+    return a;
   }
 
   // What the ranks of a process set on one device share: the window, and
   // the allocations of the peers' tensors this rank opened.
   struct IpcSet {
     IpcSet(Communicator& comm, int device, const std::string& key, int rank)
-        : window(comm, device, 2 * kHalfBytes, key, rank), tensors(rank, device) {}
+        : window(comm, device, 2 * kHalfBytes, key, rank), tensors(rank, device), device(device) {
+      for (int r : comm.world().ranks_on_host[comm.world().cross_rank]) {
+        globals.push_back(comm.global_rank(r));
+      }
+    }
     CudaIpcWindow window;
     PeerTensors tensors;
+    int device;
+    std::vector<int> globals;  // by local rank
+    // Rounds::begin's peers_done: the window's last device round ended with
+    // every peer done with this rank's memory.
+    bool peers_done = false;
+    bool said = false;  // the algorithms were logged
   };
 
   IpcSet& ipc_set(Communicator& comm, int32_t process_set, int device) {
@@ -660,8 +631,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   const int rank_;
   std::map<int32_t, int> created_;  // windows made, per process set
   DeviceQueues queues_{rank_};
-  const size_t direct_bytes_;  // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
-  const bool ring_;            // RINGLET_ALGORITHM=ring: the allreduce as a ring
+  const size_t direct_bytes_;                  // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
+  const std::optional<Algorithm> forced_;      // RINGLET_ALGORITHM
+  const std::array<collectives::Row, collectives::kDeviceRows> rows_;
   std::map<std::pair<int32_t, int>, std::unique_ptr<IpcSet>> sets_;
   // Destroyed after the finalizer, before the windows and queues: where a
   // collective did not end on the device within its deadline, a stream may
@@ -684,9 +656,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
 
 }  // namespace
 
-std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, size_t direct_bytes,
-                                                               bool ring) {
-  return std::make_unique<IpcDeviceCollectives>(rank, direct_bytes, ring);
+std::unique_ptr<DeviceCollectives> make_ipc_device_collectives(int rank, const Config& config) {
+  return std::make_unique<IpcDeviceCollectives>(rank, config);
 }
 
 }  // namespace ringlet::core::gpu

@@ -141,6 +141,44 @@ TEST(AlgorithmTable, ChoosesAsEachCaseSays) {
   }
 }
 
+// Device memory on the CUDA IPC window: the kernels that wait on each other
+// where the ranks' kernels run at once, the host-flag algorithms where they
+// take turns; RINGLET_ALGORITHM forces any of the four either way.
+TEST(AlgorithmTable, DeviceRowsFollowWhetherTheKernelsRunAtOnce) {
+  const auto rows = device_rows(Tuning{});
+  constexpr PlacementFacts kAtOnce{.hosts = 1, .window = true, .concurrent_kernels = true};
+  constexpr PlacementFacts kInTurns{.hosts = 1, .window = true, .concurrent_kernels = false};
+  const size_t limit = Tuning{}.device_onestep_max_bytes;
+  EXPECT_EQ(limit, size_t{256} << 10);
+  EXPECT_EQ(select(rows, kAtOnce, std::nullopt, kAllreduce, 1024), A::kOneStep);
+  EXPECT_EQ(select(rows, kAtOnce, std::nullopt, kAllreduce, limit), A::kOneStep);
+  EXPECT_EQ(select(rows, kAtOnce, std::nullopt, kAllreduce, limit + 1), A::kTwoShot);
+  EXPECT_EQ(select(rows, kAtOnce, std::nullopt, kAllreduce, size_t{256} << 20), A::kTwoShot);
+  EXPECT_EQ(select(rows, kInTurns, std::nullopt, kAllreduce, 1024), A::kDirect);
+  EXPECT_EQ(select(rows, kInTurns, std::nullopt, kAllreduce, size_t{256} << 20), A::kDirect);
+  for (const PlacementFacts& f : {kAtOnce, kInTurns}) {
+    for (const A a : {A::kOneStep, A::kTwoShot, A::kDirect, A::kRing}) {
+      EXPECT_EQ(select(rows, f, a, kAllreduce, 1024), a) << to_string(a);
+      EXPECT_EQ(select(rows, f, a, kAllreduce, size_t{1} << 30), a) << to_string(a);
+    }
+  }
+  Tuning t;
+  t.device_onestep_max_bytes = 0;
+  EXPECT_EQ(select(device_rows(t), kAtOnce, std::nullopt, kAllreduce, 1), A::kTwoShot);
+  EXPECT_EQ(describe_choice(rows, kAtOnce, std::nullopt, kAllreduce, Switch::kUnset),
+            "allreduce: onestep up to 256 KiB, twoshot above 256 KiB");
+  EXPECT_EQ(describe_choice(rows, kInTurns, std::nullopt, kAllreduce, Switch::kUnset),
+            "allreduce: direct");
+}
+
+// On host memory, twoshot runs the host's two-step allreduce (direct) where
+// the window allows it, as onestep does on the collectives that lack it.
+TEST(AlgorithmTable, TwoShotOnHostMemoryRunsDirect) {
+  const auto rows = default_rows(Tuning{});
+  EXPECT_EQ(select(rows, kWindow, A::kTwoShot, kAllreduce, 1 << 20), A::kDirect);
+  EXPECT_EQ(select(rows, kWindow, A::kTwoShot, kAllgather, 1 << 20), A::kDirect);
+}
+
 TEST(AlgorithmTable, OneStepLimitsFollowTheTuning) {
   Tuning t;
   t.onestep_max_bytes = 0;

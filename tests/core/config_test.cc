@@ -200,6 +200,10 @@ TEST(Config, MpiOperationsRefuseRingletsHostAlgorithms) {
   }
   EXPECT_EQ(load({{"HOROVOD_CPU_OPERATIONS", "MPI"}}).cpu_operations, CpuOperations::kMpi);
   EXPECT_EQ(load({{"RINGLET_ALGORITHM", "onestep"}}).algorithm, AlgorithmChoice::kOneStep);
+  EXPECT_EQ(load({{"RINGLET_ALGORITHM", "twoshot"}}).algorithm, AlgorithmChoice::kTwoShot);
+  EXPECT_NE(error_of({{"HOROVOD_CPU_OPERATIONS", "mpi"}, {"RINGLET_ALGORITHM", "twoshot"}})
+                .find("RINGLET_ALGORITHM=twoshot chooses one of Ringlet's host algorithms"),
+            std::string::npos);
 }
 
 TEST(Config, TheDocumentedMessage) {
@@ -229,7 +233,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"RINGLET_TRANSPORT", "rdma", "auto|shm|tcp|ucx"},
         BadValue{"HOROVOD_CPU_OPERATIONS", "NCCL", "RING|MPI"},
         BadValue{"HOROVOD_GPU_OPERATIONS", "gloo", "NCCL|RING|MPI"},
-        BadValue{"RINGLET_ALGORITHM", "tree", "auto|ring|direct|onestep"},
+        BadValue{"RINGLET_ALGORITHM", "tree", "auto|ring|direct|onestep|twoshot"},
         BadValue{"RINGLET_TIMEOUT_SECONDS", "0", "> 0"},
         BadValue{"RINGLET_TIMEOUT_SECONDS", "-1", "> 0"},
         BadValue{"RINGLET_TIMEOUT_SECONDS", "10s", "seconds"},

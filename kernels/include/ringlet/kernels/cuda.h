@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ringlet/kernels/peer_protocol.h"
 #include "ringlet/types.h"
 
 namespace ringlet::kernels::cuda {
@@ -69,6 +70,32 @@ cudaError_t pack(DataType dtype, void* fused, const FusedSegment* segments, int 
                  size_t fused_count, double factor, cudaStream_t stream);
 cudaError_t unpack(DataType dtype, const void* fused, const FusedSegment* segments,
                    int num_segments, size_t fused_count, double factor, cudaStream_t stream);
+
+// One round of the allreduce whose kernels synchronise through flags in each
+// other's memory (peer_protocol.h), as rank round.me launches it: `flags[r]`
+// is rank r's flag area (kFlagBytes of zeros at first), `inputs[r]` its
+// input and `outputs[r]` its output, all as this process reaches them (its
+// own, or opened through CUDA IPC). One-shot reads every input and writes
+// outputs[me]; two-shot reads its part of every input and writes it to every
+// output. Each input is scaled by `prescale` and rounded (as pack does), the
+// fold rounded once and scaled once by ops::result_scale(op, postscale,
+// contributors), so the result is reduce_many_to_all's bit for bit. A wait
+// that passes `timeout_ns` from the kernel's start writes
+// peer::failure_code() to `*failure` (host memory mapped for the device) and
+// leaves the kernel. Every rank must launch the same round.blocks.
+struct PeerBuffers {
+  uint64_t* flags[peer::kMaxRanks];
+  const void* inputs[peer::kMaxRanks];
+  void* outputs[peer::kMaxRanks];
+};
+cudaError_t peer_allreduce(DataType dtype, ReduceOp op, const PeerBuffers& buffers,
+                           const peer::Round& round, int contributors, double prescale,
+                           double postscale, uint64_t timeout_ns, uint64_t* failure,
+                           cudaStream_t stream);
+// The blocks of peer_allreduce that one rank may launch on the current
+// device so that they are all resident at once (its multiprocessors: one
+// block of peer::kThreads each); 0 where CUDA cannot tell.
+int peer_resident_blocks();
 
 // Conversions on raw 16-bit patterns, round to nearest even.
 cudaError_t float_to_half(uint16_t* out, const float* in, size_t count, cudaStream_t stream);

@@ -1,0 +1,170 @@
+#include "core/gpu/ipc_peer_allreduce.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "core/gpu/round_plan.h"
+#include "core/runtime/runtime_error.h"
+#include "ringlet/common/failure.h"
+#include "ringlet/kernels/cuda.h"
+#include "ringlet/kernels/peer_protocol.h"
+
+namespace ringlet::core::gpu {
+
+namespace peer = kernels::peer;
+using runtime::ErrorKind;
+using runtime::RuntimeError;
+
+namespace {
+
+// What a kernel queued now may wait: the time left before the deadline (at
+// least a millisecond, so that a kernel that starts late still looks once).
+uint64_t nanoseconds_left(transport::Deadline deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        deadline - transport::Clock::now())
+                        .count();
+  return left < 1000000 ? 1000000 : static_cast<uint64_t>(left);
+}
+
+// One round's kernel over `inputs` and `outputs` (by local rank).
+void launch(const PeerAllreduce& a, const std::vector<const void*>& inputs,
+            const std::vector<void*>& outputs, uint64_t g, size_t count, bool two_shot,
+            double prescale) {
+  const int n = a.rounds.size();
+  kernels::cuda::PeerBuffers buffers{};
+  for (int lr = 0; lr < n; ++lr) {
+    buffers.flags[lr] = a.window.flags(a.rounds.rank_of(lr));
+    buffers.inputs[lr] = inputs[lr];
+    buffers.outputs[lr] = outputs[lr];
+  }
+  const size_t es = dtype_size(a.dtype);
+  const peer::Round round{
+      .round = g,
+      .ranks = n,
+      .me = a.rounds.me(),
+      .blocks = peer::kernel_blocks(count, es, n, two_shot, a.window.peer_blocks()),
+      .count = count,
+      .element_bytes = es,
+      .two_shot = two_shot,
+  };
+  a.q.check(kernels::cuda::peer_allreduce(a.dtype, a.op, buffers, round, n, prescale, a.postscale,
+                                          nanoseconds_left(a.deadline),
+                                          a.window.failure_for_device(), a.q.stream.get()),
+            two_shot ? "the two-shot allreduce kernel" : "the one-shot allreduce kernel");
+}
+
+}  // namespace
+
+void peer_window_allreduce(const PeerAllreduce& a, std::span<const DeviceSegment> tensors,
+                           bool two_shot) {
+  const int n = a.rounds.size();
+  const int me = a.rounds.me();
+  const size_t es = dtype_size(a.dtype);
+  DeviceQueue& q = a.q;
+  // One-shot keeps its result in the second half of this rank's half, beside
+  // the inputs its peers read; two-shot writes the result over the inputs,
+  // each part where only its folder reads it.
+  const size_t room = two_shot ? kHalfBytes : kHalfBytes / 2;
+  const bool lone = tensors.size() == 1;
+  std::vector<size_t> counts;
+  for (const DeviceSegment& t : tensors) counts.push_back(t.count);
+  for (const Round& r : plan_rounds(counts, es, n, room)) {
+    const uint64_t g = a.rounds.begin(a.peers_done);
+    q.segment_table.clear();
+    q.pointer_table.clear();
+    const int packed = add_pieces(q, tensors, r.pieces, es, true);
+    add_pieces(q, tensors, r.pieces, es, false);
+    q.upload_tables();
+    std::byte* mine = a.rounds.half(me, g);
+    q.check(kernels::cuda::pack(a.dtype, mine, q.segment(0), packed, r.count, a.prescale,
+                                q.stream.get()),
+            "the pack kernel (peer allreduce)");
+    std::vector<const void*> inputs(n);
+    std::vector<void*> outputs(n, nullptr);
+    for (int lr = 0; lr < n; ++lr) {
+      inputs[lr] = a.rounds.half(lr, g);
+      if (two_shot) outputs[lr] = a.rounds.half(lr, g);
+    }
+    // A lone tensor's one-shot result goes straight to its output.
+    const bool straight = !two_shot && lone && !r.pieces.empty();
+    if (!two_shot) {
+      outputs[me] = straight ? byte_at(tensors[0].output, r.pieces[0].tensor_offset * es)
+                             : mine + kHalfBytes / 2;
+    }
+    launch(a, inputs, outputs, g, r.count, two_shot, 1.0);
+    if (!straight) {
+      q.check(kernels::cuda::unpack(a.dtype, two_shot ? mine : mine + kHalfBytes / 2,
+                                    q.segment(packed), packed, r.count, 1.0, q.stream.get()),
+              "the unpack kernel (peer allreduce)");
+    }
+    a.rounds.end_on_host(g);
+    a.peers_done = true;
+  }
+}
+
+bool peer_direct_allreduce(const PeerAllreduce& a, PeerTensors& peers, const DeviceSegment& t) {
+  const int n = a.rounds.size();
+  const int me = a.rounds.me();
+  const uint64_t g = a.rounds.begin(a.peers_done);
+  const SharedTensor input = share(t.input);
+  const TensorNotes mine{input, t.output == t.input ? input : share(t.output)};
+  std::memcpy(a.rounds.notes(me, g), &mine, sizeof mine);
+  a.rounds.tell(&SegmentControl::staged, g);
+  a.rounds.hear_all(&SegmentControl::staged, g);
+  std::vector<TensorNotes> all(n);
+  bool shareable = true;
+  for (int lr = 0; lr < n; ++lr) {
+    if (lr == me) {
+      all[lr] = mine;
+    } else {
+      std::memcpy(&all[lr], a.rounds.notes(lr, g), sizeof(TensorNotes));
+    }
+    shareable = shareable && all[lr].input.shareable != 0 && all[lr].output.shareable != 0;
+  }
+  if (!shareable) {  // every rank read the same notes, so all stage it
+    a.rounds.end_on_host(g);
+    return false;
+  }
+  std::vector<const void*> inputs(n);
+  std::vector<void*> outputs(n);
+  for (int lr = 0; lr < n; ++lr) {
+    if (lr == me) {
+      inputs[lr] = t.input;
+      outputs[lr] = t.output;
+      continue;
+    }
+    inputs[lr] = peers.open(a.rounds.global_of(lr), all[lr].input, a.q);
+    outputs[lr] = all[lr].output.allocation == all[lr].input.allocation &&
+                          all[lr].output.offset == all[lr].input.offset
+                      ? const_cast<void*>(inputs[lr])
+                      : peers.open(a.rounds.global_of(lr), all[lr].output, a.q);
+  }
+  // Every rank opened every peer's tensors before any kernel writes into a
+  // peer's: a rank that fails to open one throws with its own tensors
+  // untouched (its peers fail at the deadline, having written nothing).
+  a.rounds.tell(&SegmentControl::reduced, g, 1);
+  a.rounds.hear_all(&SegmentControl::reduced, g, 1);
+  launch(a, inputs, outputs, g, t.count, true, a.prescale);
+  a.rounds.end_on_host(g);
+  a.peers_done = true;
+  return true;
+}
+
+void throw_if_a_kernel_gave_up(const CudaIpcWindow& window, const std::vector<int>& globals,
+                               int rank) {
+  const uint64_t code = window.failure();
+  if (code == 0) return;
+  const int lr = peer::failed_peer(code);
+  const int who = lr >= 0 && static_cast<size_t>(lr) < globals.size() ? globals[lr] : -1;
+  const char* step = peer::failed_step(code) == peer::kArrived ? "arrive at" : "finish";
+  throw RuntimeError(common::Failure(
+      ErrorKind::kTimeout, rank, who,
+      "rank " + std::to_string(who) + " did not " + step + " round " +
+          std::to_string(peer::failed_round(code)) +
+          " of a device allreduce whose kernels wait on each other (CUDA IPC) within "
+          "RINGLET_TIMEOUT_SECONDS; the kernels gave up, and every later collective on these "
+          "ranks' window fails at once"));
+}
+
+}  // namespace ringlet::core::gpu
