@@ -109,9 +109,9 @@ std::shared_ptr<void> handed_back_on_release(void* p, int device) {
 
 void* take(int rank, int device, size_t bytes, cudaMemPool_t pool, cudaStream_t stream) {
   void* p = nullptr;
-  check_cuda(cudaMallocFromPoolAsync(&p, std::max(bytes, kLeastBytes), pool, stream), rank, device,
-             ("cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes for the result")
-                 .c_str());
+  check_cuda(
+      cudaMallocFromPoolAsync(&p, std::max(bytes, kLeastBytes), pool, stream), rank, device,
+      ("cudaMallocFromPoolAsync of " + std::to_string(bytes) + " bytes for the result").c_str());
   return p;
 }
 

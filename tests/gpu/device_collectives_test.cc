@@ -223,7 +223,8 @@ namespace {
 // Queues `rounds` memsets of `bytes` on `stream`, and returns an event
 // after them: work the device takes milliseconds over.
 cudaEvent_t keep_busy(void* buffer, size_t bytes, int rounds, cudaStream_t stream) {
-  for (int i = 0; i < rounds; ++i) EXPECT_EQ(cudaMemsetAsync(buffer, i, bytes, stream), cudaSuccess);
+  for (int i = 0; i < rounds; ++i)
+    EXPECT_EQ(cudaMemsetAsync(buffer, i, bytes, stream), cudaSuccess);
   cudaEvent_t done = nullptr;
   EXPECT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
   EXPECT_EQ(cudaEventRecord(done, stream), cudaSuccess);
@@ -244,14 +245,13 @@ TEST_F(DeviceCollectives, AResultComesFromAPoolAndGoesBackWithoutWaitingForTheDe
   using GetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000,
-                                             cudaEnableDefault, &found),
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000, cudaEnableDefault,
+                                             &found),
             cudaSuccess);
   ASSERT_EQ(found, cudaDriverEntryPointSuccess);
   CUmemoryPool pool = nullptr;
-  ASSERT_EQ(reinterpret_cast<GetAttribute>(fn)(
-                &pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                reinterpret_cast<CUdeviceptr>(g.device_data.get())),
+  ASSERT_EQ(reinterpret_cast<GetAttribute>(fn)(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                               reinterpret_cast<CUdeviceptr>(g.device_data.get())),
             CUDA_SUCCESS);
   EXPECT_NE(pool, nullptr);
   // Milliseconds of work on a stream of the caller's: handing the result
