@@ -1,6 +1,5 @@
 #include "core/gpu/cuda_resources.h"
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -80,22 +79,6 @@ Event::Event(int rank, int device) {
 }
 Event::~Event() {
   if (event_ != nullptr) (void)cudaEventDestroy(event_);
-}
-
-std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes) {
-  DeviceScope scope(device, rank);
-  void* p = nullptr;
-  // At least a little, so that no collective sees a null buffer.
-  check_cuda(cudaMalloc(&p, std::max<size_t>(bytes, 256)), rank, device,
-             ("cudaMalloc of " + std::to_string(bytes) + " bytes for the result").c_str());
-  // It may be freed at exit, after CUDA unloaded: its error is of no use then.
-  return std::shared_ptr<void>(p, [device](void* q) {
-    int previous = -1;
-    (void)cudaGetDevice(&previous);
-    if (previous != device) (void)cudaSetDevice(device);
-    (void)cudaFree(q);
-    if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
-  });
 }
 
 namespace {

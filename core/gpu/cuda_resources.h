@@ -9,6 +9,9 @@
 #include <memory>
 #include <string>
 
+// allocate_result: the results' memory, reached through this header.
+#include "core/gpu/cuda_result_pool.h"
+
 namespace ringlet::core::gpu {
 
 // Throws RuntimeError(kInternal) "cuda:<device>: <what> failed: <CUDA's text>"
@@ -97,11 +100,6 @@ class Event {
  private:
   cudaEvent_t event_ = nullptr;
 };
-
-// Device memory of `device` for a collective's result: at least `bytes`
-// (never null, also for none), freed with cudaFree, which waits for the work
-// queued on the device, when the last owner lets go.
-std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes);
 
 // An event of `device` (current) from a pool that takes it back when the last
 // owner lets go: a submission and a collective each need one, and creating

@@ -84,7 +84,8 @@ class DeviceCollectives {
 
   // The output of the collectives below, whose size only negotiation sets:
   // device memory of `device` holding at least `bytes` (never null, also for
-  // none), freed when its last owner lets go. The collective writes it in its
+  // none), from the device's pool of results (core/gpu/cuda_result_pool.h),
+  // back there when its last owner lets go. The collective writes it in its
   // own stream's order and its handle completes once that is done, so the
   // caller may read it on any stream then.
   virtual std::shared_ptr<void> allocate(int device, size_t bytes) = 0;

@@ -191,8 +191,11 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     watch(c, comm.deadline(), "the broadcast", std::move(report));
   }
 
+  // In the order of the queue's stream, which then writes it: no wait on
+  // the host.
   std::shared_ptr<void> allocate(int device, size_t bytes) override {
-    return allocate_result(rank_, device, bytes);
+    DeviceScope scope(device, rank_);
+    return allocate_result(rank_, device, bytes, queues_[device].stream.get());
   }
 
   void allgather(Communicator& comm, int32_t process_set, int device, const void* input,

@@ -3,6 +3,7 @@
 // checked on the host against the same arithmetic done there. Without a
 // device the collectives are skipped, saying so, and the one test that needs
 // no device checks that a device tensor is then refused at its submission.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -213,6 +214,89 @@ TEST_F(DeviceCollectives, AllgatherReducescatterAndAlltoallReturnDeviceMemory) {
   ringlet::Result empty = ringlet::synchronize(ringlet::allgather_async("nothing", none));
   EXPECT_EQ(empty.shape, (std::vector<int64_t>{0, 3}));
   EXPECT_EQ(empty.device_bytes, 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// Queues `rounds` memsets of `bytes` on `stream`, and returns an event
+// after them: work the device takes milliseconds over.
+cudaEvent_t keep_busy(void* buffer, size_t bytes, int rounds, cudaStream_t stream) {
+  for (int i = 0; i < rounds; ++i)
+    EXPECT_EQ(cudaMemsetAsync(buffer, i, bytes, stream), cudaSuccess);
+  cudaEvent_t done = nullptr;
+  EXPECT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(done, stream), cudaSuccess);
+  return done;
+}
+
+TEST_F(DeviceCollectives, AResultComesFromAPoolAndGoesBackWithoutWaitingForTheDevice) {
+  std::string why;
+  if (!have_device(why)) GTEST_SKIP() << why;
+  ringlet::init();
+  const std::vector<float> host = ramp(1 << 16, 3.0f);
+  DeviceFloats in(host);
+  ringlet::Result g = ringlet::synchronize(ringlet::allgather_async("pooled", in.tensor()));
+  EXPECT_EQ(device_result(g), host);
+  // Memory of a stream-ordered pool, not of cudaMalloc (which has none).
+  // The driver's call through the runtime, so that the test loads where
+  // there is no driver and reports its skip.
+  using GetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000, cudaEnableDefault,
+                                             &found),
+            cudaSuccess);
+  ASSERT_EQ(found, cudaDriverEntryPointSuccess);
+  CUmemoryPool pool = nullptr;
+  ASSERT_EQ(reinterpret_cast<GetAttribute>(fn)(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                               reinterpret_cast<CUdeviceptr>(g.device_data.get())),
+            CUDA_SUCCESS);
+  EXPECT_NE(pool, nullptr);
+  // Milliseconds of work on a stream of the caller's: handing the result
+  // back must not wait for it (cudaFree would wait for the whole device).
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  DeviceFloats busy(std::vector<float>(size_t{1} << 26, 0.0f));
+  cudaEvent_t busy_done = keep_busy(busy.p, busy.n * sizeof(float), 32, s);
+  g.device_data.reset();
+  EXPECT_EQ(cudaEventQuery(busy_done), cudaErrorNotReady)
+      << "handing a result back waited for the device's other work";
+  ASSERT_EQ(cudaEventSynchronize(busy_done), cudaSuccess);
+  cudaEventDestroy(busy_done);
+  cudaStreamDestroy(s);
+}
+
+TEST_F(DeviceCollectives, AReadQueuedBeforeTheLastOwnerLetsGoSeesTheResultItsMemoryReusedOrNot) {
+  std::string why;
+  if (!have_device(why)) GTEST_SKIP() << why;
+  ringlet::init();
+  const size_t n = size_t{1} << 22;
+  const std::vector<float> first = ramp(n, 1.0f), second = ramp(n, 5000.0f);
+  DeviceFloats a(first), b(second), seen(std::vector<float>(n, 0.0f));
+  DeviceFloats busy(std::vector<float>(size_t{1} << 26, 0.0f));
+  for (int round = 0; round < 4; ++round) {
+    ringlet::Result r = ringlet::synchronize(
+        ringlet::allgather_async("reused." + std::to_string(round), a.tensor()));
+    // On the default stream, behind milliseconds of work: a copy of the
+    // result, queued before the result goes.
+    cudaEvent_t busy_done = keep_busy(busy.p, busy.n * sizeof(float), 16, nullptr);
+    ASSERT_EQ(cudaMemcpyAsync(seen.p, r.device_data.get(), n * sizeof(float),
+                              cudaMemcpyDeviceToDevice, nullptr),
+              cudaSuccess);
+    r.device_data.reset();
+    // The next results of the same size, written while the copy may still
+    // wait: none may land in memory the copy has not read yet.
+    for (int i = 0; i < 3; ++i) {
+      ringlet::Result other = ringlet::synchronize(ringlet::allgather_async(
+          "other." + std::to_string(round) + "." + std::to_string(i), b.tensor()));
+      EXPECT_EQ(device_result(other), second);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(seen.read(), first) << "round " << round;
+    cudaEventDestroy(busy_done);
+  }
 }
 
 }  // namespace

@@ -138,8 +138,12 @@ struct Tensor {
 // reducescatter) of host tensors; the others wrote the caller's buffer and
 // leave it empty. Of device tensors, that output is `device_data` instead:
 // `device_bytes` of memory on CUDA device `device` (-1: none) that Ringlet
-// allocated, ready on every stream once the handle completed, and freed
-// (cudaFree) when the last copy of the pointer goes. `shape` is the output's
+// allocated, ready on every stream once the handle completed, and handed
+// back to Ringlet's pool of the device when the last copy of the pointer
+// goes: then, in the order of the device's legacy default stream, after
+// the reads queued before on it or on any blocking stream; a read queued on
+// a non-blocking stream must end before the last copy goes (PyTorch's rule
+// for its own tensors read on another stream). `shape` is the output's
 // shape; `received_splits` is alltoall's rows received from each rank.
 struct Result {
   std::vector<std::byte> data;
