@@ -22,9 +22,9 @@ struct Exported {
   cudaIpcEventHandle_t event;
   int32_t device;
   uint64_t bytes;
-  cudaUUID_t uuid;       // the GPU, the same whatever ordinal a process gives it
-  int32_t resident;      // blocks of the waiting kernel the GPU holds at once
-  int32_t mps;           // its contexts are shared through MPS
+  cudaUUID_t uuid;   // the GPU, the same whatever ordinal a process gives it
+  int32_t resident;  // blocks of the waiting kernel the GPU holds at once
+  int32_t mps;       // its contexts are shared through MPS
 };
 
 // Whether the ranks' kernels run at once, and how many blocks each may launch,

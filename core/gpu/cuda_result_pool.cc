@@ -44,17 +44,12 @@ constexpr uint64_t kKeptBytes = uint64_t{256} << 20;
 // buffer.
 constexpr size_t kLeastBytes = 256;
 
-struct DevicePool {
-  cudaMemPool_t pool = nullptr;
-  cudaStream_t stream = nullptr;  // for callers without a stream, made on first use
-};
-
 struct Pools {
   std::mutex mu;
-  std::map<int, DevicePool> by_device;
+  std::map<int, cudaMemPool_t> by_device;
 };
 
-// Never destroyed, nor are the pools and streams: a result may be handed
+// Never destroyed, nor are the pools: a result may be handed
 // back while the process exits, after every other object is gone.
 Pools& pools() {
   static Pools* all = new Pools;
@@ -80,18 +75,13 @@ cudaMemPool_t make_pool(int rank, int device) {
   return pool;
 }
 
-// The pool of `device` (current), made on first use; with `with_stream`,
-// its own stream too.
-DevicePool pool_of(int rank, int device, bool with_stream) {
+// The pool of `device` (current), made on first use.
+cudaMemPool_t pool_of(int rank, int device) {
   Pools& all = pools();
   std::lock_guard lock(all.mu);
-  DevicePool& d = all.by_device[device];
-  if (d.pool == nullptr) d.pool = make_pool(rank, device);
-  if (with_stream && d.stream == nullptr) {
-    check_cuda(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), rank, device,
-               "cudaStreamCreateWithFlags");
-  }
-  return d;
+  cudaMemPool_t& pool = all.by_device[device];
+  if (pool == nullptr) pool = make_pool(rank, device);
+  return pool;
 }
 
 // Owns `p` of `device`, handing it back to its pool when the last owner lets
@@ -119,19 +109,7 @@ void* take(int rank, int device, size_t bytes, cudaMemPool_t pool, cudaStream_t 
 
 std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes, cudaStream_t stream) {
   DeviceScope scope(device, rank);
-  const DevicePool d = pool_of(rank, device, false);
-  return handed_back_on_release(take(rank, device, bytes, d.pool, stream), device);
-}
-
-std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes) {
-  DeviceScope scope(device, rank);
-  const DevicePool d = pool_of(rank, device, true);
-  std::shared_ptr<void> result =
-      handed_back_on_release(take(rank, device, bytes, d.pool, d.stream), device);
-  // The stream carries only allocations, and none waits for another stream
-  // (internal dependencies are off): this wait is for the allocation alone.
-  check_cuda(cudaStreamSynchronize(d.stream), rank, device, "cudaStreamSynchronize");
-  return result;
+  return handed_back_on_release(take(rank, device, bytes, pool_of(rank, device), stream), device);
 }
 
 }  // namespace ringlet::core::gpu

@@ -24,9 +24,4 @@ namespace ringlet::core::gpu {
 // (Tensor.record_stream). Throws RuntimeError naming `rank` and the device.
 std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes, cudaStream_t stream);
 
-// The same for a caller without a stream of its own: allocated in the
-// order of the pool's own stream, which is then waited for (it carries
-// nothing else), so the memory is usable on every stream on return.
-std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes);
-
 }  // namespace ringlet::core::gpu

@@ -52,6 +52,7 @@
 #include "core/gpu/cuda_ipc_tensors.h"
 #include "core/gpu/cuda_ipc_window.h"
 #include "core/gpu/cuda_resources.h"
+#include "core/gpu/cuda_result_pool.h"
 #include "core/gpu/device_collectives.h"
 #include "core/gpu/device_queue.h"
 #include "core/gpu/host_staging.h"
@@ -59,8 +60,8 @@
 #include "core/gpu/ipc_rounds.h"
 #include "core/gpu/round_plan.h"
 #include "core/runtime/runtime_error.h"
-#include "ringlet/kernels/cpu.h"
 #include "ringlet/common/logging.h"
+#include "ringlet/kernels/cpu.h"
 #include "ringlet/kernels/cuda.h"
 #include "ringlet/kernels/peer_protocol.h"
 
@@ -120,8 +121,15 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       case Algorithm::kTwoShot: {
         const bool two_shot = algorithm == Algorithm::kTwoShot;
         q.mark(two_shot ? "CUDA_IPC_TWOSHOT_ALLREDUCE" : "CUDA_IPC_ONESHOT_ALLREDUCE");
-        const PeerAllreduce a{rounds, set.window, q,         dtype,          op,
-                              prescale, postscale, comm.deadline(), set.peers_done};
+        const PeerAllreduce a{.rounds = rounds,
+                              .window = set.window,
+                              .q = q,
+                              .dtype = dtype,
+                              .op = op,
+                              .prescale = prescale,
+                              .postscale = postscale,
+                              .deadline = comm.deadline(),
+                              .peers_done = set.peers_done};
         set.tensors.next_collective();
         std::vector<DeviceSegment> through_window;
         for (const DeviceSegment& t : tensors) {
@@ -204,7 +212,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   }
 
   std::shared_ptr<void> allocate(int device, size_t bytes) override {
-    return allocate_result(rank_, device, bytes);
+    DeviceScope scope(device, rank_);
+    return allocate_result(rank_, device, bytes, queues_[device].stream.get());
   }
 
   // Each rank stages its block a round at a time in its half; the others
@@ -229,8 +238,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     uint64_t last = 0;
     if (comm.size() > 1) {
       IpcSet& set = ipc_set(comm, process_set, device);
-    set.peers_done = false;
-    Rounds rounds(comm, set.window, q);
+      set.peers_done = false;
+      Rounds rounds(comm, set.window, q);
       const size_t largest = *std::max_element(counts.begin(), counts.end()) * es;
       for (size_t off = 0; off < largest; off += kHalfBytes) {
         const uint64_t g = last = rounds.begin();
@@ -344,8 +353,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     uint64_t last = 0;
     if (comm.size() > 1) {
       IpcSet& set = ipc_set(comm, process_set, device);
-    set.peers_done = false;
-    Rounds rounds(comm, set.window, q);
+      set.peers_done = false;
+      Rounds rounds(comm, set.window, q);
       const int n = rounds.size();
       const size_t slot = kHalfBytes / n / 16 * 16;  // bytes
       for (size_t off = 0; off < largest * es; off += slot) {
@@ -566,8 +575,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         .hosts = 1,
         .window = true,
         .concurrent_kernels = set.window.concurrent_kernels() && ranks <= kernels::peer::kMaxRanks};
-    const Algorithm a = collectives::select(rows_, facts, forced_, collectives::Collective::kAllreduce,
-                                            bytes);
+    const Algorithm a =
+        collectives::select(rows_, facts, forced_, collectives::Collective::kAllreduce, bytes);
     if ((a == Algorithm::kOneStep || a == Algorithm::kTwoShot) &&
         ranks > kernels::peer::kMaxRanks) {
       throw RuntimeError(ErrorKind::kConfig, rank_,
@@ -578,14 +587,14 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     }
     if (!set.said) {
       set.said = true;
-      common::log(common::LogLevel::kInfo, "device algorithms on cuda:%d (%d ranks, %s): %s",
-                  set.device, ranks,
-                  facts.concurrent_kernels ? "their kernels run at once"
-                                           : "their kernels take turns on a shared GPU (no MPS)",
-                  collectives::describe_choice(rows_, facts, forced_,
-                                               collectives::Collective::kAllreduce,
-                                               collectives::Switch::kUnset)
-                      .c_str());
+      common::log(
+          common::LogLevel::kInfo, "device algorithms on cuda:%d (%d ranks, %s): %s", set.device,
+          ranks,
+          facts.concurrent_kernels ? "their kernels run at once"
+                                   : "their kernels take turns on a shared GPU (no MPS)",
+          collectives::describe_choice(rows_, facts, forced_, collectives::Collective::kAllreduce,
+                                       collectives::Switch::kUnset)
+              .c_str());
     }
     return a;
   }
@@ -631,8 +640,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   const int rank_;
   std::map<int32_t, int> created_;  // windows made, per process set
   DeviceQueues queues_{rank_};
-  const size_t direct_bytes_;                  // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
-  const std::optional<Algorithm> forced_;      // RINGLET_ALGORITHM
+  const size_t direct_bytes_;              // RINGLET_CUDA_IPC_DIRECT_BYTES (0: never)
+  const std::optional<Algorithm> forced_;  // RINGLET_ALGORITHM
   const std::array<collectives::Row, collectives::kDeviceRows> rows_;
   std::map<std::pair<int32_t, int>, std::unique_ptr<IpcSet>> sets_;
   // Destroyed after the finalizer, before the windows and queues: where a

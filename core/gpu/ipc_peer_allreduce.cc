@@ -21,9 +21,9 @@ namespace {
 // What a kernel queued now may wait: the time left before the deadline (at
 // least a millisecond, so that a kernel that starts late still looks once).
 uint64_t nanoseconds_left(transport::Deadline deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        deadline - transport::Clock::now())
-                        .count();
+  const auto left =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - transport::Clock::now())
+          .count();
   return left < 1000000 ? 1000000 : static_cast<uint64_t>(left);
 }
 

@@ -38,11 +38,11 @@ template <class Op, class S>
 struct Block {
   using F = ReduceToAll<Op, S>;
   const Arguments& a;
-  F f;                      // with this block's input and output tables
-  const void** in;          // shared: every input, at the block's range
-  void** out;               // shared: the outputs written, at the block's range
-  volatile int* gave_up;    // shared: some wait of this block gave up
-  uint64_t deadline;        // global nanoseconds
+  F f;                    // with this block's input and output tables
+  const void** in;        // shared: every input, at the block's range
+  void** out;             // shared: the outputs written, at the block's range
+  volatile int* gave_up;  // shared: some wait of this block gave up
+  uint64_t deadline;      // global nanoseconds
 
   __device__ bool speaks_for_a_peer() const {
     return threadIdx.x < a.round.ranks && static_cast<int>(threadIdx.x) != a.round.me;
@@ -144,8 +144,7 @@ cudaError_t peer_allreduce(DataType dtype, ReduceOp op, const PeerBuffers& buffe
 int peer_resident_blocks() {
   int device = 0, processors = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device) !=
-          cudaSuccess) {
+      cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }

@@ -266,6 +266,12 @@ check_torch() {
   RINGLET_CUDA_IPC_DIRECT_BYTES=1 torch_collectives "ringlet.torch np4 RING direct" 4 RING \
     torch_cuda_ring4_direct
   RINGLET_ALGORITHM=ring torch_collectives "ringlet.torch np3 RING ring" 3 RING torch_cuda_ring3_ring
+  # The kernels that wait on each other: one-shot through the window, and
+  # two-shot between the ranks' own buffers (every tensor of 1 byte or more).
+  RINGLET_ALGORITHM=onestep torch_collectives "ringlet.torch np3 RING onestep" 3 RING \
+    torch_cuda_ring3_onestep
+  RINGLET_ALGORITHM=twoshot RINGLET_CUDA_IPC_DIRECT_BYTES=1 torch_collectives \
+    "ringlet.torch np2 RING twoshot" 2 RING torch_cuda_ring2_twoshot
   mnist "pytorch_mnist.py on CUDA" 1 NCCL pytorch_mnist
   mnist "pytorch_mnist.py np2 RING" 2 RING pytorch_mnist_ring
 }
@@ -577,7 +583,7 @@ step nccl-latency 15 check_nccl_latency
 step np2-latency 40 check_np2_latency ""
 step synthetic 30 check_synthetic
 step np2-latency-mps 40 check_np2_latency_mps
-step torch 60 check_torch
+step torch 80 check_torch
 step collectives 30 check_rest
 hbm_bound "RING 256 MiB np2 vs HBM" ring-allreduce-np2-256M
 hbm_bound "RING 256 MiB np2 staged vs HBM" ring-allreduce-np2-staged

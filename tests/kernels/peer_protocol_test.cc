@@ -6,6 +6,8 @@
 // the round it belongs to, so a step that lets a peer read data of another
 // round, or write an output its owner has already moved on from, fails the
 // test with the element and the rounds.
+#include "ringlet/kernels/peer_protocol.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,8 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "ringlet/kernels/peer_protocol.h"
 
 namespace ringlet::kernels::peer {
 namespace {
@@ -219,8 +219,7 @@ void run_rank(Job& job, int me, uint64_t first, uint64_t rounds, size_t capacity
       if (mine.output_round[i].load() != g || mine.output[i] != want) {
         job.fault("rank " + std::to_string(me) + " round " + std::to_string(g) + " element " +
                   std::to_string(i) + ": " + std::to_string(mine.output[i]) + " (round " +
-                  std::to_string(mine.output_round[i].load()) + "), want " +
-                  std::to_string(want));
+                  std::to_string(mine.output_round[i].load()) + "), want " + std::to_string(want));
         return;
       }
     }

@@ -101,8 +101,8 @@ struct Round {
 // The elements block `block` works on: [begin, begin + length) of the
 // message.
 RINGLET_HD Range block_work(const Round& r, int block) {
-  const Range part = r.two_shot ? split(r.count, r.element_bytes, r.ranks, r.me)
-                                : Range{0, r.count};
+  const Range part =
+      r.two_shot ? split(r.count, r.element_bytes, r.ranks, r.me) : Range{0, r.count};
   const Range chunk = split(part.length, r.element_bytes, r.blocks, block);
   return {part.begin + chunk.begin, chunk.length};
 }
@@ -128,7 +128,9 @@ RINGLET_HD constexpr uint64_t failure_code(int peer, uint64_t round, Step step) 
   return (round << 16) | (static_cast<uint64_t>(step) << 8) | (static_cast<uint64_t>(peer) + 1);
 }
 RINGLET_HD constexpr int failed_peer(uint64_t code) { return static_cast<int>(code & 0xff) - 1; }
-RINGLET_HD constexpr Step failed_step(uint64_t code) { return static_cast<Step>((code >> 8) & 0xff); }
+RINGLET_HD constexpr Step failed_step(uint64_t code) {
+  return static_cast<Step>((code >> 8) & 0xff);
+}
 RINGLET_HD constexpr uint64_t failed_round(uint64_t code) { return code >> 16; }
 
 }  // namespace ringlet::kernels::peer
