@@ -5,14 +5,11 @@
 #include <map>
 
 #include "core/gpu/cuda_resources.h"
-#include "core/runtime/runtime_error.h"
+#include "core/gpu/device_error.h"
 #include "ringlet/kernels/cuda.h"
 #include "ringlet/kernels/peer_protocol.h"
 
 namespace ringlet::core::gpu {
-
-using runtime::ErrorKind;
-using runtime::RuntimeError;
 
 namespace {
 
@@ -105,17 +102,17 @@ CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const
       const std::vector<uint8_t> got = comm.store().get(key + "/" + std::to_string(r), deadline);
       Exported in{};
       if (got.size() != sizeof in) {
-        throw RuntimeError(ErrorKind::kInternal, global_rank,
-                           "the CUDA IPC handles of " + peer + " have " +
-                               std::to_string(got.size()) + " bytes, not " +
-                               std::to_string(sizeof in));
+        throw device_failure(ErrorKind::kInternal, global_rank,
+                             "the CUDA IPC handles of " + peer + " have " +
+                                 std::to_string(got.size()) + " bytes, not " +
+                                 std::to_string(sizeof in));
       }
       std::memcpy(&in, got.data(), sizeof in);
       all[r] = in;
       if (in.bytes != bytes) {
-        throw RuntimeError(ErrorKind::kInternal, global_rank,
-                           "the CUDA IPC window of " + peer + " has " + std::to_string(in.bytes) +
-                               " bytes, this rank's " + std::to_string(bytes));
+        throw device_failure(ErrorKind::kInternal, global_rank,
+                             "the CUDA IPC window of " + peer + " has " + std::to_string(in.bytes) +
+                                 " bytes, this rank's " + std::to_string(bytes));
       }
       void* theirs = nullptr;
       cuda(cudaIpcOpenMemHandle(&theirs, in.memory, cudaIpcMemLazyEnablePeerAccess),

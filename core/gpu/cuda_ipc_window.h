@@ -28,7 +28,7 @@ class CudaIpcWindow {
   // Collective over `comm`'s ranks, all on this host: each allocates `bytes`
   // on `device` (current), publishes the handles under `key` + "/" + its
   // rank (the key the same on every rank, unique in the job), and opens
-  // every peer's within comm's deadline. Throws RuntimeError naming the rank
+  // every peer's within comm's deadline. Throws a Failure naming the rank
   // and the peer whose handle could not be read or opened.
   CudaIpcWindow(Communicator& comm, int device, size_t bytes, const std::string& key,
                 int global_rank);

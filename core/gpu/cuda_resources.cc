@@ -4,12 +4,9 @@
 #include <mutex>
 #include <vector>
 
-#include "core/runtime/runtime_error.h"
+#include "core/gpu/device_error.h"
 
 namespace ringlet::core::gpu {
-
-using runtime::ErrorKind;
-using runtime::RuntimeError;
 
 void check_cuda(cudaError_t err, int rank, int device, const char* what) {
   if (err == cudaSuccess) return;
@@ -17,10 +14,10 @@ void check_cuda(cudaError_t err, int rank, int device, const char* what) {
   // of the collective.
   const bool no_such_device = err == cudaErrorNoDevice || err == cudaErrorInvalidDevice ||
                               err == cudaErrorInsufficientDriver;
-  throw RuntimeError(no_such_device ? ErrorKind::kInvalidArgument : ErrorKind::kInternal, rank,
-                     "cuda:" + std::to_string(device) + ": " + what +
-                         " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
-                         ")" + (no_such_device ? "; this process sees no such CUDA device" : ""));
+  throw device_failure(no_such_device ? ErrorKind::kInvalidArgument : ErrorKind::kInternal, rank,
+                       "cuda:" + std::to_string(device) + ": " + what +
+                           " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                           ")" + (no_such_device ? "; this process sees no such CUDA device" : ""));
 }
 
 DeviceScope::DeviceScope(int device, int rank) {

@@ -1,5 +1,5 @@
 // RAII owners of the CUDA objects the device collectives hold, and the one
-// way they turn a CUDA error into a RuntimeError naming the rank, the device
+// way they turn a CUDA error into a Failure naming the rank, the device
 // and the call. CUDA builds only.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 namespace ringlet::core::gpu {
 
-// Throws RuntimeError(kInternal) "cuda:<device>: <what> failed: <CUDA's text>"
+// Throws a Failure(kInternal) "cuda:<device>: <what> failed: <CUDA's text>"
 // unless err is cudaSuccess.
 void check_cuda(cudaError_t err, int rank, int device, const char* what);
 

@@ -21,7 +21,7 @@ namespace ringlet::core::gpu {
 // queued before on that stream or on any blocking stream (PyTorch's default
 // stream is the legacy one). A read queued on a non-blocking stream must end
 // before the last owner lets go, as PyTorch asks of its own tensors
-// (Tensor.record_stream). Throws RuntimeError naming `rank` and the device.
+// (Tensor.record_stream). Throws a Failure naming `rank` and the device.
 std::shared_ptr<void> allocate_result(int rank, int device, size_t bytes, cudaStream_t stream);
 
 }  // namespace ringlet::core::gpu

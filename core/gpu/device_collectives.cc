@@ -6,10 +6,7 @@
 
 namespace ringlet::core::gpu {
 
-using runtime::CollectiveKind;
-
-std::string device_refusal(GpuOperations operations, CollectiveKind kind, DataType dtype,
-                           int device) {
+std::string device_refusal(GpuOperations operations, bool reduces, DataType dtype, int device) {
   const std::string where = "device tensors (cuda:" + std::to_string(device) + ")";
   switch (operations) {
     case GpuOperations::kMpi:
@@ -23,7 +20,7 @@ std::string device_refusal(GpuOperations operations, CollectiveKind kind, DataTy
       break;
   }
   // Broadcast, allgather and alltoall move bytes: every dtype goes.
-  if (kind != CollectiveKind::kAllreduce && kind != CollectiveKind::kReducescatter) return "";
+  if (!reduces) return "";
   if (!nccl_has_type(dtype)) {
     return where + ": NCCL has no " + std::string(to_string(dtype)) +
            " type to reduce (reduce it on the host, as int32, or with "

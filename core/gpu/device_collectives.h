@@ -14,7 +14,6 @@
 
 #include "core/config.h"
 #include "core/gpu/finalizer.h"
-#include "core/runtime/request.h"
 #include "ringlet/types.h"
 
 namespace ringlet::core {
@@ -23,10 +22,10 @@ class Communicator;
 
 namespace ringlet::core::gpu {
 
-// Why a `kind` collective of `dtype` on a tensor of CUDA device `device`
-// cannot run in this build with these settings; empty where it can.
-std::string device_refusal(GpuOperations operations, runtime::CollectiveKind kind, DataType dtype,
-                           int device);
+// Why a collective of `dtype` on a tensor of CUDA device `device` (one that
+// `reduces`: allreduce, reducescatter) cannot run in this build with these
+// settings; empty where it can.
+std::string device_refusal(GpuOperations operations, bool reduces, DataType dtype, int device);
 
 // The point on the producer's stream after which a submitted tensor holds
 // its data (an event: core/gpu/cuda_resources.h): recorded at submission,
@@ -34,7 +33,7 @@ std::string device_refusal(GpuOperations operations, runtime::CollectiveKind kin
 // the tensor.
 class Event;
 // Records it on `stream` (a cudaStream_t; null: the legacy default stream) of
-// `device`. Throws RuntimeError naming `rank` and the CUDA error.
+// `device`. Throws a Failure naming `rank` and the CUDA error.
 std::shared_ptr<Event> record_ready(int rank, int device, void* stream);
 
 // One device tensor of an allreduce: in place when input == output.
@@ -53,7 +52,7 @@ struct DeviceSegment {
 // report's `done` is called on the finalizer's thread once the results are
 // on the device, or with the failure (a NCCL or CUDA error, or the deadline:
 // a NCCL communicator is aborted first, and every later collective on it
-// fails at once). A call that cannot queue its work throws a RuntimeError
+// fails at once). A call that cannot queue its work throws a Failure
 // instead, and the report hears nothing.
 class DeviceCollectives {
  public:

@@ -4,8 +4,7 @@
 
 namespace ringlet::core::gpu {
 
-std::string device_refusal(GpuOperations operations, runtime::CollectiveKind, DataType,
-                           int device) {
+std::string device_refusal(GpuOperations operations, bool, DataType, int device) {
 #if defined(RINGLET_HAVE_CUDA)
   const char* missing = "NCCL (RINGLET_WITH_NCCL)";
 #else

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "core/gpu/backoff.h"
+#include "core/gpu/device_error.h"
 #include "core/gpu/round_plan.h"
-#include "core/runtime/runtime_error.h"
 #include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::gpu {
@@ -25,8 +25,8 @@ void DeviceQueue::wait_on_host(const Event& at, const char* what) {
 bool DeviceQueue::passed(cudaEvent_t end, transport::Deadline by, const std::string& what) {
   try {
     return reached(end, rank, device, by, what);
-  } catch (const runtime::RuntimeError& e) {
-    if (e.kind() == runtime::ErrorKind::kTimeout) stuck = true;
+  } catch (const common::Failure& e) {
+    if (e.kind() == ErrorKind::kTimeout) stuck = true;
     throw;
   }
 }
@@ -137,9 +137,9 @@ bool reached(cudaEvent_t end, int rank, int device, transport::Deadline deadline
   if (e == cudaSuccess) return true;
   if (e != cudaErrorNotReady) check_cuda(e, rank, device, what.c_str());
   if (transport::Clock::now() >= deadline) {
-    throw runtime::RuntimeError(runtime::ErrorKind::kTimeout, rank,
-                                "cuda:" + std::to_string(device) + ": " + what +
-                                    " did not end on the device within RINGLET_TIMEOUT_SECONDS");
+    throw device_failure(ErrorKind::kTimeout, rank,
+                         "cuda:" + std::to_string(device) + ": " + what +
+                             " did not end on the device within RINGLET_TIMEOUT_SECONDS");
   }
   return false;
 }

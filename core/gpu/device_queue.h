@@ -43,7 +43,7 @@ struct DeviceQueue {
         segments(stream.get()),
         pointers(stream.get()) {}
 
-  // Throws RuntimeError naming this rank, the device and `what` unless `err`
+  // Throws a Failure naming this rank, the device and `what` unless `err`
   // is cudaSuccess.
   void check(cudaError_t err, const char* what) const { check_cuda(err, rank, device, what); }
   // A collective begins, with `deadline` for what it waits for: no marks
@@ -83,7 +83,7 @@ struct DeviceQueue {
   // pool, recorded).
   std::shared_ptr<Event> record();
   // Waits on the host, within the deadline, for the work queued so far to
-  // end (RuntimeError naming `what` past it).
+  // end (a Failure naming `what` past it).
   void wait_for_queued(const char* what) { wait_on_host(*record(), what); }
 
   // Step `phase` (a name with static storage) begins here on the stream:
@@ -119,7 +119,7 @@ struct DeviceQueue {
   std::atomic<bool> stuck{false};
 
   // Waits on the host for the device to pass `at`, within the deadline
-  // (RuntimeError naming `what` past it, and `stuck` set).
+  // (a Failure naming `what` past it, and `stuck` set).
   void wait_on_host(const Event& at, const char* what);
   // reached() (below), setting `stuck` past the deadline.
   bool passed(cudaEvent_t end, transport::Deadline by, const std::string& what);
@@ -189,7 +189,7 @@ struct CollectiveStart {
 };
 
 // One look at whether the device reached `end` (a finalizer's poll): true
-// once it did; throws RuntimeError on a CUDA error, and kTimeout naming
+// once it did; throws a Failure on a CUDA error, and kTimeout naming
 // `what` past `deadline`.
 bool reached(cudaEvent_t end, int rank, int device, transport::Deadline deadline,
              const std::string& what);

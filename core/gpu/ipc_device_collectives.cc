@@ -54,12 +54,12 @@
 #include "core/gpu/cuda_resources.h"
 #include "core/gpu/cuda_result_pool.h"
 #include "core/gpu/device_collectives.h"
+#include "core/gpu/device_error.h"
 #include "core/gpu/device_queue.h"
 #include "core/gpu/host_staging.h"
 #include "core/gpu/ipc_peer_allreduce.h"
 #include "core/gpu/ipc_rounds.h"
 #include "core/gpu/round_plan.h"
-#include "core/runtime/runtime_error.h"
 #include "ringlet/common/logging.h"
 #include "ringlet/kernels/cpu.h"
 #include "ringlet/kernels/cuda.h"
@@ -68,8 +68,6 @@
 namespace ringlet::core::gpu {
 
 using collectives::Algorithm;
-using runtime::ErrorKind;
-using runtime::RuntimeError;
 
 namespace {
 
@@ -183,9 +181,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     Rounds rounds(comm, set.window, q);
     const int root_lr = rounds.local_of(root);
     if (root_lr < 0) {
-      throw RuntimeError(ErrorKind::kInternal, rank_,
-                         "the broadcast's root, rank " + std::to_string(comm.global_rank(root)) +
-                             ", is not on this host's CUDA IPC window");
+      throw device_failure(ErrorKind::kInternal, rank_,
+                           "the broadcast's root, rank " + std::to_string(comm.global_rank(root)) +
+                               ", is not on this host's CUDA IPC window");
     }
     const size_t bytes = count * dtype_size(dtype);
     auto* data = static_cast<std::byte*>(buffer);
@@ -579,11 +577,11 @@ class IpcDeviceCollectives final : public DeviceCollectives {
         collectives::select(rows_, facts, forced_, collectives::Collective::kAllreduce, bytes);
     if ((a == Algorithm::kOneStep || a == Algorithm::kTwoShot) &&
         ranks > kernels::peer::kMaxRanks) {
-      throw RuntimeError(ErrorKind::kConfig, rank_,
-                         "RINGLET_ALGORITHM=" + std::string(collectives::to_string(a)) +
-                             " on device memory serves up to " +
-                             std::to_string(kernels::peer::kMaxRanks) +
-                             " ranks of a host, and this one has " + std::to_string(ranks));
+      throw device_failure(ErrorKind::kConfig, rank_,
+                           "RINGLET_ALGORITHM=" + std::string(collectives::to_string(a)) +
+                               " on device memory serves up to " +
+                               std::to_string(kernels::peer::kMaxRanks) +
+                               " ranks of a host, and this one has " + std::to_string(ranks));
     }
     if (!set.said) {
       set.said = true;
@@ -620,9 +618,9 @@ class IpcDeviceCollectives final : public DeviceCollectives {
 
   IpcSet& ipc_set(Communicator& comm, int32_t process_set, int device) {
     if (comm.window() == nullptr) {
-      throw RuntimeError(ErrorKind::kInternal, rank_,
-                         "the CUDA IPC window of process set " + std::to_string(process_set) +
-                             " was asked for, but its ranks span hosts");
+      throw device_failure(ErrorKind::kInternal, rank_,
+                           "the CUDA IPC window of process set " + std::to_string(process_set) +
+                               " was asked for, but its ranks span hosts");
     }
     const auto key = std::make_pair(process_set, device);
     auto it = sets_.find(key);

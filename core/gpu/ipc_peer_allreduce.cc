@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/gpu/device_error.h"
 #include "core/gpu/round_plan.h"
-#include "core/runtime/runtime_error.h"
 #include "ringlet/common/failure.h"
 #include "ringlet/kernels/cuda.h"
 #include "ringlet/kernels/peer_protocol.h"
@@ -13,8 +13,6 @@
 namespace ringlet::core::gpu {
 
 namespace peer = kernels::peer;
-using runtime::ErrorKind;
-using runtime::RuntimeError;
 
 namespace {
 
@@ -158,13 +156,13 @@ void throw_if_a_kernel_gave_up(const CudaIpcWindow& window, const std::vector<in
   const int lr = peer::failed_peer(code);
   const int who = lr >= 0 && static_cast<size_t>(lr) < globals.size() ? globals[lr] : -1;
   const char* step = peer::failed_step(code) == peer::kArrived ? "arrive at" : "finish";
-  throw RuntimeError(common::Failure(
+  throw common::Failure(
       ErrorKind::kTimeout, rank, who,
       "rank " + std::to_string(who) + " did not " + step + " round " +
           std::to_string(peer::failed_round(code)) +
           " of a device allreduce whose kernels wait on each other (CUDA IPC) within "
           "RINGLET_TIMEOUT_SECONDS; the kernels gave up, and every later collective on these "
-          "ranks' window fails at once"));
+          "ranks' window fails at once");
 }
 
 }  // namespace ringlet::core::gpu

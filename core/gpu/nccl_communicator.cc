@@ -5,12 +5,9 @@
 
 #include "core/gpu/backoff.h"
 #include "core/gpu/cuda_resources.h"
-#include "core/runtime/runtime_error.h"
+#include "core/gpu/device_error.h"
 
 namespace ringlet::core::gpu {
-
-using runtime::ErrorKind;
-using runtime::RuntimeError;
 
 namespace {
 
@@ -41,8 +38,8 @@ NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::st
   if (comm.rank() == 0) {
     const ncclResult_t r = ncclGetUniqueId(&id);
     if (r != ncclSuccess) {
-      throw RuntimeError(kind_of(r), rank_,
-                         set_text_ + ": ncclGetUniqueId failed: " + ncclGetErrorString(r));
+      throw device_failure(kind_of(r), rank_,
+                           set_text_ + ": ncclGetUniqueId failed: " + ncclGetErrorString(r));
     }
     // Alone, nobody else needs the id (and a process started without a
     // launcher has no store to put it in).
@@ -53,10 +50,10 @@ NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::st
   } else {
     const std::vector<uint8_t> bytes = comm.store().get(key, deadline);
     if (bytes.size() != sizeof id) {
-      throw RuntimeError(ErrorKind::kInternal, rank_,
-                         set_text_ + ": the unique id in the store has " +
-                             std::to_string(bytes.size()) + " bytes, not " +
-                             std::to_string(sizeof id));
+      throw device_failure(ErrorKind::kInternal, rank_,
+                           set_text_ + ": the unique id in the store has " +
+                               std::to_string(bytes.size()) + " bytes, not " +
+                               std::to_string(sizeof id));
     }
     std::memcpy(&id, bytes.data(), sizeof id);
   }
@@ -74,7 +71,7 @@ NcclCommunicator::NcclCommunicator(Communicator& comm, int device, const std::st
     }
     if (comm_ != nullptr) (void)ncclCommAbort(comm_);
     comm_ = nullptr;
-    throw RuntimeError(kind_of(r), rank_, why);
+    throw device_failure(kind_of(r), rank_, why);
   }
   settle("ncclCommInitRankConfig (every rank joins)", deadline);
 }
@@ -137,9 +134,9 @@ bool NcclCommunicator::poll(cudaEvent_t done, transport::Deadline deadline, cons
   const cudaError_t e = cudaEventQuery(done);
   if (e == cudaSuccess) return true;
   if (e != cudaErrorNotReady) {
-    abort_with(RuntimeError(ErrorKind::kInternal, rank_,
-                            set_text_ + ": " + what + ": cudaEventQuery failed: " +
-                                cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"));
+    abort_with(device_failure(ErrorKind::kInternal, rank_,
+                              set_text_ + ": " + what + ": cudaEventQuery failed: " +
+                                  cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"));
   }
   ncclResult_t state = ncclSuccess;
   {
@@ -177,14 +174,14 @@ void NcclCommunicator::fail(ncclResult_t r, const char* what) {
     const char* last = ncclGetLastError(comm_);
     if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
   }
-  abort_with(RuntimeError(kind_of(r), rank_, why));
+  abort_with(device_failure(kind_of(r), rank_, why));
 }
 
 void NcclCommunicator::time_out(const char* what) {
-  abort_with(RuntimeError(ErrorKind::kTimeout, rank_,
-                          set_text_ + ": " + what +
-                              " did not finish within RINGLET_TIMEOUT_SECONDS; the communicator "
-                              "was aborted (a peer may have died or never joined)"));
+  abort_with(device_failure(ErrorKind::kTimeout, rank_,
+                            set_text_ + ": " + what +
+                                " did not finish within RINGLET_TIMEOUT_SECONDS; the communicator "
+                                "was aborted (a peer may have died or never joined)"));
 }
 
 }  // namespace ringlet::core::gpu

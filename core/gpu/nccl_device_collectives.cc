@@ -16,18 +16,14 @@
 #include "core/communicator.h"
 #include "core/gpu/cuda_resources.h"
 #include "core/gpu/device_collectives.h"
+#include "core/gpu/device_error.h"
 #include "core/gpu/device_queue.h"
 #include "core/gpu/nccl_communicator.h"
 #include "core/gpu/round_plan.h"
-#include "core/runtime/runtime_error.h"
 #include "ringlet/kernels/cuda.h"
 #include "ringlet/kernels/ops.h"
 
 namespace ringlet::core::gpu {
-
-using runtime::CollectiveKind;
-using runtime::ErrorKind;
-using runtime::RuntimeError;
 
 namespace {
 

@@ -24,7 +24,10 @@ void validate_request(Request& r, int rank, const ProcessSetTable& sets,
     if (d < 0) throw bad("negative dimension in shape " + shape_string(m.shape));
   }
   if (r.device.id >= 0) {
-    const std::string why = gpu::device_refusal(gpu_operations, m.kind, m.dtype, r.device.id);
+    const std::string why = gpu::device_refusal(
+        gpu_operations,
+        m.kind == CollectiveKind::kAllreduce || m.kind == CollectiveKind::kReducescatter, m.dtype,
+        r.device.id);
     if (!why.empty()) throw bad(why);
   }
   // A set's members size the split collectives and hold the root. The world

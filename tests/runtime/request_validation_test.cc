@@ -54,8 +54,7 @@ TEST(RequestValidation, RefusesWhatThisRankCanTellIsWrong) {
   Request device = request(CollectiveKind::kAllreduce, {4});
   device.device.id = 0;
   // Served where this build has CUDA and NCCL; otherwise refused, naming why.
-  const std::string why =
-      gpu::device_refusal(GpuOperations::kNccl, CollectiveKind::kAllreduce, DataType::kFloat32, 0);
+  const std::string why = gpu::device_refusal(GpuOperations::kNccl, true, DataType::kFloat32, 0);
   EXPECT_EQ(refusal(device, 0, sets), why.empty() ? "" : "rank 0: allreduce 't': " + why);
   Request null = request(CollectiveKind::kAllreduce, {4});
   null.output = nullptr;
