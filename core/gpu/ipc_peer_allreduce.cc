@@ -65,9 +65,7 @@ void peer_window_allreduce(const PeerAllreduce& a, std::span<const DeviceSegment
   // each part where only its folder reads it.
   const size_t room = two_shot ? kHalfBytes : kHalfBytes / 2;
   const bool lone = tensors.size() == 1;
-  std::vector<size_t> counts;
-  for (const DeviceSegment& t : tensors) counts.push_back(t.count);
-  for (const Round& r : plan_rounds(counts, es, n, room)) {
+  for (const Round& r : plan_rounds(counts_of(tensors), es, n, room)) {
     const uint64_t g = a.rounds.begin(a.peers_done);
     q.segment_table.clear();
     q.pointer_table.clear();

@@ -139,6 +139,13 @@ class Rounds {
   DeviceQueue& q_;
 };
 
+// The element counts of `tensors`, in order.
+inline std::vector<size_t> counts_of(std::span<const DeviceSegment> tensors) {
+  std::vector<size_t> counts;
+  for (const DeviceSegment& t : tensors) counts.push_back(t.count);
+  return counts;
+}
+
 // Appends `pieces` of `tensors` to q's segment table as kernel segments:
 // from the inputs (pack) or to the outputs (unpack). Returns how many.
 inline int add_pieces(DeviceQueue& q, std::span<const DeviceSegment> tensors,
