@@ -9,9 +9,11 @@
 
 namespace ringlet::core::gpu {
 
-void DeviceQueue::begin(std::span<const std::shared_ptr<Event>> ready, transport::Deadline until) {
+void DeviceQueue::begin(std::span<const std::shared_ptr<Event>> ready, transport::Deadline until,
+                        bool listened) {
   marks.clear();
   deadline = until;
+  marking = listened;
   for (const auto& r : ready) {
     if (r != nullptr) check(cudaStreamWaitEvent(stream.get(), r->get(), 0), "cudaStreamWaitEvent");
   }
@@ -107,7 +109,9 @@ std::shared_ptr<Event> DeviceQueue::record() {
   return at;
 }
 
-void DeviceQueue::mark(const char* phase) { marks.emplace_back(phase, record()); }
+void DeviceQueue::mark(const char* phase) {
+  if (marking) marks.emplace_back(phase, record());
+}
 
 void DeviceQueue::watch(Finalizer& finalizer, std::function<bool(cudaEvent_t)> poll,
                         std::function<void(const char* phase)> phase, Finalizer::Completion done) {

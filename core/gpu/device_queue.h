@@ -47,9 +47,11 @@ struct DeviceQueue {
   // is cudaSuccess.
   void check(cudaError_t err, const char* what) const { check_cuda(err, rank, device, what); }
   // A collective begins, with `deadline` for what it waits for: no marks
-  // yet, and the stream waits, on the device, for each of its tensors'
-  // producers (null: none).
-  void begin(std::span<const std::shared_ptr<Event>> ready, transport::Deadline deadline);
+  // yet (and none at all unless `marking`: someone listens to its steps),
+  // and the stream waits, on the device, for each of its tensors' producers
+  // (null: none).
+  void begin(std::span<const std::shared_ptr<Event>> ready, transport::Deadline deadline,
+             bool marking);
 
   // Copies segment_table to `segments` and pointer_table to `pointers` in
   // the stream's order, through page-locked memory so that the copy never
@@ -87,7 +89,8 @@ struct DeviceQueue {
   void wait_for_queued(const char* what) { wait_on_host(*record(), what); }
 
   // Step `phase` (a name with static storage) begins here on the stream:
-  // the collective's report hears it once the device gets there.
+  // the collective's report hears it once the device gets there (where
+  // nobody listens, nothing is recorded: an event less per step).
   void mark(const char* phase);
   // Waits, within the deadline and without throwing, for the work queued so
   // far to end: a collective that fails halfway leaves no kernel running on
@@ -112,6 +115,7 @@ struct DeviceQueue {
   std::vector<const void*> pointer_table;
   std::vector<std::pair<const char*, std::shared_ptr<Event>>> marks;  // since the last watch
   transport::Deadline deadline{};                                     // the current collective's
+  bool marking = true;  // the current collective's steps are listened to
   // Set once the device did not pass a point within the deadline: the
   // stream may then wait for ever (on a peer's interprocess event, which
   // nothing cancels), so what it uses is never freed (cudaFree waits for the
@@ -175,13 +179,15 @@ class DeviceQueues {
 };
 
 // What every device collective starts with: `device` current, its queue
-// begun (waiting, on the device, for the tensors' producers), and settled if
-// the collective leaves by an exception.
+// begun (waiting, on the device, for the tensors' producers; marking its
+// steps where `report` listens to them), and settled if the collective
+// leaves by an exception.
 struct CollectiveStart {
   CollectiveStart(DeviceQueues& queues, int rank, int device,
-                  std::span<const std::shared_ptr<Event>> ready, transport::Deadline deadline)
+                  std::span<const std::shared_ptr<Event>> ready, transport::Deadline deadline,
+                  const DeviceCollectives::Report& report)
       : scope(device, rank), q(queues[device]), settle(q) {
-    q.begin(ready, deadline);
+    q.begin(ready, deadline, static_cast<bool>(report.phase));
   }
   DeviceScope scope;
   DeviceQueue& q;

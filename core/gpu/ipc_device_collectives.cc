@@ -57,7 +57,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  std::span<const DeviceSegment> tensors,
                  std::span<const std::shared_ptr<Event>> ready, DataType dtype, ReduceOp op,
                  double prescale, double postscale, Report report) override {
-    CollectiveStart start(queues_, rank_, device, ready, comm.deadline());
+    CollectiveStart start(queues_, rank_, device, ready, comm.deadline(), report);
     DeviceQueue& q = start.q;
     if (across_hosts(comm)) {
       q.mark("STAGED_ALLREDUCE");
@@ -135,7 +135,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
                  DataType dtype, int root, const std::shared_ptr<Event>& ready,
                  Report report) override {
-    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline(), report);
     DeviceQueue& q = start.q;
     if (across_hosts(comm)) {
       q.mark("STAGED_BROADCAST");
@@ -169,7 +169,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
                  std::span<const size_t> counts, void* output, DataType dtype,
                  const std::shared_ptr<Event>& ready, Report report) override {
-    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline(), report);
     DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = offsets(counts);
@@ -196,7 +196,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                      std::span<const size_t> counts, void* output, DataType dtype, ReduceOp op,
                      double prescale, double postscale, const std::shared_ptr<Event>& ready,
                      Report report) override {
-    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline(), report);
     DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = offsets(counts);
@@ -229,7 +229,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                 std::span<const size_t> send_counts, void* output,
                 std::span<const size_t> recv_counts, size_t largest, DataType dtype,
                 const std::shared_ptr<Event>& ready, Report report) override {
-    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline());
+    CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline(), report);
     DeviceQueue& q = start.q;
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> send_at = offsets(send_counts), recv_at = offsets(recv_counts);

@@ -128,7 +128,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
                  double prescale, double postscale, Report report) override {
     // Submission refused the dtypes NCCL lacks (device_refusal).
     const ncclDataType_t type = nccl_type(dtype).value();
-    Call c(*this, comm, process_set, device, ready);
+    Call c(*this, comm, process_set, device, ready, report);
     DeviceQueue& q = c.q;
     const size_t es = dtype_size(dtype);
     const int ranks = comm.size();
@@ -177,7 +177,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   void broadcast(Communicator& comm, int32_t process_set, int device, void* buffer, size_t count,
                  DataType dtype, int root, const std::shared_ptr<Event>& ready,
                  Report report) override {
-    Call c(*this, comm, process_set, device, {&ready, 1});
+    Call c(*this, comm, process_set, device, {&ready, 1}, report);
     c.q.mark("NCCL_BROADCAST");
     // Moved as bytes: a broadcast never looks at the elements.
     c.nccl.call("ncclBroadcast", [&](ncclComm_t nc) {
@@ -197,7 +197,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   void allgather(Communicator& comm, int32_t process_set, int device, const void* input,
                  std::span<const size_t> counts, void* output, DataType dtype,
                  const std::shared_ptr<Event>& ready, Report report) override {
-    Call c(*this, comm, process_set, device, {&ready, 1});
+    Call c(*this, comm, process_set, device, {&ready, 1}, report);
     c.q.mark("NCCL_ALLGATHER");
     const cudaStream_t stream = c.q.stream.get();
     const size_t es = dtype_size(dtype);
@@ -231,7 +231,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
                      double prescale, double postscale, const std::shared_ptr<Event>& ready,
                      Report report) override {
     const ncclDataType_t type = nccl_type(dtype).value();
-    Call c(*this, comm, process_set, device, {&ready, 1});
+    Call c(*this, comm, process_set, device, {&ready, 1}, report);
     c.q.mark("NCCL_REDUCESCATTER");
     DeviceQueue& q = c.q;
     const cudaStream_t stream = q.stream.get();
@@ -274,7 +274,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
                 std::span<const size_t> send_counts, void* output,
                 std::span<const size_t> recv_counts, size_t /*largest*/, DataType dtype,
                 const std::shared_ptr<Event>& ready, Report report) override {
-    Call c(*this, comm, process_set, device, {&ready, 1});
+    Call c(*this, comm, process_set, device, {&ready, 1}, report);
     c.q.mark("NCCL_ALLTOALL");
     const cudaStream_t stream = c.q.stream.get();
     const size_t es = dtype_size(dtype);
@@ -308,8 +308,8 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   // communicator.
   struct Call {
     Call(NcclDeviceCollectives& self, Communicator& comm, int32_t process_set, int device,
-         std::span<const std::shared_ptr<Event>> ready)
-        : start(self.queues_, self.rank_, device, ready, comm.deadline()),
+         std::span<const std::shared_ptr<Event>> ready, const Report& report)
+        : start(self.queues_, self.rank_, device, ready, comm.deadline(), report),
           q(start.q),
           nccl(self.communicator(comm, process_set, device)) {}
     CollectiveStart start;

@@ -409,7 +409,10 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
   try {
     gpu::DeviceCollectives& dc = device_collectives();
     const gpu::DeviceSegment& t = tensors[0];
-    gpu::DeviceCollectives::Report report{std::move(on_phase), std::move(on_end)};
+    // Without a timeline nobody listens to the steps, and the device queue
+    // then records no event for them.
+    gpu::DeviceCollectives::Report report{
+        tl ? std::function<void(const char*)>(std::move(on_phase)) : nullptr, std::move(on_end)};
     switch (kind) {
       case CollectiveKind::kAllreduce:
         dc.allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op, m.prescale,
