@@ -27,15 +27,20 @@
 # 1 MiB and at 256 MiB against the HBM bound, without and with CUDA MPS;
 # and examples/pytorch_synthetic_benchmark.py (resnet50, batch 64, 1 rank,
 # NCCL) beside the same loop in plain PyTorch
-# (bench/python/plain_synthetic_benchmark.py).
+# (bench/python/plain_synthetic_benchmark.py). Where the time of a 1 KiB
+# RING allreduce of 2 ranks goes (where.txt): each step's p50 and p90 from
+# rank 0's timeline under direct, onestep and twoshot, and where Nsight
+# Systems is on the machine, every CUDA call and kernel of one such run
+# (nsys-stats.txt in the logs).
 #
 # It keeps within DEVICE_CHECK_SECONDS (400) from its start, build included:
 # a step that would not fit in what is left is a SKIP row saying so. The
 # steps run in order of what they tell: the kernels and the API first, then
 # the measurements, then the wider rows. Every step's seconds are printed and
-# listed in the summary. The summary, the bandwidth and latency tables and
-# an archive of every log (logs.tar.gz) go to $OUT when set (four files, for
-# runners that collect only a few) or to /tmp/ringlet-device-check.
+# listed in the summary. The summary, the bandwidth, latency and where
+# tables and an archive of every log (logs.tar.gz) go to $OUT when set (five
+# files, for runners that collect only a few) or to
+# /tmp/ringlet-device-check.
 #
 # Exit status: 0 every check passed; 1 a wrong result or a failed step;
 # 77 no CUDA device here.
@@ -77,6 +82,7 @@ finish() {
   summary | tee "$out/summary.txt"
   cp "$out/summary.txt" "$results/summary.txt"
   [ -f "$out/bandwidth.txt" ] && cp "$out/bandwidth.txt" "$results/bandwidth.txt"
+  [ -f "$out/where.txt" ] && cp "$out/where.txt" "$results/where.txt"
   [ -f "$out/latency.txt" ] && cp "$out/latency.txt" "$results/latency.txt"
   tar czf "$results/logs.tar.gz" -C "$work" logs
   exit "$1"
@@ -553,6 +559,46 @@ check_synthetic() {
     printf "%.1f img/s through ringlet.torch, %.1f plain: %.1f%% (target 97%%)", r, p, 100 * r / p }')"
 }
 
+# --- where the time of a RING collective goes ------------------------------------
+# A 1 KiB allreduce of 2 ranks on the GPU under three algorithms, with rank 0's
+# timeline: each step's p50 and p90 (tools/timeline-phases.py; the device
+# steps as the finalizer sees the device reach them). Where Nsight Systems is
+# on the machine, one run under it too: every CUDA call's time on the host and
+# every kernel's on the device (nsys-stats.txt).
+check_where_time_goes() {
+  skip_unless_built "where the time goes" ringletrun ringlet-bench || return
+  local algo log phases
+  for algo in direct onestep twoshot; do
+    log="$out/timeline-$algo"
+    bench_flags="-b 1K -e 1K -c 1 -n 200 -w 20" bench "$log.log" 2 ring allreduce \
+      "RINGLET_ALGORITHM=$algo" "HOROVOD_TIMELINE=$log.json"
+    phases="$out/phases-$algo.txt"
+    if python3 tools/timeline-phases.py "$log.json" --skip 20 >"$phases" 2>&1; then
+      echo "# RING np2 1 KiB allreduce, RINGLET_ALGORITHM=$algo (us)" >>"$out/where.txt"
+      cat "$phases" >>"$out/where.txt"
+      echo >>"$out/where.txt"
+      row "where the time goes: $algo" INFO "$(awk '$1 == "ALLREDUCE" || $1 == "WAIT_FOR_DATA" ||
+        $1 ~ /^CUDA_IPC/ {printf "%s p50 %s; ", $1, $3}' "$phases")(where.txt)"
+    else
+      row "where the time goes: $algo" FAIL "no timeline summary; see timeline-$algo.log"
+    fi
+  done
+  if ! command -v nsys >/dev/null; then
+    row "nsys capture" SKIP "Nsight Systems (nsys) is not on this machine"
+    return
+  fi
+  timeout "$(limit 90)" nsys profile --trace=cuda,nvtx,osrt --stats=false --force-overwrite=true \
+    -o "$out/nsys-direct" "$build/bin/ringletrun" -np 2 "$build/bin/ringlet-bench" allreduce \
+    --device cuda --backend ring -b 1K -e 1K -c 1 -n 200 -w 20 >"$out/nsys.log" 2>&1
+  if nsys stats --report cuda_api_sum,cuda_gpu_kern_sum,nvtx_sum --format table \
+      "$out/nsys-direct.nsys-rep" >"$out/nsys-stats.txt" 2>&1; then
+    row "nsys capture" INFO "CUDA calls, kernels and NVTX ranges of a 1 KiB np2 run (nsys-stats.txt)"
+  else
+    row "nsys capture" FAIL "see nsys.log and nsys-stats.txt"
+  fi
+  rm -f "$out/nsys-direct.nsys-rep" "$out/nsys-direct.sqlite"
+}
+
 check_rest() {
   if built ringletrun; then
     "$build/bin/ringletrun" --check-build >"$out/check-build.txt" 2>&1
@@ -583,6 +629,7 @@ step nccl-latency 15 check_nccl_latency
 step np2-latency 40 check_np2_latency ""
 step synthetic 30 check_synthetic
 step np2-latency-mps 40 check_np2_latency_mps
+step where-time-goes 30 check_where_time_goes
 step torch 80 check_torch
 step collectives 30 check_rest
 hbm_bound "RING 256 MiB np2 vs HBM" ring-allreduce-np2-256M
