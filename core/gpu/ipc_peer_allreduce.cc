@@ -82,13 +82,14 @@ void peer_window_allreduce(const PeerAllreduce& a, std::span<const DeviceSegment
       inputs[lr] = a.rounds.half(lr, g);
       if (two_shot) outputs[lr] = a.rounds.half(lr, g);
     }
-    // A lone tensor's one-shot result goes straight to its output.
+    // A lone tensor's one-shot result goes straight to its output: the
+    // round's piece of it, without the padding that ends its slot.
     const bool straight = !two_shot && lone && !r.pieces.empty();
     if (!two_shot) {
       outputs[me] = straight ? byte_at(tensors[0].output, r.pieces[0].tensor_offset * es)
                              : mine + kHalfBytes / 2;
     }
-    launch(a, inputs, outputs, g, r.count, two_shot, 1.0);
+    launch(a, inputs, outputs, g, straight ? r.pieces[0].count : r.count, two_shot, 1.0);
     if (!straight) {
       q.check(kernels::cuda::unpack(a.dtype, two_shot ? mine : mine + kHalfBytes / 2,
                                     q.segment(packed), packed, r.count, 1.0, q.stream.get()),
