@@ -28,17 +28,9 @@ bool direct_allreduce(Rounds& rounds, PeerTensors& peers, DeviceQueue& q, const 
   // Staged here means: these notes are written, and (through the event)
   // the input is ready and the output free to write on this device.
   rounds.publish(&SegmentControl::staged, g);
-  std::vector<TensorNotes> all(n);
-  bool shareable = true;
-  for (int lr = 0; lr < n; ++lr) {
-    if (lr == me) {
-      all[lr] = mine;
-    } else {
-      rounds.wait(lr, &SegmentControl::staged, g);
-      std::memcpy(&all[lr], rounds.notes(lr, g), sizeof(TensorNotes));
-    }
-    shareable = shareable && all[lr].input.shareable != 0 && all[lr].output.shareable != 0;
-  }
+  rounds.wait_all(&SegmentControl::staged, g);
+  bool shareable = false;
+  const std::vector<TensorNotes> all = notes_of_all(rounds, g, mine, shareable);
   if (!shareable) {  // every rank read the same notes, so all stage it
     rounds.end(g);
     return false;

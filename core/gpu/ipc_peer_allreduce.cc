@@ -109,16 +109,8 @@ bool peer_direct_allreduce(const PeerAllreduce& a, PeerTensors& peers, const Dev
   std::memcpy(a.rounds.notes(me, g), &mine, sizeof mine);
   a.rounds.tell(&SegmentControl::staged, g);
   a.rounds.hear_all(&SegmentControl::staged, g);
-  std::vector<TensorNotes> all(n);
-  bool shareable = true;
-  for (int lr = 0; lr < n; ++lr) {
-    if (lr == me) {
-      all[lr] = mine;
-    } else {
-      std::memcpy(&all[lr], a.rounds.notes(lr, g), sizeof(TensorNotes));
-    }
-    shareable = shareable && all[lr].input.shareable != 0 && all[lr].output.shareable != 0;
-  }
+  bool shareable = false;
+  const std::vector<TensorNotes> all = notes_of_all(a.rounds, g, mine, shareable);
   if (!shareable) {  // every rank read the same notes, so all stage it
     a.rounds.end_on_host(g);
     return false;

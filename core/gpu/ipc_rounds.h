@@ -8,11 +8,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
 #include "core/collectives/window_layout.h"
 #include "core/communicator.h"
+#include "core/gpu/cuda_ipc_tensors.h"
 #include "core/gpu/cuda_ipc_window.h"
 #include "core/gpu/device_collectives.h"
 #include "core/gpu/device_queue.h"
@@ -138,6 +140,24 @@ class Rounds {
   CudaIpcWindow& window_;
   DeviceQueue& q_;
 };
+
+// Every local rank's notes of round g, this rank's being `mine`, read once
+// every peer has published staged for g; and whether every rank's tensors
+// can be shared (every rank reads the same notes, so all decide alike).
+inline std::vector<TensorNotes> notes_of_all(const Rounds& rounds, uint64_t g,
+                                             const TensorNotes& mine, bool& shareable) {
+  std::vector<TensorNotes> all(rounds.size());
+  shareable = true;
+  for (int lr = 0; lr < rounds.size(); ++lr) {
+    if (lr == rounds.me()) {
+      all[lr] = mine;
+    } else {
+      std::memcpy(&all[lr], rounds.notes(lr, g), sizeof(TensorNotes));
+    }
+    shareable = shareable && all[lr].input.shareable != 0 && all[lr].output.shareable != 0;
+  }
+  return all;
+}
 
 // The element counts of `tensors`, in order.
 inline std::vector<size_t> counts_of(std::span<const DeviceSegment> tensors) {
