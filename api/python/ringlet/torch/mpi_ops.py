@@ -85,6 +85,11 @@ def _into(targets, results):
     for target, result in zip(targets, results):
         if result is not target:
             target.copy_(result)
+            if result.is_cuda:
+                # A device result goes back to Ringlet's pool in the default stream's
+                # order: that stream waits for the copy, which may run on another.
+                torch.cuda.default_stream(result.device).wait_stream(
+                    torch.cuda.current_stream(result.device))
     return targets
 
 
