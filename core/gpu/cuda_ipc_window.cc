@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 
-#include "core/gpu/cuda_resources.h"
 #include "core/gpu/device_error.h"
 #include "ringlet/kernels/cuda.h"
 #include "ringlet/kernels/peer_protocol.h"
@@ -41,25 +40,27 @@ void agree_on_kernels(const std::vector<Exported>& all, bool& concurrent, int& b
 
 }  // namespace
 
-CudaIpcWindow::CudaIpcWindow(Communicator& comm, int device, size_t bytes, const std::string& key,
-                             int global_rank)
+CudaIpcWindow::CudaIpcWindow(Communicator& comm, DeviceQueue& q, size_t bytes,
+                             const std::string& key)
     : me_(comm.rank()),
-      device_(device),
+      device_(q.device),
       bytes_(bytes),
       buffers_(comm.size(), nullptr),
       events_(comm.size(), nullptr) {
-  auto cuda = [&](cudaError_t e, const std::string& what) {
-    check_cuda(e, global_rank, device, what.c_str());
-  };
+  const int device = q.device;
+  const int global_rank = q.rank;
+  auto cuda = [&](cudaError_t e, const std::string& what) { q.check(e, what.c_str()); };
   try {
     void* mine = nullptr;
     const size_t allocated = bytes + kernels::peer::kFlagBytes;
     cuda(cudaMalloc(&mine, allocated),
          "cudaMalloc of " + std::to_string(allocated) + " bytes for the CUDA IPC window");
     buffers_[me_] = static_cast<std::byte*>(mine);
-    // Zero before any peer can reach them: the flags only ever grow.
-    cuda(cudaMemset(flags(me_), 0, kernels::peer::kFlagBytes), "cudaMemset of the flag area");
-    cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after zeroing the flag area");
+    // Zeroed before any peer can reach them (the flags only ever grow): the
+    // handle is published once the device has done it.
+    cuda(cudaMemsetAsync(flags(me_), 0, kernels::peer::kFlagBytes, q.stream.get()),
+         "cudaMemsetAsync of the flag area");
+    q.wait_for_queued("zeroing the CUDA IPC window's flag area");
     void* failure = nullptr;
     cuda(cudaHostAlloc(&failure, sizeof(uint64_t), cudaHostAllocMapped),
          "cudaHostAlloc of the waiting kernels' failure word");

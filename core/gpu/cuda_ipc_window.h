@@ -20,18 +20,19 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/gpu/device_queue.h"
 
 namespace ringlet::core::gpu {
 
 class CudaIpcWindow {
  public:
   // Collective over `comm`'s ranks, all on this host: each allocates `bytes`
-  // on `device` (current), publishes the handles under `key` + "/" + its
-  // rank (the key the same on every rank, unique in the job), and opens
+  // on q's device (current), zeroes its flag area on q's stream and waits
+  // for that within q's deadline, publishes the handles under `key` + "/" +
+  // its rank (the key the same on every rank, unique in the job), and opens
   // every peer's within comm's deadline. Throws a Failure naming the rank
   // and the peer whose handle could not be read or opened.
-  CudaIpcWindow(Communicator& comm, int device, size_t bytes, const std::string& key,
-                int global_rank);
+  CudaIpcWindow(Communicator& comm, DeviceQueue& q, size_t bytes, const std::string& key);
   // Closes the peers' buffers and events, then frees its own: every
   // collective that used them has ended on the device by then.
   ~CudaIpcWindow();
@@ -39,6 +40,7 @@ class CudaIpcWindow {
   CudaIpcWindow& operator=(const CudaIpcWindow&) = delete;
 
   size_t bytes() const { return bytes_; }
+  int device() const { return device_; }
   // Rank r's buffer as this process reaches it (its own, or the mapping).
   std::byte* buffer(int r) const { return buffers_[r]; }
   // Rank r's event (its own, or the opened handle). Each rank records its own

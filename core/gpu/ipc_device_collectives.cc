@@ -75,7 +75,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the allreduce over CUDA IPC", std::move(report));
       return;
     }
-    IpcSet& set = ipc_set(comm, process_set, device);
+    IpcSet& set = ipc_set(comm, process_set, q);
     Rounds rounds(comm, set.window, q);
     const size_t es = dtype_size(dtype);
     size_t bytes = 0;
@@ -148,7 +148,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the broadcast over CUDA IPC", std::move(report));
       return;
     }
-    IpcSet& set = ipc_set(comm, process_set, device);
+    IpcSet& set = ipc_set(comm, process_set, q);
     set.peers_done = false;
     Rounds rounds(comm, set.window, q);
     const int root_lr = rounds.local_of(root);
@@ -184,7 +184,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     q.mark("CUDA_IPC_ALLGATHER");
     q.copy(byte_at(output, at[me] * es), input, counts[me] * es, "this rank's own block");
     if (comm.size() > 1) {
-      IpcSet& set = ipc_set(comm, process_set, device);
+      IpcSet& set = ipc_set(comm, process_set, q);
       set.peers_done = false;
       Rounds rounds(comm, set.window, q);
       window_allgather(rounds, q, input, counts, output, es);
@@ -218,7 +218,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       watch(q, comm.deadline(), "the reducescatter over CUDA IPC", std::move(report));
       return;
     }
-    IpcSet& set = ipc_set(comm, process_set, device);
+    IpcSet& set = ipc_set(comm, process_set, q);
     set.peers_done = false;
     Rounds rounds(comm, set.window, q);
     window_reducescatter(rounds, q, input, counts, output, dtype, op, prescale, postscale);
@@ -247,7 +247,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     q.copy(byte_at(output, recv_at[me] * es), byte_at(input, send_at[me] * es),
            send_counts[me] * es, "this rank's own rows");
     if (comm.size() > 1) {
-      IpcSet& set = ipc_set(comm, process_set, device);
+      IpcSet& set = ipc_set(comm, process_set, q);
       set.peers_done = false;
       Rounds rounds(comm, set.window, q);
       window_alltoall(rounds, q, input, send_counts, output, recv_counts, largest, es);
@@ -293,8 +293,8 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     if (!set.said) {
       set.said = true;
       common::log(
-          common::LogLevel::kInfo, "device algorithms on cuda:%d (%d ranks, %s): %s", set.device,
-          ranks,
+          common::LogLevel::kInfo, "device algorithms on cuda:%d (%d ranks, %s): %s",
+          set.window.device(), ranks,
           facts.concurrent_kernels ? "their kernels run at once"
                                    : "their kernels take turns on a shared GPU (no MPS)",
           collectives::describe_choice(rows_, facts, forced_, collectives::Collective::kAllreduce,
@@ -307,15 +307,14 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   // What the ranks of a process set on one device share: the window, and
   // the allocations of the peers' tensors this rank opened.
   struct IpcSet {
-    IpcSet(Communicator& comm, int device, const std::string& key, int rank)
-        : window(comm, device, 2 * kHalfBytes, key, rank), tensors(rank, device), device(device) {
+    IpcSet(Communicator& comm, DeviceQueue& q, const std::string& key)
+        : window(comm, q, 2 * kHalfBytes, key), tensors(q.rank, q.device) {
       for (int r : comm.world().ranks_on_host[comm.world().cross_rank]) {
         globals.push_back(comm.global_rank(r));
       }
     }
     CudaIpcWindow window;
     PeerTensors tensors;
-    int device;
     std::vector<int> globals;  // by local rank
     // Rounds::begin's peers_done: the window's last device round ended with
     // every peer done with this rank's memory.
@@ -323,13 +322,14 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     bool said = false;  // the algorithms were logged
   };
 
-  IpcSet& ipc_set(Communicator& comm, int32_t process_set, int device) {
+  // The set's window on q's device, made on first use (with q's deadline).
+  IpcSet& ipc_set(Communicator& comm, int32_t process_set, DeviceQueue& q) {
     if (comm.window() == nullptr) {
       throw device_failure(ErrorKind::kInternal, rank_,
                            "the CUDA IPC window of process set " + std::to_string(process_set) +
                                " was asked for, but its ranks span hosts");
     }
-    const auto key = std::make_pair(process_set, device);
+    const auto key = std::make_pair(process_set, q.device);
     auto it = sets_.find(key);
     if (it == sets_.end()) {
       // Every member makes the set's windows in the same order (the order of
@@ -337,7 +337,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
       // member.
       const std::string store_key = "ringlet/cuda-ipc/set" + std::to_string(process_set) + "/" +
                                     std::to_string(created_[process_set]++);
-      it = sets_.emplace(key, std::make_unique<IpcSet>(comm, device, store_key, rank_)).first;
+      it = sets_.emplace(key, std::make_unique<IpcSet>(comm, q, store_key)).first;
     }
     return *it->second;
   }

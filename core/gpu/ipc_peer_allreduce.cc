@@ -25,17 +25,12 @@ uint64_t nanoseconds_left(transport::Deadline deadline) {
   return left < 1000000 ? 1000000 : static_cast<uint64_t>(left);
 }
 
-// One round's kernel over `inputs` and `outputs` (by local rank).
-void launch(const PeerAllreduce& a, const std::vector<const void*>& inputs,
-            const std::vector<void*>& outputs, uint64_t g, size_t count, bool two_shot,
-            double prescale) {
+// One round's kernel over the inputs and outputs of `buffers` (by local
+// rank); their flag areas are the window's.
+void launch(const PeerAllreduce& a, kernels::cuda::PeerBuffers& buffers, uint64_t g, size_t count,
+            bool two_shot, double prescale) {
   const int n = a.rounds.size();
-  kernels::cuda::PeerBuffers buffers{};
-  for (int lr = 0; lr < n; ++lr) {
-    buffers.flags[lr] = a.window.flags(a.rounds.rank_of(lr));
-    buffers.inputs[lr] = inputs[lr];
-    buffers.outputs[lr] = outputs[lr];
-  }
+  for (int lr = 0; lr < n; ++lr) buffers.flags[lr] = a.window.flags(a.rounds.rank_of(lr));
   const size_t es = dtype_size(a.dtype);
   const peer::Round round{
       .round = g,
@@ -76,20 +71,19 @@ void peer_window_allreduce(const PeerAllreduce& a, std::span<const DeviceSegment
     q.check(kernels::cuda::pack(a.dtype, mine, q.segment(0), packed, r.count, a.prescale,
                                 q.stream.get()),
             "the pack kernel (peer allreduce)");
-    std::vector<const void*> inputs(n);
-    std::vector<void*> outputs(n, nullptr);
+    kernels::cuda::PeerBuffers buffers{};
     for (int lr = 0; lr < n; ++lr) {
-      inputs[lr] = a.rounds.half(lr, g);
-      if (two_shot) outputs[lr] = a.rounds.half(lr, g);
+      buffers.inputs[lr] = a.rounds.half(lr, g);
+      if (two_shot) buffers.outputs[lr] = a.rounds.half(lr, g);
     }
     // A lone tensor's one-shot result goes straight to its output: the
     // round's piece of it, without the padding that ends its slot.
     const bool straight = !two_shot && lone && !r.pieces.empty();
     if (!two_shot) {
-      outputs[me] = straight ? byte_at(tensors[0].output, r.pieces[0].tensor_offset * es)
-                             : mine + kHalfBytes / 2;
+      buffers.outputs[me] = straight ? byte_at(tensors[0].output, r.pieces[0].tensor_offset * es)
+                                     : mine + kHalfBytes / 2;
     }
-    launch(a, inputs, outputs, g, straight ? r.pieces[0].count : r.count, two_shot, 1.0);
+    launch(a, buffers, g, straight ? r.pieces[0].count : r.count, two_shot, 1.0);
     if (!straight) {
       q.check(kernels::cuda::unpack(a.dtype, two_shot ? mine : mine + kHalfBytes / 2,
                                     q.segment(packed), packed, r.count, 1.0, q.stream.get()),
@@ -115,26 +109,21 @@ bool peer_direct_allreduce(const PeerAllreduce& a, PeerTensors& peers, const Dev
     a.rounds.end_on_host(g);
     return false;
   }
-  std::vector<const void*> inputs(n);
-  std::vector<void*> outputs(n);
+  // Each peer's allocation is opened once and kept (PeerTensors), so an
+  // output in its input's allocation costs no second open.
+  kernels::cuda::PeerBuffers buffers{};
   for (int lr = 0; lr < n; ++lr) {
-    if (lr == me) {
-      inputs[lr] = t.input;
-      outputs[lr] = t.output;
-      continue;
-    }
-    inputs[lr] = peers.open(a.rounds.global_of(lr), all[lr].input, a.q);
-    outputs[lr] = all[lr].output.allocation == all[lr].input.allocation &&
-                          all[lr].output.offset == all[lr].input.offset
-                      ? const_cast<void*>(inputs[lr])
-                      : peers.open(a.rounds.global_of(lr), all[lr].output, a.q);
+    buffers.inputs[lr] =
+        lr == me ? t.input : peers.open(a.rounds.global_of(lr), all[lr].input, a.q);
+    buffers.outputs[lr] =
+        lr == me ? t.output : peers.open(a.rounds.global_of(lr), all[lr].output, a.q);
   }
   // Every rank opened every peer's tensors before any kernel writes into a
   // peer's: a rank that fails to open one throws with its own tensors
   // untouched (its peers fail at the deadline, having written nothing).
   a.rounds.tell(&SegmentControl::reduced, g, 1);
   a.rounds.hear_all(&SegmentControl::reduced, g, 1);
-  launch(a, inputs, outputs, g, t.count, true, a.prescale);
+  launch(a, buffers, g, t.count, true, a.prescale);
   a.rounds.end_on_host(g);
   a.peers_done = true;
   return true;

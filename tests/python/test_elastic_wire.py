@@ -114,3 +114,13 @@ def test_the_driver_refuses_a_stranger_and_says_who_and_why(capfd):
                "check" in said, said
     finally:
         driver.server.close()
+
+
+def test_a_job_without_enough_usable_slots_says_how_many_it_saw():
+    from ringlet.runner import elastic_driver
+
+    settings = elastic_driver.Settings(np=2, start_timeout=0.3, discovery_interval=0.05)
+    driver = elastic_driver.Driver(settings, discover=lambda: {"a": 1}, launcher=None, key=KEY)
+    assert driver.run() == 1
+    assert driver.outcome == ("host discovery reported 1 usable slots, fewer than -np 2, "
+                              "for 0.3 s"), driver.outcome

@@ -461,11 +461,12 @@ class Driver:
             found = self.discover()
             if found is not None:
                 self.hosts = found
-            if sum(n for h, n in self.hosts.items() if h not in self.blacklist) >= settings.np:
+            usable = sum(n for h, n in self.hosts.items() if h not in self.blacklist)
+            if usable >= settings.np:
                 break
             if time.monotonic() > deadline or self.ended is not None:
                 self.outcome = self.ended or (
-                    f"host discovery reported {sum(self.hosts.values())} slots, fewer than "
+                    f"host discovery reported {usable} usable slots, fewer than "
                     f"-np {settings.np}, for {settings.start_timeout:g} s")
                 log(self.outcome)
                 return 1

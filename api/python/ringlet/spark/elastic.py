@@ -91,6 +91,7 @@ class TaskRegistry:
         self.key = key
         self.env = env              # the user's variables for every rank
         self.streams = {"stdout": stdout, "stderr": stderr}  # the ranks' lines, where given
+        self.print_lock = threading.Lock()  # whole lines, one task's at a time
         self.lock = threading.Lock()
         self.links = {}             # host -> TaskLink
         self.failures = []          # (second_hand, report) of failed ranks, as they came
@@ -149,7 +150,7 @@ class TaskRegistry:
     def _print(self, link, kind, line):
         stream = self.streams.get(kind)
         if stream is not None:
-            with self.lock:
+            with self.print_lock:
                 stream.write(f"[{link.host}:0]<{kind}>:{line}\n")
                 stream.flush()
 
