@@ -124,13 +124,15 @@ if(RINGLET_HAVE_PYTHON AND NOT RINGLET_WITH_TENSORFLOW STREQUAL "OFF")
     COMMAND ${Python_EXECUTABLE} -c
       "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'; import tensorflow as tf; \
 print(tf.sysconfig.get_include()); print(tf.sysconfig.get_lib()); \
-print(';'.join(tf.sysconfig.get_compile_flags()))"
+print(';'.join(tf.sysconfig.get_compile_flags())); \
+print(int(bool(tf.sysconfig.get_build_info().get('is_cuda_build'))))"
     OUTPUT_VARIABLE _tf_out OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE _tf_rc ERROR_QUIET)
   if(_tf_rc EQUAL 0)
     string(REPLACE "\n" ";" _tf_lines "${_tf_out}")
     list(GET _tf_lines 0 RINGLET_TENSORFLOW_INCLUDE)
     list(GET _tf_lines 1 _tf_lib_dir)
+    list(POP_BACK _tf_lines _tf_cuda_build)
     list(SUBLIST _tf_lines 2 -1 _tf_flags)
     find_library(RINGLET_TENSORFLOW_FRAMEWORK NAMES libtensorflow_framework.so.2
                  PATHS ${_tf_lib_dir} NO_DEFAULT_PATH)
@@ -145,9 +147,53 @@ print(';'.join(tf.sysconfig.get_compile_flags()))"
     if(RINGLET_TENSORFLOW_FRAMEWORK)
       set(_tensorflow_found ON)
     endif()
+    # GPU kernels need a TensorFlow built with CUDA (pip's on Linux is), the
+    # stream executor's header for its stream's CUstream, and the core's
+    # device collectives.
+    set(RINGLET_TENSORFLOW_GPU OFF)
+    if(_tf_cuda_build STREQUAL "1" AND RINGLET_HAVE_CUDA AND RINGLET_HAVE_NCCL AND
+       EXISTS ${RINGLET_TENSORFLOW_INCLUDE}/xla/stream_executor/stream.h)
+      set(RINGLET_TENSORFLOW_GPU ON)
+    endif()
   endif()
 endif()
 ringlet_resolve_option(TENSORFLOW _tensorflow_found)
+
+# PyTorch: the torch.distributed backend (ringlet/torch/_c10d) is built
+# against the headers and libraries of the torch that this Python imports,
+# without torch's CMake package (which looks for a CUDA toolkit and cuDNN that
+# a CPU backend does not need). Its Backend class is a pybind11 one, so the
+# module uses the pybind11 that torch ships with its headers.
+set(_torch_found OFF)
+if(RINGLET_HAVE_PYTHON AND NOT RINGLET_WITH_TORCH STREQUAL "OFF")
+  execute_process(
+    COMMAND ${Python_EXECUTABLE} -c
+      "import os, torch; d = os.path.dirname(torch.__file__); \
+print(os.path.join(d, 'include')); print(os.path.join(d, 'lib')); \
+print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.__version__)"
+    OUTPUT_VARIABLE _torch_out OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _torch_rc ERROR_QUIET)
+  if(_torch_rc EQUAL 0)
+    string(REPLACE "\n" ";" _torch_lines "${_torch_out}")
+    list(GET _torch_lines 0 RINGLET_TORCH_INCLUDE)
+    list(GET _torch_lines 1 _torch_lib_dir)
+    list(GET _torch_lines 2 RINGLET_TORCH_CXX11_ABI)
+    list(GET _torch_lines 3 RINGLET_TORCH_VERSION)
+    set(RINGLET_TORCH_LIBRARIES "")
+    foreach(lib c10 torch_cpu torch_python)
+      find_library(RINGLET_TORCH_LIB_${lib} NAMES ${lib} PATHS ${_torch_lib_dir} NO_DEFAULT_PATH)
+      if(RINGLET_TORCH_LIB_${lib})
+        list(APPEND RINGLET_TORCH_LIBRARIES ${RINGLET_TORCH_LIB_${lib}})
+      endif()
+    endforeach()
+    list(LENGTH RINGLET_TORCH_LIBRARIES _torch_nlibs)
+    if(_torch_nlibs EQUAL 3 AND
+       EXISTS ${RINGLET_TORCH_INCLUDE}/torch/csrc/distributed/c10d/Backend.hpp)
+      set(_torch_found ON)
+    endif()
+  endif()
+endif()
+ringlet_resolve_option(TORCH _torch_found)
 
 if(RINGLET_BUILD_TESTS)
   find_package(GTest REQUIRED)

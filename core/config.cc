@@ -184,12 +184,14 @@ std::vector<EnvVar> build_table() {
   // would stop jobs that never touch a device; instead a device tensor that
   // the chosen operations cannot serve is refused at its submission, naming
   // the setting (core/gpu/device_collectives.h: device_refusal).
-  t.push_back(row("HOROVOD_GPU_OPERATIONS", "NCCL", "one of NCCL|RING|MPI (any case)",
-                  "backend for GPU-memory collectives (NCCL, or RING within a host; MPI not yet)",
-                  choice<GpuOperations>({{"NCCL", GpuOperations::kNccl},
-                                         {"RING", GpuOperations::kRing},
-                                         {"MPI", GpuOperations::kMpi}},
-                                        &Config::gpu_operations)));
+  t.push_back(
+      row("HOROVOD_GPU_OPERATIONS", "NCCL", "one of NCCL|RING|MPI (any case)",
+          "backend for GPU-memory collectives: NCCL, or RING (Ringlet's own: CUDA IPC within a "
+          "host, staged through host memory between hosts); MPI is refused",
+          choice<GpuOperations>({{"NCCL", GpuOperations::kNccl},
+                                 {"RING", GpuOperations::kRing},
+                                 {"MPI", GpuOperations::kMpi}},
+                                &Config::gpu_operations)));
   t.push_back(row("RINGLET_ALGORITHM", "auto", "one of auto|ring|direct|onestep|twoshot",
                   "force one collective algorithm; auto follows the algorithm table",
                   choice<AlgorithmChoice>({{"auto", AlgorithmChoice::kAuto},

@@ -52,5 +52,22 @@ assert out.tolist() == [3.0] * 4, out
 print("rank", hvd.rank(), "of", hvd.size(), "ok:", ringlet.__file__)
 hvd.shutdown()
 '
+if [ -f "$(dirname "$("$venv/bin/python" -c 'import ringlet; print(ringlet.__file__)')")/torch/_c10d_torch_version.txt" ]; then
+  # Built against the torch of this machine: the torch.distributed backend,
+  # found through the package's entry point (ringlet is not imported), over
+  # env:// with ringletrun's ranks.
+  port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$venv/bin/ringletrun" -np 2 "$venv/bin/python" -c '
+import os
+os.environ["RANK"], os.environ["WORLD_SIZE"] = os.environ["RINGLET_RANK"], os.environ["RINGLET_SIZE"]
+import torch, torch.distributed as dist
+dist.init_process_group("ringlet")
+t = torch.ones(4) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+assert dist.get_backend() == "ringlet" and t.tolist() == [3.0] * 4, t
+dist.destroy_process_group()
+print("torch.distributed backend ringlet ok")
+'
+fi
 "$venv/bin/ringletrun" -np 2 "$venv/bin/ringlet-bench" allreduce -b 4K -e 64K -f 4 | tail -3
 echo "pip-check: the installed package works"

@@ -216,6 +216,8 @@ void add_pci_devices(hwloc_topology_t topo, Host& host) {
       const auto t = os->attr->osdev.type;
       if (t == HWLOC_OBJ_OSDEV_NETWORK) d.netdevs.emplace_back(os->name);
       if (t == HWLOC_OBJ_OSDEV_OPENFABRICS) d.rdma = true;
+      // hwloc's NVML component puts the GPU's UUID on its nvmlN device.
+      if (const char* uuid = hwloc_obj_get_info_by_name(os, "NVIDIAUUID")) d.uuid = uuid;
       const int rank = t == HWLOC_OBJ_OSDEV_COPROC ? 0 : t == HWLOC_OBJ_OSDEV_OPENFABRICS ? 1
                        : t == HWLOC_OBJ_OSDEV_NETWORK ? 2 : 3;
       if (rank < best_rank) {

@@ -12,8 +12,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Core, index, pus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NumaNode, os_index, memory_bytes, cores)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Package, os_index, last_level_cache_bytes,
                                                 numa_nodes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PciDevice, kind, name, bus_id, vendor_id,
-                                                device_id, numa_node, netdevs, rdma, pci_path)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PciDevice, kind, name, bus_id, vendor_id, device_id,
+                                                numa_node, netdevs, rdma, pci_path, uuid)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Host, hostname, packages, gpus, nics, numa_order,
                                                 numa_distances)
 

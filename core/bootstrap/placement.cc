@@ -11,6 +11,7 @@
 
 #include "ringlet/common/logging.h"
 #include "ringlet/topology/affinity.h"
+#include "ringlet/topology/cuda_driver.h"
 #include "ringlet/topology/nic_interface.h"
 #include "ringlet/topology/visible_gpu.h"
 
@@ -90,13 +91,27 @@ std::optional<topology::Host> load_host_topology(const Config& config, int rank)
 }
 
 int visible_gpu_of_this_rank(const std::optional<topology::Host>& host, int local_rank) {
-  // Read here, not in Config: CUDA's variable, not one of Ringlet's settings.
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!host || host->gpus.empty() || visible == nullptr) return -1;
-  const topology::VisibleGpu v = topology::visible_gpu(*host, visible, local_rank);
+  if (!host || host->gpus.empty()) return -1;
+  // Read here, not in Config: CUDA's variables, not Ringlet's settings.
+  auto variable = [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+  };
+  const topology::CudaSettings cuda{variable("CUDA_VISIBLE_DEVICES"),
+                                    variable("CUDA_DEVICE_ORDER")};
+  // Only where the topology lists GPUs: the driver's start (cuInit, no
+  // context) is not paid on machines without them.
+  const topology::CudaDriverDevices& driver = topology::cuda_driver_devices();
+  const topology::VisibleGpu v = topology::visible_gpu(*host, cuda, driver.devices, local_rank);
+  const std::string no_driver =
+      driver.devices ? std::string() : "; no CUDA driver answered (" + driver.why_not + ")";
   if (v.gpu < 0) {
-    common::log(LogLevel::kInfo, "placement: local rank %d: %s: its GPU is taken as %s", local_rank,
-                v.reason.c_str(), "local rank % GPUs");
+    common::log(LogLevel::kInfo, "placement: local rank %d: %s%s: its GPU is taken as %s",
+                local_rank, v.how.c_str(), no_driver.c_str(), "local rank % GPUs");
+  } else {
+    common::log(LogLevel::kInfo, "placement: local rank %d drives GPU %s: %s%s%s", local_rank,
+                host->gpus[static_cast<size_t>(v.gpu)].name.c_str(), v.how.c_str(),
+                no_driver.c_str(), v.guessed ? "; a guess" : "");
   }
   return v.gpu;
 }

@@ -37,11 +37,13 @@ struct RankPlacement {
 RankPlacement place_this_rank(const std::optional<topology::Host>& host, const Config& config,
                               int local_rank, int local_size, const std::vector<int>& gpus);
 
-// The GPU (index into the host's GPUs) this rank drives by its
-// CUDA_VISIBLE_DEVICES (topology::visible_gpu), -1 where that is unset or
-// names none the topology can place (an info line says which). Every local
-// rank's, shared through the store (exchange_visible_gpus), is the `gpus`
-// that place_this_rank takes.
+// The GPU (index into the host's GPUs) this rank drives: CUDA device
+// `local_rank % devices`, as the CUDA driver reports it where one answers,
+// else by CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER read with CUDA's rules
+// (topology::visible_gpu); -1 where none can be placed. An info line says
+// which, how it was derived, and whether it is a guess. Every local rank's,
+// shared through the store (exchange_visible_gpus), is the `gpus` that
+// place_this_rank takes.
 int visible_gpu_of_this_rank(const std::optional<topology::Host>& host, int local_rank);
 
 // The IPv4 address this rank's TCP links should listen on: that of the

@@ -83,11 +83,8 @@ void PeerTensors::close_least_recent(DeviceQueue& q) {
 }
 
 PeerTensors::~PeerTensors() {
-  int previous = -1;
-  (void)cudaGetDevice(&previous);
-  if (previous != device_) (void)cudaSetDevice(device_);
+  DeviceScope scope(device_, std::nothrow);
   for (auto& [key, opened] : opened_) (void)cudaIpcCloseMemHandle(opened.base);
-  if (previous >= 0 && previous != device_) (void)cudaSetDevice(previous);
 }
 
 }  // namespace ringlet::core::gpu

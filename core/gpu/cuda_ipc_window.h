@@ -6,7 +6,10 @@
 // same device), or sit on GPUs that reach each other (peer access). The
 // handles travel through the rendezvous store, with what each rank's device
 // is, so that every rank knows alike how many blocks the kernels that wait
-// on each other may launch and whether they run at once. Past the buffer,
+// on each other may launch and whether they run at once. First the ranks
+// tell each other their GPUs and which GPUs each reaches (peer access): where
+// some pair cannot reach the other's memory the window is left empty
+// (reachable() false) and the collectives stage through host memory. Past the buffer,
 // each rank's allocation holds its flag area for those kernels
 // (ringlet/kernels/peer_protocol.h), zeroed before it is published. CUDA
 // builds only.
@@ -41,6 +44,9 @@ class CudaIpcWindow {
 
   size_t bytes() const { return bytes_; }
   int device() const { return device_; }
+  // Whether every pair of ranks reaches the other's device memory (the same
+  // on every rank); false: nothing was allocated or opened.
+  bool reachable() const { return reachable_; }
   // Rank r's buffer as this process reaches it (its own, or the mapping).
   std::byte* buffer(int r) const { return buffers_[r]; }
   // Rank r's event (its own, or the opened handle). Each rank records its own
@@ -60,7 +66,12 @@ class CudaIpcWindow {
   // Where a waiting kernel that gave up says so (kernels::peer::failure_code):
   // page-locked host memory the device writes; 0 while none did. It stays
   // set: every later collective on the window fails at once.
-  uint64_t failure() const { return *static_cast<volatile uint64_t*>(failure_host_); }
+  uint64_t failure() const {
+    return failure_host_ == nullptr ? 0 : *static_cast<volatile uint64_t*>(failure_host_);
+  }
+  // The runtime stopped: every kernel waiting on the window leaves at its
+  // next look (kernels::peer::kHostAbort), unless one gave up first.
+  void abandon();
   uint64_t* failure_for_device() const { return failure_device_; }
 
  private:
@@ -71,6 +82,7 @@ class CudaIpcWindow {
   size_t bytes_;
   std::vector<std::byte*> buffers_;
   std::vector<cudaEvent_t> events_;
+  bool reachable_ = true;
   bool concurrent_kernels_ = false;
   int peer_blocks_ = 1;
   uint64_t* failure_host_ = nullptr;

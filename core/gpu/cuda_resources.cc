@@ -1,5 +1,7 @@
 #include "core/gpu/cuda_resources.h"
 
+#include <cuda.h>
+
 #include <map>
 #include <mutex>
 #include <vector>
@@ -20,16 +22,54 @@ void check_cuda(cudaError_t err, int rank, int device, const char* what) {
                            ")" + (no_such_device ? "; this process sees no such CUDA device" : ""));
 }
 
+void use_device(int device, int rank) {
+  // cudaGetDevice answers from the thread's state: it makes no context.
+  int now = -1;
+  check_cuda(cudaGetDevice(&now), rank, device, "cudaGetDevice");
+  if (now != device) check_cuda(cudaSetDevice(device), rank, device, "cudaSetDevice");
+}
+
+bool has_primary_context(int device) {
+  using GetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const GetState get_state = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 7000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return GetState{nullptr};
+    }
+    return reinterpret_cast<GetState>(fn);
+  }();
+  if (get_state == nullptr) return false;
+  unsigned int flags = 0;
+  int active = 0;
+  return get_state(static_cast<CUdevice>(device), &flags, &active) == CUDA_SUCCESS && active != 0;
+}
+
 DeviceScope::DeviceScope(int device, int rank) {
   check_cuda(cudaGetDevice(&previous_), rank, device, "cudaGetDevice");
-  if (previous_ != device) check_cuda(cudaSetDevice(device), rank, device, "cudaSetDevice");
+  if (previous_ == device) {
+    previous_ = -1;  // nothing to switch back to
+    return;
+  }
+  check_cuda(cudaSetDevice(device), rank, device, "cudaSetDevice");
+  // The caller's device without a context stays as it was: unused.
+  if (!has_primary_context(previous_)) previous_ = -1;
+}
+
+DeviceScope::DeviceScope(int device, std::nothrow_t) noexcept {
+  try {
+    DeviceScope scope(device, -1);
+    std::swap(previous_, scope.previous_);
+  } catch (const std::exception&) {
+    (void)cudaGetLastError();
+  }
 }
 
 DeviceScope::~DeviceScope() {
-  int now = -1;
-  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
-    (void)cudaSetDevice(previous_);
-  }
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
 void DeviceMemory::reserve(size_t bytes, int rank, int device) {

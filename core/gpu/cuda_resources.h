@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <string>
 
 // allocate_result: the results' memory, reached through this header.
@@ -18,10 +19,28 @@ namespace ringlet::core::gpu {
 // unless err is cudaSuccess.
 void check_cuda(cudaError_t err, int rank, int device, const char* what);
 
-// Makes `device` current for its lifetime, then restores the caller's.
+// Makes `device` current on the calling thread, for good: the runtime's and
+// the finalizer's threads belong to Ringlet and hold the rank's device from
+// their first device call on. A thread that never chose a device sits on
+// device 0 without a context there; any CUDA call from it would make one on
+// GPU 0 in every rank (memory gone on GPU 0 first; under exclusive-process
+// mode an error left pending).
+void use_device(int device, int rank);
+
+// Whether `device` holds its primary context in this process (the driver's
+// cuDevicePrimaryCtxGetState, found at run time); false where the driver
+// cannot say.
+bool has_primary_context(int device);
+
+// On a caller's thread (a submission, a result let go): makes `device`
+// current for its lifetime, then the caller's device again, but only where
+// that device has a context already: switching back to a device this process
+// never used would make a context there (PyTorch's rule, its MaybeSetDevice).
 class DeviceScope {
  public:
   DeviceScope(int device, int rank);
+  // For destructors: an error switching leaves the device as it was.
+  DeviceScope(int device, std::nothrow_t) noexcept;
   ~DeviceScope();
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;

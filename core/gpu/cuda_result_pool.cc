@@ -89,11 +89,8 @@ cudaMemPool_t pool_of(int rank, int device) {
 // after CUDA unloaded: an error is of no use then.
 std::shared_ptr<void> handed_back_on_release(void* p, int device) {
   return std::shared_ptr<void>(p, [device](void* q) {
-    int previous = -1;
-    (void)cudaGetDevice(&previous);
-    if (previous != device) (void)cudaSetDevice(device);
+    DeviceScope scope(device, std::nothrow);
     (void)cudaFreeAsync(q, cudaStreamLegacy);
-    if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
   });
 }
 

@@ -108,6 +108,16 @@ class DeviceCollectives {
                         std::span<const size_t> send_counts, void* output,
                         std::span<const size_t> recv_counts, size_t largest, DataType dtype,
                         const std::shared_ptr<Event>& ready, Report report) = 0;
+
+  // The runtime stopped on a failure (a lost peer, a timeout: an elastic
+  // round ends): what was started ends now rather than at its deadline. NCCL
+  // communicators are aborted (ncclCommAbort, as Horovod does in elastic
+  // jobs), kernels waiting on their peers are told to leave; their reports
+  // hear the failure. Runtime's loop thread; nothing waits here.
+  virtual void abandon(const common::Failure& why) = 0;
+  // Process set `process_set` was removed: once what was started on it has
+  // ended, its NCCL communicators and CUDA IPC windows go. Loop thread.
+  virtual void release_process_set(int32_t process_set) = 0;
 };
 
 // The device collectives that `config` names (HOROVOD_GPU_OPERATIONS), with

@@ -119,7 +119,10 @@ void DeviceQueue::watch(Finalizer& finalizer, std::function<bool(cudaEvent_t)> p
   // Each poll reports the marks the device has passed; once the end is
   // reached, every mark is. A mark's own error is left to the end's poll.
   auto watched = [end, poll = std::move(poll), phase = std::move(phase), marks = std::move(marks),
-                  next = size_t{0}]() mutable {
+                  next = size_t{0}, device = device, rank = rank]() mutable {
+    // The finalizer's thread queries on this queue's device, never on a
+    // device 0 it never chose (which would make a context there).
+    use_device(device, rank);
     auto report_passed = [&](bool all) {
       for (; next < marks.size(); ++next) {
         if (!all && cudaEventQuery(marks[next].second->get()) != cudaSuccess) break;

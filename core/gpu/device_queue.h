@@ -156,6 +156,16 @@ class SettleOnThrow {
 class DeviceQueues {
  public:
   explicit DeviceQueues(int rank) : rank_(rank) {}
+  // Each queue goes on its own device (its streams, memory and page-locked
+  // slots), whatever thread lets the queues go and whatever it holds current.
+  ~DeviceQueues() {
+    for (auto& [device, q] : queues_) {
+      DeviceScope scope(device, std::nothrow);
+      q.reset();
+    }
+  }
+  DeviceQueues(const DeviceQueues&) = delete;
+  DeviceQueues& operator=(const DeviceQueues&) = delete;
   // Whether some queue is stuck (DeviceQueue::stuck).
   bool any_stuck() const {
     for (const auto& [device, q] : queues_) {
@@ -178,7 +188,8 @@ class DeviceQueues {
   std::map<int, std::unique_ptr<DeviceQueue>> queues_;
 };
 
-// What every device collective starts with: `device` current, its queue
+// What every device collective starts with: `device` current on the
+// runtime's thread (use_device: it stays so), its queue
 // begun (waiting, on the device, for the tensors' producers; marking its
 // steps where `report` listens to them), and settled if the collective
 // leaves by an exception.
@@ -186,10 +197,9 @@ struct CollectiveStart {
   CollectiveStart(DeviceQueues& queues, int rank, int device,
                   std::span<const std::shared_ptr<Event>> ready, transport::Deadline deadline,
                   const DeviceCollectives::Report& report)
-      : scope(device, rank), q(queues[device]), settle(q) {
+      : q((use_device(device, rank), queues[device])), settle(q) {
     q.begin(ready, deadline, static_cast<bool>(report.phase));
   }
-  DeviceScope scope;
   DeviceQueue& q;
   SettleOnThrow settle;
 };

@@ -28,6 +28,11 @@ void Finalizer::watch(Poll poll, Completion done) {
   cv_.notify_one();
 }
 
+void Finalizer::drain() {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
 void Finalizer::run() {
   // backoff()'s sleeps are 5 us; Linux's default 50 us timer slack would
   // stretch each of them tenfold, and a collective of a hundred microseconds
@@ -37,10 +42,13 @@ void Finalizer::run() {
     Entry e;
     {
       std::unique_lock lock(mu_);
+      busy_ = false;
+      if (queue_.empty()) idle_cv_.notify_all();
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and everything watched has ended
       e = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     std::optional<common::Failure> failure;
     try {

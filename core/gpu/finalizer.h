@@ -34,6 +34,9 @@ class Finalizer {
   Finalizer& operator=(const Finalizer&) = delete;
 
   void watch(Poll poll, Completion done);
+  // Waits until every collective watched so far has ended (each poll ends by
+  // its deadline at the latest), so that what they use may go.
+  void drain();
 
  private:
   struct Entry {
@@ -45,6 +48,8 @@ class Finalizer {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Entry> queue_;
+  bool busy_ = false;  // an entry taken off the queue is being watched
+  std::condition_variable idle_cv_;
   bool stopping_ = false;
   std::thread thread_;  // last: started once the rest exists
 };

@@ -59,7 +59,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  double prescale, double postscale, Report report) override {
     CollectiveStart start(queues_, rank_, device, ready, comm.deadline(), report);
     DeviceQueue& q = start.q;
-    if (across_hosts(comm)) {
+    if (through_host(comm, process_set, q)) {
       q.mark("STAGED_ALLREDUCE");
       staged_allreduce(comm, q, q.staging, tensors, dtype, op, prescale, postscale);
       watch(q, comm.deadline(), "the allreduce staged through the host", std::move(report));
@@ -137,7 +137,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
                  Report report) override {
     CollectiveStart start(queues_, rank_, device, {&ready, 1}, comm.deadline(), report);
     DeviceQueue& q = start.q;
-    if (across_hosts(comm)) {
+    if (through_host(comm, process_set, q)) {
       q.mark("STAGED_BROADCAST");
       staged_broadcast(comm, q, q.staging, buffer, count * dtype_size(dtype), root);
       watch(q, comm.deadline(), "the broadcast staged through the host", std::move(report));
@@ -162,7 +162,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
   }
 
   std::shared_ptr<void> allocate(int device, size_t bytes) override {
-    DeviceScope scope(device, rank_);
+    use_device(device, rank_);  // the runtime's thread
     return allocate_result(rank_, device, bytes, queues_[device].stream.get());
   }
 
@@ -174,7 +174,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = offsets(counts);
     const int me = comm.rank();
-    if (across_hosts(comm)) {
+    if (through_host(comm, process_set, q)) {
       q.mark("STAGED_ALLGATHER");
       staged(q, q.staging, input, counts[me] * es, output, at.back() * es,
              [&](std::byte* in, std::byte* out) { core::allgather(comm, in, out, counts, dtype); });
@@ -201,7 +201,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> at = offsets(counts);
     const int me = comm.rank();
-    if (across_hosts(comm)) {
+    if (through_host(comm, process_set, q)) {
       q.mark("STAGED_REDUCESCATTER");
       staged(q, q.staging, input, at.back() * es, output, counts[me] * es,
              [&](std::byte* in, std::byte* out) {
@@ -234,7 +234,7 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     const size_t es = dtype_size(dtype);
     const std::vector<size_t> send_at = offsets(send_counts), recv_at = offsets(recv_counts);
     const int me = comm.rank();
-    if (across_hosts(comm)) {
+    if (through_host(comm, process_set, q)) {
       q.mark("STAGED_ALLTOALL");
       staged(q, q.staging, input, send_at.back() * es, output, recv_at.back() * es,
              [&](std::byte* in, std::byte* out) {
@@ -255,11 +255,32 @@ class IpcDeviceCollectives final : public DeviceCollectives {
     watch(q, comm.deadline(), "the alltoall over CUDA IPC", std::move(report));
   }
 
+  void abandon(const common::Failure&) override {
+    for (auto& [key, set] : sets_) set->window.abandon();
+  }
+
+  void release_process_set(int32_t process_set) override {
+    finalizer_.drain();
+    for (auto it = sets_.begin(); it != sets_.end();) {
+      if (it->first.first != process_set) {
+        ++it;
+        continue;
+      }
+      // A stream that waits for ever on a dead peer's event still uses the
+      // window: it is left to the process's end (see LeaveIfStuck).
+      if (queues_.any_stuck()) (void)it->second.release();
+      it = sets_.erase(it);
+    }
+  }
+
  private:
   // Ranks on several hosts reach each other through host memory; within a
-  // host, through the CUDA IPC window.
-  static bool across_hosts(Communicator& comm) {
-    return comm.size() > 1 && comm.window() == nullptr;
+  // host, through the CUDA IPC window, unless some pair of their GPUs has no
+  // peer access (the window says so, alike on every rank).
+  bool through_host(Communicator& comm, int32_t process_set, DeviceQueue& q) {
+    if (comm.size() == 1) return false;
+    if (comm.window() == nullptr) return true;
+    return !ipc_set(comm, process_set, q).window.reachable();
   }
   // `set`: the window whose waiting kernels may have given up (null: none).
   void watch(DeviceQueue& q, transport::Deadline deadline, const char* what, Report report,

@@ -133,6 +133,11 @@ void throw_if_a_kernel_gave_up(const CudaIpcWindow& window, const std::vector<in
                                int rank) {
   const uint64_t code = window.failure();
   if (code == 0) return;
+  if (code == peer::kHostAbort) {
+    throw common::Failure(ErrorKind::kShutdown, rank, -1,
+                          "the runtime stopped while this device allreduce's kernels waited on "
+                          "their peers (CUDA IPC): they were told to leave");
+  }
   const int lr = peer::failed_peer(code);
   const int who = lr >= 0 && static_cast<size_t>(lr) < globals.size() ? globals[lr] : -1;
   const char* step = peer::failed_step(code) == peer::kArrived ? "arrive at" : "finish";

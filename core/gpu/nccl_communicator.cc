@@ -166,6 +166,13 @@ void NcclCommunicator::abort_with(common::Failure failure) {
   throw failure;
 }
 
+void NcclCommunicator::abandon(const common::Failure& why) noexcept {
+  std::lock_guard lock(mu_);
+  if (failure_) return;
+  failure_ = why;
+  (void)ncclCommAbort(comm_);
+}
+
 void NcclCommunicator::fail(ncclResult_t r, const char* what) {
   std::string why = set_text_ + ": " + what + " failed: " + ncclGetErrorString(r);
   {

@@ -66,6 +66,9 @@ class NcclCommunicator {
   // `deadline`, and throws the first failure once the communicator was
   // aborted.
   bool poll(cudaEvent_t done, transport::Deadline deadline, const char* what);
+  // Aborts the communicator now (once; the first failure is kept): its
+  // collectives and every later call fail with `why`. Does not throw.
+  void abandon(const common::Failure& why) noexcept;
 
  private:
   // Polls ncclCommGetAsyncError until it leaves ncclInProgress.

@@ -190,7 +190,7 @@ class NcclDeviceCollectives final : public DeviceCollectives {
   // In the order of the queue's stream, which then writes it: no wait on
   // the host.
   std::shared_ptr<void> allocate(int device, size_t bytes) override {
-    DeviceScope scope(device, rank_);
+    use_device(device, rank_);  // the runtime's thread
     return allocate_result(rank_, device, bytes, queues_[device].stream.get());
   }
 
@@ -301,6 +301,15 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     }
     group.end();
     watch(c, comm.deadline(), "the alltoall", std::move(report));
+  }
+
+  void abandon(const common::Failure& why) override {
+    for (auto& [key, nccl] : comms_) nccl->abandon(why);
+  }
+
+  void release_process_set(int32_t process_set) override {
+    finalizer_.drain();
+    std::erase_if(comms_, [&](const auto& kv) { return kv.first.first == process_set; });
   }
 
  private:

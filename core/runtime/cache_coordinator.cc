@@ -56,13 +56,15 @@ std::vector<Response> CacheCoordinator::agreed(const std::vector<RankMessage>& m
     for (const RankMessage* m : active) all &= m->cached_bits[i];
     for (int b = 0; b < 8 && all; ++b) {
       if (!(all & (1u << b))) continue;
-      const Metadata* md = cache_.at(static_cast<uint32_t>(i * 8 + b));
-      if (!md) continue;
+      const CachedResponse* cached = cache_.at(static_cast<uint32_t>(i * 8 + b));
+      if (!cached) continue;
+      const Metadata& md = cached->meta;
       Response r;
-      r.kind = md->kind;
-      r.names = {md->name};
-      r.meta = {*md};
-      r.bytes = md->elements() * static_cast<int64_t>(dtype_size(md->dtype));
+      r.kind = md.kind;
+      r.names = {md.name};
+      r.meta = {md};
+      r.devices = cached->devices;
+      r.bytes = md.elements() * static_cast<int64_t>(dtype_size(md.dtype));
       out.push_back(std::move(r));
     }
   }
@@ -73,7 +75,7 @@ void CacheCoordinator::record(const std::vector<Response>& responses) {
   for (const Response& resp : responses) {
     if (!resp.error.empty() || resp.group) continue;
     for (const Metadata& m : resp.meta) {
-      if (cacheable(m)) cache_.put(m);
+      if (cacheable(m)) cache_.put(m, resp.devices);
     }
   }
 }
@@ -92,9 +94,9 @@ std::map<std::string, std::vector<int>> CacheCoordinator::waiting(
       some |= bit;
       if (!bit && !joined[r]) missing.push_back(global_ranks[r]);
     }
-    const Metadata* md = cache_.at(static_cast<uint32_t>(slot));
-    if (!some || missing.empty() || !md) continue;
-    out[md->name] = std::move(missing);
+    const CachedResponse* cached = cache_.at(static_cast<uint32_t>(slot));
+    if (!some || missing.empty() || !cached) continue;
+    out[cached->meta.name] = std::move(missing);
   }
   return out;
 }

@@ -20,7 +20,8 @@ namespace ringlet::core::runtime {
 
 class CacheCoordinator {
  public:
-  explicit CacheCoordinator(size_t capacity) : cache_(capacity) {}
+  // `member`: this rank's index in the process set.
+  explicit CacheCoordinator(size_t capacity, int member = 0) : cache_(capacity, member) {}
   bool enabled() const { return cache_.enabled(); }
   const ResponseCache& cache() const { return cache_; }
 

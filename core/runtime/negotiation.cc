@@ -219,9 +219,10 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
       return "Mismatched " + kind + " data types" + who + std::string(to_string(a.dtype)) + other +
              std::string(to_string(b.dtype));
     }
-    if (b.device != a.device) {
-      return "Mismatched " + kind + " devices" + who + device_text(a.device) + other +
-             device_text(b.device);
+    // Host or device must agree; the GPU is each rank's own.
+    if ((b.device >= 0) != (a.device >= 0)) {
+      return "Mismatched " + kind + " devices (host and GPU memory for one collective)" + who +
+             device_text(a.device) + other + device_text(b.device);
     }
     switch (a.kind) {
       case CollectiveKind::kAllreduce:
@@ -350,6 +351,12 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
         resp.per_rank = {std::move(per)};
       }
       resp.bytes = m0.elements() * static_cast<int64_t>(dtype_size(m0.dtype));
+      if (m0.device >= 0) {
+        resp.devices.resize(size_, -1);
+        for (int r = 0; r < size_; ++r) {
+          if (e.by_rank[r]) resp.devices[r] = e.by_rank[r]->device;
+        }
+      }
     }
     if (!m0.group.empty() && m0.group_size > 1) {
       Group& g = groups_[m0.group];
@@ -367,19 +374,24 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
         all.names.push_back(r.names[0]);
         if (!r.error.empty()) continue;
         const Metadata& m = r.meta[0];
-        if (!k) k = m;
-        if (all.error.empty() &&
-            (m.kind != CollectiveKind::kAllreduce || m.dtype != k->dtype || m.op != k->op ||
-             m.device != k->device || m.prescale != k->prescale || m.postscale != k->postscale)) {
+        if (!k) {
+          k = m;
+          all.devices = r.devices;
+        }
+        if (all.error.empty() && (m.kind != CollectiveKind::kAllreduce || m.dtype != k->dtype ||
+                                  m.op != k->op || r.devices != all.devices ||
+                                  m.prescale != k->prescale || m.postscale != k->postscale)) {
           all.error = "Grouped allreduce '" + m0.group + "' mixes tensors that cannot be fused ('" +
                       k->name + "' and '" + m.name +
                       "' differ in dtype, op, device or scale factors)";
         }
-        all.bytes += r.bytes;
+        // A group's members each fit int64; their total saturates.
+        all.bytes = r.bytes > INT64_MAX - all.bytes ? INT64_MAX : all.bytes + r.bytes;
         all.meta.push_back(std::move(r.meta[0]));
       }
       if (!all.error.empty()) {
         all.meta.clear();
+        all.devices.clear();
         std::string members;
         for (const auto& n : all.names) members += (members.empty() ? "'" : ", '") + n + "'";
         all.error += " (group '" + m0.group + "': " + members + ")";
@@ -407,12 +419,15 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
           continue;
         }
         const Metadata& m = singles[j].meta[0];
-        if (m.dtype != k.dtype || m.op != k.op || m.device != k.device ||
+        // Equal devices also mean host with host (both empty).
+        if (m.dtype != k.dtype || m.op != k.op || singles[j].devices != resp.devices ||
             m.prescale != k.prescale || m.postscale != k.postscale ||
             m.process_set != k.process_set) {
           continue;
         }
-        if (resp.bytes + singles[j].bytes > fusion_threshold) continue;
+        // Each size fits int64 (check_arrived), their sum may not: compared
+        // as what is left under the threshold.
+        if (singles[j].bytes > fusion_threshold - resp.bytes) continue;
         used[j] = true;
         resp.names.push_back(std::move(singles[j].names[0]));
         resp.meta.push_back(std::move(singles[j].meta[0]));

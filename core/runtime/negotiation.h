@@ -11,8 +11,13 @@
 //
 // Order: a name runs in the cycle in which the last rank reported it; names
 // completing in the same cycle run in rank 0's submission order. Fusion:
-// allreduces with the same dtype, op, device and scale factors complete in one
-// cycle are packed greedily in that order up to the fusion threshold. A group
+// allreduces with the same dtype, op, scale factors and devices (each rank's
+// its own, compared rank by rank) complete in one cycle are packed greedily in
+// that order up to the fusion threshold.
+//
+// Devices: ranks must agree on host or device memory for one name; which GPU
+// a rank's tensor is on is its own (one rank per GPU is the usual job), so a
+// response carries every member's device and each rank runs on its own. A group
 // (grouped allreduce) waits until every member is ready everywhere and then
 // runs as one response, whatever the threshold.
 #pragma once
@@ -69,8 +74,13 @@ struct Response {
   CollectiveKind kind = CollectiveKind::kAllreduce;
   std::vector<std::string> names;  // one, or several fused (allreduce)
   std::string error;               // non-empty: fail these names on every rank
-  // The agreed metadata of each name (rank 0's), and what differs per rank:
+  // The agreed metadata of each name (the lowest submitting rank's, whose
+  // `device` is that rank's own), and what differs per rank:
   std::vector<Metadata> meta;
+  // Device tensors: each member's CUDA device for these tensors (index: rank
+  // in the set; -1 for a rank that joined), the same for every fused name.
+  // Empty for host tensors.
+  std::vector<int32_t> devices;
   // allgather: first dimension of each rank's tensor, per name.
   // alltoall: each rank's splits (rank r sends splits[r][j] rows to rank j).
   std::vector<std::vector<std::vector<int64_t>>> per_rank;

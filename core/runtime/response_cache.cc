@@ -6,9 +6,10 @@ namespace ringlet::core::runtime {
 
 bool same_metadata(const Metadata& a, const Metadata& b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
-         a.prescale == b.prescale && a.postscale == b.postscale && a.device == b.device &&
-         a.process_set == b.process_set && a.shape == b.shape && a.splits == b.splits &&
-         a.group == b.group && a.group_size == b.group_size;
+         a.prescale == b.prescale && a.postscale == b.postscale &&
+         (a.device >= 0) == (b.device >= 0) && a.process_set == b.process_set &&
+         a.shape == b.shape && a.splits == b.splits && a.group == b.group &&
+         a.group_size == b.group_size;
 }
 
 bool cacheable(const Metadata& m) {
@@ -19,7 +20,13 @@ bool cacheable(const Metadata& m) {
 
 std::optional<uint32_t> ResponseCache::find(const Metadata& m) const {
   auto it = by_name_.find(m.name);
-  if (it == by_name_.end() || !same_metadata(*slots_[it->second], m)) return std::nullopt;
+  if (it == by_name_.end()) return std::nullopt;
+  const CachedResponse& cached = *slots_[it->second];
+  if (!same_metadata(cached.meta, m)) return std::nullopt;
+  if (m.device >= 0 &&
+      (member_ >= static_cast<int>(cached.devices.size()) || cached.devices[member_] != m.device)) {
+    return std::nullopt;
+  }
   return it->second;
 }
 
@@ -29,7 +36,7 @@ std::optional<uint32_t> ResponseCache::slot_of(const std::string& name) const {
   return it->second;
 }
 
-const Metadata* ResponseCache::at(uint32_t slot) const {
+const CachedResponse* ResponseCache::at(uint32_t slot) const {
   return slot < slots_.size() && slots_[slot] ? &*slots_[slot] : nullptr;
 }
 
@@ -41,7 +48,7 @@ void ResponseCache::touch(uint32_t slot) {
 
 void ResponseCache::erase(uint32_t slot) {
   if (!at(slot)) return;
-  by_name_.erase(slots_[slot]->name);
+  by_name_.erase(slots_[slot]->meta.name);
   slots_[slot].reset();
   lru_.erase(lru_pos_.at(slot));
   lru_pos_.erase(slot);
@@ -49,10 +56,10 @@ void ResponseCache::erase(uint32_t slot) {
                slot);  // descending
 }
 
-void ResponseCache::put(const Metadata& m) {
+void ResponseCache::put(const Metadata& m, std::vector<int32_t> devices) {
   if (!enabled()) return;
   if (auto slot = slot_of(m.name)) {
-    slots_[*slot] = m;
+    slots_[*slot] = CachedResponse{m, std::move(devices)};
     touch(*slot);
     return;
   }
@@ -65,7 +72,7 @@ void ResponseCache::put(const Metadata& m) {
     slot = static_cast<uint32_t>(slots_.size());
     slots_.emplace_back();
   }
-  slots_[slot] = m;
+  slots_[slot] = CachedResponse{m, std::move(devices)};
   by_name_[m.name] = slot;
   lru_.push_front(slot);
   lru_pos_[slot] = lru_.begin();

@@ -61,7 +61,7 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm, std::vector<std::vector<int
       peer_timeout_(comm_->config().timeout),
       gpu_operations_(comm_->config().gpu_operations),
       set_table_(size_, rank_) {
-  auto world = std::make_unique<ProcessSet>(cache_capacity_, stall_policy_, 0);
+  auto world = std::make_unique<ProcessSet>(cache_capacity_, stall_policy_, 0, rank_);
   world->ranks = *set_table_.ranks(0);
   world->comm = comm_.get();
   world->negotiator = std::make_unique<Negotiator>(size_);
@@ -505,7 +505,11 @@ void Runtime::loop() {
       return;
     }
   } catch (const std::exception& e) {
-    fail_everything(failure_from(e, rank_));
+    const common::Failure failure = failure_from(e, rank_);
+    // What the device still runs ends now, not at its deadline: an elastic
+    // job re-forms at once (NCCL aborted, waiting kernels told to leave).
+    if (device_collectives_) device_collectives_->abandon(failure);
+    fail_everything(failure);
   }
 }
 

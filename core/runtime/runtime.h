@@ -229,8 +229,9 @@ class Runtime {
     StallInspector stall;                   // consulted on the set's rank 0 only
     std::vector<StalledName> stalled_out;   // its verdicts, for the next message
     std::vector<char> slots;                // negotiation exchange
-    ProcessSet(size_t cache_capacity, const StallPolicy& policy, int32_t set_id)
-        : id(set_id), cache(cache_capacity), stall(policy, set_id, Clock::now()) {}
+    // `member`: this rank's index in the set.
+    ProcessSet(size_t cache_capacity, const StallPolicy& policy, int32_t set_id, int member)
+        : id(set_id), cache(cache_capacity, member), stall(policy, set_id, Clock::now()) {}
   };
   // A process-set change this rank asked for, and the handle add/remove wait on.
   struct PendingSetChange {

@@ -152,11 +152,11 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
       items.push_back(&it->second);
       continue;
     }
-    if (joining && resp.meta[i].device >= 0) {
+    if (joining && !resp.devices.empty()) {
       throw RuntimeError(ErrorKind::kInvalidArgument, rank_,
-                         "'" + resp.names[i] + "' is on device cuda:" +
-                             std::to_string(resp.meta[i].device) +
-                             " and this rank has joined: join() does not serve device tensors yet");
+                         "'" + resp.names[i] +
+                             "' is a device tensor on the other ranks and this rank has joined: "
+                             "join() does not serve device tensors yet");
     }
     if (!joining || resp.kind != CollectiveKind::kAllreduce || set.id != 0) {
       throw RuntimeError(ErrorKind::kInternal, rank_,
@@ -181,7 +181,7 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
                     static_cast<uint64_t>(resp.bytes), static_cast<int64_t>(resp.names.size()),
                     resp.meta[0].dtype);
   try {
-    if (resp.meta[0].device >= 0) {
+    if (!resp.devices.empty()) {
       start_on_device(*set.comm, resp, items);
       count_run(resp);
       return;
@@ -326,6 +326,9 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
                               std::vector<Pending*>& items) {
   const Metadata& m = resp.meta[0];
   const CollectiveKind kind = resp.kind;
+  // This rank's own GPU, whatever the others use (m.device is the reference
+  // rank's); the request's, which negotiation recorded for this rank.
+  const int device = resp.devices.at(comm.rank());
   std::vector<gpu::DeviceSegment> tensors;
   std::vector<std::shared_ptr<gpu::Event>> ready;
   std::vector<std::pair<Handle, Result>> done;
@@ -348,9 +351,9 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
       Result& result = done[0].second;
       result.shape = layout.shape;
       result.received_splits = layout.received_splits;
-      result.device = m.device;
+      result.device = device;
       result.device_bytes = layout.elements * dtype_size(m.dtype);
-      result.device_data = device_collectives().allocate(m.device, result.device_bytes);
+      result.device_data = device_collectives().allocate(device, result.device_bytes);
       output = result.device_data.get();
     }
   } catch (const std::exception& e) {
@@ -415,23 +418,23 @@ void Runtime::start_on_device(Communicator& comm, const Response& resp,
         tl ? std::function<void(const char*)>(std::move(on_phase)) : nullptr, std::move(on_end)};
     switch (kind) {
       case CollectiveKind::kAllreduce:
-        dc.allreduce(comm, m.process_set, m.device, tensors, ready, m.dtype, m.op, m.prescale,
+        dc.allreduce(comm, m.process_set, device, tensors, ready, m.dtype, m.op, m.prescale,
                      m.postscale, std::move(report));
         break;
       case CollectiveKind::kBroadcast:
-        dc.broadcast(comm, m.process_set, m.device, t.output, t.count, m.dtype,
+        dc.broadcast(comm, m.process_set, device, t.output, t.count, m.dtype,
                      comm.rank_of_global(m.root), ready[0], std::move(report));
         break;
       case CollectiveKind::kAllgather:
-        dc.allgather(comm, m.process_set, m.device, t.input, layout.send, output, m.dtype, ready[0],
+        dc.allgather(comm, m.process_set, device, t.input, layout.send, output, m.dtype, ready[0],
                      std::move(report));
         break;
       case CollectiveKind::kReducescatter:
-        dc.reducescatter(comm, m.process_set, m.device, t.input, layout.send, output, m.dtype, m.op,
+        dc.reducescatter(comm, m.process_set, device, t.input, layout.send, output, m.dtype, m.op,
                          m.prescale, m.postscale, ready[0], std::move(report));
         break;
       case CollectiveKind::kAlltoall:
-        dc.alltoall(comm, m.process_set, m.device, t.input, layout.send, output, layout.recv,
+        dc.alltoall(comm, m.process_set, device, t.input, layout.send, output, layout.recv,
                     layout.largest, m.dtype, ready[0], std::move(report));
         break;
     }

@@ -72,7 +72,9 @@ int32_t Runtime::create_process_set(const std::vector<int>& ranks) {
 
 void Runtime::open_process_set(int32_t id, const std::vector<int>& ranks) {
   if (std::binary_search(ranks.begin(), ranks.end(), rank_)) {
-    auto set = std::make_unique<ProcessSet>(cache_capacity_, stall_policy_, id);
+    const int member =
+        static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+    auto set = std::make_unique<ProcessSet>(cache_capacity_, stall_policy_, id, member);
     set->ranks = ranks;
     set->own = Communicator::create_subset(*comm_, ranks, "ps" + std::to_string(id));
     set->comm = set->own.get();
@@ -102,6 +104,8 @@ void Runtime::destroy_process_set(int32_t id) {
                "' ran on every member");
     }
     core::barrier(*it->second->comm);
+    // Its NCCL communicators and CUDA IPC windows go with it.
+    if (device_collectives_) device_collectives_->release_process_set(id);
     sets_.erase(it);
   }
   set_table_.erase(id);

@@ -64,7 +64,12 @@ struct Block {
       unsigned spins = 0;
       while (flag.load(::cuda::memory_order_acquire) < value) {
         if (*gave_up != 0) break;
-        if ((++spins & 31) == 0 && global_nanoseconds() > deadline) {
+        if ((++spins & 31) == 0 && *reinterpret_cast<volatile uint64_t*>(a.failure) != 0) {
+          // Another block gave up, or the host abandoned the round.
+          *gave_up = 1;
+          break;
+        }
+        if ((spins & 31) == 0 && global_nanoseconds() > deadline) {
           // The first failure the host reads names the peer; any will do.
           *reinterpret_cast<volatile uint64_t*>(a.failure) =
               peer::failure_code(from, a.round.round, static_cast<peer::Step>(value & 3));

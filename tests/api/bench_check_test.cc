@@ -161,13 +161,18 @@ TEST(CommandLine, HelpOffersOnlyWhatIsServed) {
   std::string choices = p.out;
   for (size_t at; (at = choices.find("nccl-tests")) != std::string::npos;) choices.erase(at, 10);
   // The GPU choices only where this build serves them.
-  std::vector<const char*> refused = {"ucx"};
+  std::vector<const char*> refused;
+  if (!RINGLET_BENCH_UCX) refused.push_back("| ucx");
   if (!RINGLET_BENCH_CUDA) refused.insert(refused.end(), {"cuda", "nccl"});
   for (const char* r : refused) {
     EXPECT_EQ(choices.find(r), std::string::npos) << r << " is offered in\n" << p.out;
   }
   if (RINGLET_BENCH_CUDA) {
     EXPECT_NE(p.out.find("cuda (device buffers on this rank's GPU)"), std::string::npos) << p.out;
+  }
+  if (RINGLET_BENCH_UCX) {
+    EXPECT_NE(p.out.find("auto | shm | tcp | ucx (sets RINGLET_TRANSPORT)"), std::string::npos)
+        << p.out;
   }
   for (const char* offered : {"--device", "--backend", "--transport", "--per-op-barrier", "p50", "p90", "p99"}) {
     EXPECT_NE(p.out.find(offered), std::string::npos) << offered << " is missing from\n" << p.out;
@@ -185,10 +190,14 @@ TEST(CommandLine, RefusedChoicesSayWhyAndWhatIsAccepted) {
                     {"--backend", "with --device cuda, one of nccl, ring (asked: mpi)"}}
           : Refusal{{"allreduce", "--device", "cuda"},
                     {"--device", "cuda is not served by this build", "accepted: cpu"}},
-      {{"allreduce", "--backend", "nccl"}, {"--backend", "nccl needs --device cuda", "accepted: ring, mpi"}},
+      {{"allreduce", "--backend", "nccl"},
+       {"--backend", "nccl needs --device cuda", "accepted: ring, mpi"}},
       {{"allreduce", "--backend", "ring,nccl"}, {"nccl needs --device cuda"}},
-      {{"allreduce", "--transport", "ucx"},
-       {"--transport", "ucx is not served yet", "accepted: auto, shm, tcp"}},
+      RINGLET_BENCH_UCX ? Refusal{{"allreduce", "--transport", "rdma"},
+                                  {"--transport", "'rdma' is not one of auto, shm, tcp, ucx"}}
+                        : Refusal{{"allreduce", "--transport", "ucx"},
+                                  {"--transport", "ucx: this build has no UCX carrier",
+                                   "accepted: auto, shm, tcp"}},
       {{"allreduce", "--transport", "rdma"}, {"'rdma' is not one of auto, shm, tcp"}},
       {{"allreduce", "--device", "tpu"}, {"'tpu' is not one of cpu, cuda"}},
   };
@@ -215,6 +224,14 @@ TEST(CommandLine, DeviceCudaNamesTheGpuOperations) {
   Parsed tensors = parse({"allreduce", "--device", "cuda", "--backend", "nccl", "--tensors", "4"});
   EXPECT_EQ(tensors.cmd.exit_code, 2);
   EXPECT_NE(tensors.err.find("--tensors"), std::string::npos) << tensors.err;
+}
+
+// --transport ucx sets RINGLET_TRANSPORT=ucx where the library has the carrier.
+TEST(CommandLine, TransportUcxIsServedWhereTheBuildHasUcx) {
+  if (!RINGLET_BENCH_UCX) GTEST_SKIP() << "this build has no UCX carrier";
+  const Parsed p = parse({"allreduce", "--transport", "ucx"});
+  ASSERT_EQ(p.cmd.action, Command::Action::kRun) << p.err;
+  EXPECT_EQ(p.cmd.options.transport, "ucx");
 }
 
 TEST(CommandLine, PerOpBarrierIsOffByDefault) {

@@ -1,4 +1,4 @@
-# One ringlet-bench smoke run (MODE = ringletrun | tensors | mpi | alternating), then
+# One ringlet-bench smoke run (MODE = ringletrun | tensors | ucx | mpi | alternating), then
 # checks of its table and CSV. Exit code 77 tells ctest the run was skipped.
 cmake_minimum_required(VERSION 3.25)
 
@@ -21,6 +21,13 @@ elseif(MODE STREQUAL "tensors")
   set(cmd ${RINGLETRUN} -np 2 ${BENCH} allreduce --tensors 8 ${common})
   set(impls ringlet)
   set(op_column sum_async_8x)
+elseif(MODE STREQUAL "ucx")
+  # The UCX carrier between the two ranks (RINGLET_TRANSPORT=ucx, set by the flag).
+  if(NOT HAVE_UCX)
+    skip("this build has no UCX carrier, so ringlet-bench refuses --transport ucx")
+  endif()
+  set(cmd ${RINGLETRUN} -np 2 ${BENCH} allreduce --transport ucx ${common})
+  set(impls ringlet)
 else()
   if(NOT HAVE_MPI)
     skip("this build has no MPI, so ringlet-bench has no --backend mpi")
@@ -55,6 +62,12 @@ foreach(line "# Out of bounds values : 0 OK" "# Avg bus bandwidth    : ")
     message(FATAL_ERROR "the output lacks '${line}'")
   endif()
 endforeach()
+if(MODE STREQUAL "ucx")
+  string(FIND "${out}" "transport: ucx" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the table does not say it ran over ucx")
+  endif()
+endif()
 if(MODE STREQUAL "alternating")
   string(FIND "${out}" "# ring vs mpi:" at)
   if(at EQUAL -1)

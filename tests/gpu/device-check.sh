@@ -16,8 +16,13 @@
 # own algorithms over CUDA IPC (HOROVOD_GPU_OPERATIONS=RING) with 2 to 4
 # ranks sharing the GPU, through the window and between the ranks' own
 # buffers (RINGLET_CUDA_IPC_DIRECT_BYTES 0, 4M and 1) and as a ring
-# (RINGLET_ALGORITHM=ring), trains pytorch_mnist.py on CUDA with 1 rank (NCCL)
-# and 2 ranks (RING), and prints one summary table. A target that fails to build fails its row, and the
+# (RINGLET_ALGORITHM=ring), runs the job as users run it (one rank per GPU,
+# a CUDA_VISIBLE_DEVICES or a host per rank, empty_cache() between
+# collectives), runs SyncBatchNorm on CUDA inputs with 2 ranks (RING), trains
+# pytorch_mnist.py on CUDA with 1 rank (NCCL) and 2 ranks (RING), runs
+# ringlet.tensorflow on GPU tensors at 2 ranks (NCCL and RING; the op
+# library's GPU kernels and the py_function path) where TensorFlow is
+# installed, and prints one summary table. A target that fails to build fails its row, and the
 # steps that need it are skipped; the others still run.
 #
 # What it measures (latency.txt): a 1-rank NCCL allreduce through the
@@ -141,6 +146,8 @@ trap 'stop_mps; exit 1' INT TERM
 built() {
   if [ "$1" = _ringlet ]; then
     ls "$build"/python/ringlet/_ringlet*.so >/dev/null 2>&1
+  elif [ "$1" = ringlet_tf_ops ]; then
+    [ -f "$build/python/ringlet/tensorflow/_ringlet_tf_ops.so" ]
   else
     [ -x "$build/bin/$1" ]
   fi
@@ -187,7 +194,7 @@ configure=(cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
   "-DCMAKE_PREFIX_PATH=$prefix" "-DOPENSSL_ROOT_DIR=$prefix"
   "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DRINGLET_WITH_CUDA=ON "${nccl_args[@]}"
   -DRINGLET_WITH_UCX=OFF -DRINGLET_WITH_MPI=OFF -DRINGLET_WITH_PYTHON=AUTO
-  -DRINGLET_WITH_TENSORFLOW=OFF)
+  -DRINGLET_WITH_TENSORFLOW=AUTO)
 targets=(kernels_test device_collectives_test gpu_kernel_bandwidth gpu_nccl_bare ringletrun
   ringlet-bench)
 t0=$SECONDS
@@ -200,6 +207,11 @@ python_built=0
 if grep -q "PYTHON=ON" "$out/configure.log"; then
   python_built=1
   targets+=(_ringlet)
+fi
+# The TensorFlow op library, where python3 imports TensorFlow here (its GPU
+# kernels where that TensorFlow has CUDA).
+if grep -q "TENSORFLOW=ON" "$out/configure.log"; then
+  targets+=(ringlet_tf_ops)
 fi
 cmake --build "$build" --target "${targets[@]}" -- -k 0 >"$out/build.log" 2>&1
 missing=()
@@ -278,6 +290,7 @@ check_torch() {
     torch_cuda_ring3_onestep
   RINGLET_ALGORITHM=twoshot RINGLET_CUDA_IPC_DIRECT_BYTES=1 torch_collectives \
     "ringlet.torch np2 RING twoshot" 2 RING torch_cuda_ring2_twoshot
+  sync_batch_norm "SyncBatchNorm np2 RING" 2 RING torch_sync_batch_norm_ring2
   mnist "pytorch_mnist.py on CUDA" 1 NCCL pytorch_mnist
   mnist "pytorch_mnist.py np2 RING" 2 RING pytorch_mnist_ring
 }
@@ -294,6 +307,18 @@ torch_collectives() {  # NAME NP GPU_OPERATIONS LOG
   fi
 }
 
+sync_batch_norm() {  # NAME NP GPU_OPERATIONS LOG
+  local name="$1" np="$2" ops="$3" log="$out/$4.log"
+  HOROVOD_GPU_OPERATIONS="$ops" timeout "$(limit 120)" "$build/bin/ringletrun" -np "$np" \
+    python3 tests/gpu/torch_sync_batch_norm.py >"$log" 2>&1
+  if [ "$(grep -c 'torch cuda sync batch norm ok' "$log")" = "$np" ]; then
+    row "$name" PASS "float32 and float16 against BatchNorm of the whole batch, on the device"
+  else
+    tail -20 "$log"
+    row "$name" FAIL "see $4.log"
+  fi
+}
+
 mnist() {  # NAME NP GPU_OPERATIONS LOG
   local name="$1" np="$2" ops="$3" log="$out/$4.log"
   if HOROVOD_GPU_OPERATIONS="$ops" timeout "$(limit 300)" "$build/bin/ringletrun" -np "$np" \
@@ -303,6 +328,53 @@ mnist() {  # NAME NP GPU_OPERATIONS LOG
   else
     tail -20 "$log"
     row "$name" FAIL "see $4.log"
+  fi
+}
+
+# --- TensorFlow on GPU tensors: eager, tf.function, Keras, NCCL and RING ---------
+# tests/gpu/tensorflow_collectives.py at 2 ranks, each seeing one GPU; it checks
+# every result on the host and that rank 0's timeline shows only device steps
+# (NCCL_, CUDA_IPC_). This machine reaches no registry and .gpu-deps carries
+# Debian packages only: TensorFlow is there or it is not, and without it the
+# rows are SKIPs saying so.
+check_tensorflow() {
+  if [ "$python_built" = 0 ]; then
+    row "ringlet.tensorflow on CUDA" SKIP "the Python binding was not configured here (see configure.log)"
+    return
+  fi
+  skip_unless_built "ringlet.tensorflow on CUDA" _ringlet ringletrun || return
+  if ! python3 -c "import tensorflow" >"$out/tensorflow-import.log" 2>&1; then
+    row "ringlet.tensorflow on CUDA" SKIP "TensorFlow is not installed on this machine (python3 cannot import it: $(tail -1 "$out/tensorflow-import.log" | cut -c1-100)); it cannot be installed here without a network"
+    return
+  fi
+  export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+  local kernels="the op library's GPU kernels"
+  if ! built ringlet_tf_ops; then
+    kernels="no op library (see configure.log and build.log): the py_function path"
+  elif ! grep -q "RINGLET_TF_GPU" "$build/build.ninja" 2>/dev/null; then
+    kernels="an op library without GPU kernels (this TensorFlow has no CUDA)"
+  fi
+  row "ringlet.tensorflow op library" INFO "$kernels"
+  tf_collectives "ringlet.tensorflow np2 NCCL" NCCL 1 tensorflow_nccl
+  tf_collectives "ringlet.tensorflow np2 RING" RING 1 tensorflow_ring
+  tf_collectives "tensorflow py_function np2 NCCL" NCCL 0 tensorflow_pyfunc_nccl
+  tf_collectives "tensorflow py_function np2 RING" RING 0 tensorflow_pyfunc_ring
+}
+
+tf_collectives() {  # NAME GPU_OPERATIONS RINGLET_TENSORFLOW_OPS LOG
+  local name="$1" ops="$2" use_ops="$3" log="$out/$4.log" status
+  HOROVOD_GPU_OPERATIONS="$ops" RINGLET_TENSORFLOW_OPS="$use_ops" TF_CPP_MIN_LOG_LEVEL=2 \
+    RINGLET_TEST_TIMELINE="$out/$4-timeline.json" timeout "$(limit 150)" \
+    "$build/bin/ringletrun" -np 2 python3 tests/gpu/tensorflow_collectives.py >"$log" 2>&1
+  status=$?
+  if [ "$(grep -c 'tensorflow gpu collectives ok' "$log")" = 2 ]; then
+    row "$name" PASS "$(grep -m1 -o 'timeline: .*' "$log" | cut -c1-150)"
+  elif [ $status -eq 77 ] || grep -q "SKIPPED:" "$log"; then
+    # One rank per GPU for NCCL: a machine of one GPU runs only the RING rows.
+    row "$name" SKIP "$(grep -m1 -o 'SKIPPED: .*' "$log" | cut -c10-160)"
+  else
+    tail -20 "$log"
+    row "$name" FAIL "exit $status; see $4.log"
   fi
 }
 
@@ -599,6 +671,57 @@ check_where_time_goes() {
   rm -f "$out/nsys-direct.nsys-rep" "$out/nsys-direct.sqlite"
 }
 
+# --- The GPU job as users run it: one rank per GPU ------------------------------
+# Each rank on local_rank % GPUs: its own GPU where the machine has two or
+# more (else the rows that need two say so). Every result on its input's
+# device, the current device unchanged, empty_cache() between RING
+# collectives, a context on one GPU per process; a CUDA_VISIBLE_DEVICES of
+# its own per rank (the window then stages through host memory: the GPUs
+# cannot see each other), and a host of its own per rank (RINGLET_HOSTNAME:
+# the cross-host device path).
+check_own_gpus() {
+  if [ "$python_built" = 0 ]; then
+    row "own GPUs" SKIP "the Python binding was not configured here (see configure.log)"
+    return
+  fi
+  skip_unless_built "own GPUs" _ringlet ringletrun || return
+  export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+  local gpus
+  gpus="$(nvidia-smi --list-gpus 2>/dev/null | grep -c '^GPU')"
+  own_gpu_row "RING np2, empty_cache between steps" 2 RING own_ring_empty_cache "" \
+    --empty-cache
+  RINGLET_CUDA_IPC_DIRECT_BYTES=1 own_gpu_row "RING np2 own buffers, empty_cache" 2 RING \
+    own_ring_direct_empty_cache "" --empty-cache
+  own_gpu_row "RING np2, a host per rank" 2 RING own_ring_hosts 'RINGLET_HOSTNAME=h$RINGLET_RANK'
+  if [ "$gpus" -lt 2 ]; then
+    for name in "NCCL np2 one rank per GPU" "RING np2 one rank per GPU" \
+        "NCCL np2 CUDA_VISIBLE_DEVICES per rank" "RING np2 CUDA_VISIBLE_DEVICES per rank"; do
+      row "$name" SKIP "this machine has $gpus GPU: one rank per GPU needs two"
+    done
+    return
+  fi
+  own_gpu_row "NCCL np2 one rank per GPU" 2 NCCL own_nccl ""
+  own_gpu_row "RING np2 one rank per GPU" 2 RING own_ring ""
+  own_gpu_row "RING np${gpus} one rank per GPU" "$gpus" RING own_ring_all ""
+  own_gpu_row "NCCL np2 CUDA_VISIBLE_DEVICES per rank" 2 NCCL own_nccl_visible \
+    'CUDA_VISIBLE_DEVICES=$RINGLET_LOCAL_RANK'
+  own_gpu_row "RING np2 CUDA_VISIBLE_DEVICES per rank" 2 RING own_ring_visible \
+    'CUDA_VISIBLE_DEVICES=$RINGLET_LOCAL_RANK'
+}
+
+own_gpu_row() {  # NAME NP GPU_OPERATIONS LOG RANK_ENV [ARGS...]
+  local name="$1" np="$2" ops="$3" log="$out/$4.log" rank_env="$5"
+  shift 5
+  HOROVOD_GPU_OPERATIONS="$ops" timeout "$(limit 120)" "$build/bin/ringletrun" -np "$np" \
+    sh -c "$rank_env exec python3 tests/gpu/own_gpu_check.py $*" >"$log" 2>&1
+  if [ "$(grep -c 'own gpu ok' "$log")" = "$np" ]; then
+    row "$name" PASS "$(grep -m1 -o 'contexts: .*' "$log")"
+  else
+    tail -20 "$log"
+    row "$name" FAIL "see $4.log"
+  fi
+}
+
 check_rest() {
   if built ringletrun; then
     "$build/bin/ringletrun" --check-build >"$out/check-build.txt" 2>&1
@@ -624,13 +747,15 @@ check_rest() {
 # host's filling and copying of its buffers, untimed).
 step kernels 20 check_kernels
 step device-collectives 15 check_device_collectives
+step own-gpus 45 check_own_gpus
 step bandwidth 10 check_bandwidth
 step nccl-latency 15 check_nccl_latency
 step np2-latency 40 check_np2_latency ""
 step synthetic 30 check_synthetic
 step np2-latency-mps 40 check_np2_latency_mps
 step where-time-goes 30 check_where_time_goes
-step torch 80 check_torch
+step torch 90 check_torch
+step tensorflow 90 check_tensorflow
 step collectives 30 check_rest
 hbm_bound "RING 256 MiB np2 vs HBM" ring-allreduce-np2-256M
 hbm_bound "RING 256 MiB np2 staged vs HBM" ring-allreduce-np2-staged

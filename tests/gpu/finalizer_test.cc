@@ -75,5 +75,22 @@ TEST(Finalizer, DestroyedIdleItStopsAtOnce) {
   EXPECT_EQ(calls.load(), 1);
 }
 
+// What a removed process set used may go once drain() returns: every
+// collective watched before has been reported, the one in progress too.
+TEST(Finalizer, DrainReturnsOnceEverythingWatchedHasEnded) {
+  std::atomic<int> ended{0};
+  Finalizer f;
+  f.drain();  // idle: at once
+  for (int i = 0; i < 3; ++i) {
+    auto turns = std::make_shared<int>(0);
+    f.watch([turns] { return ++*turns > 200; }, [&](const common::Failure*) { ++ended; });
+  }
+  f.drain();
+  EXPECT_EQ(ended.load(), 3);
+  f.watch([] { return true; }, [&](const common::Failure*) { ++ended; });
+  f.drain();
+  EXPECT_EQ(ended.load(), 4);
+}
+
 }  // namespace
 }  // namespace ringlet::core::gpu

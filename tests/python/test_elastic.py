@@ -4,7 +4,8 @@ with a discovery script the test rewrites while the job runs, for PyTorch
 a 3-worker job that loses a worker to SIGKILL mid-epoch goes on with 2 from
 the last commit, and a 2-worker job given a third slot grows to 3, the new
 worker receiving the state. Every job ends with the same weights on every
-worker and leaves no process behind. Run by pytest alone (it starts
+worker and leaves no process behind. Every worker gets the network
+interface the job was given, for NCCL too. Run by pytest alone (it starts
 ringletrun)."""
 
 import glob
@@ -141,6 +142,33 @@ def test_a_new_slot_grows_the_job_and_the_new_worker_gets_the_state(tmp_path, fr
     assert records(job.out, "localhost_0", "progress")[0][2] == 2
     assert [w["size"] for w in records(job.out, "localhost_0", "world")] == [2, 3]
     assert_nothing_left()
+
+
+@pytest.mark.parametrize("through", ["ringletrun", "driver"])
+@pytest.mark.parametrize("users", [None, "=eth9"])
+def test_the_network_interface_is_nccls_too_unless_the_user_named_one(tmp_path, through, users):
+    # Through ringletrun, and the driver started alone (as a user may): each
+    # worker gets the interface as RINGLET_NETWORK_INTERFACE and, as horovodrun
+    # sets it, NCCL_SOCKET_IFNAME, which stays the user's where set.
+    discover = tmp_path / "discover.sh"
+    discover.write_text("#!/bin/sh\necho h1:1; echo h2:1\n")
+    discover.chmod(0o755)
+    show = ["sh", "-c", 'echo "interfaces [$RINGLET_NETWORK_INTERFACE] [$NCCL_SOCKET_IFNAME]"']
+    if through == "ringletrun":
+        argv = [ringletrun(), "-np", "2", "--min-np", "2", "--host-discovery-script",
+                str(discover), "--rsh", RSH, "--network-interface", "lo", *show]
+    else:
+        argv = [sys.executable, "-m", "ringlet.runner.elastic_driver", "--np", "2",
+                "--host-discovery-script", str(discover), "--rsh", RSH, "--ringletrun",
+                ringletrun(), "--network-interface", "lo", "--", *show]
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_SOCKET_IFNAME"}
+    if users is not None:
+        env["NCCL_SOCKET_IFNAME"] = users
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if "interfaces" in line]
+    want = f"interfaces [lo] [{users or 'lo'}]"
+    assert len(lines) == 2 and all(line.endswith(want) for line in lines), done.stdout
 
 
 def test_elastic_flags_without_a_discovery_script_are_refused():

@@ -92,6 +92,22 @@ def test_executable_cls_and_extra_env_vars(ray_cluster):
     assert_no_worker_left()
 
 
+@pytest.mark.parametrize("users", [None, "=eth9"])
+def test_nics_name_the_ranks_interface_and_nccls_unless_the_user_named_one(ray_cluster, users):
+    from ringlet.ray import RayExecutor
+
+    job = RayExecutor(RayExecutor.create_settings(timeout_s=60, nics=["lo"]), num_workers=2)
+    job.start(extra_env_vars={} if users is None else {"NCCL_SOCKET_IFNAME": users})
+    try:
+        import os
+        got = job.run(lambda: (os.environ.get("RINGLET_NETWORK_INTERFACE"),
+                               os.environ.get("NCCL_SOCKET_IFNAME")))
+        assert got == [("lo", users or "lo")] * 2
+    finally:
+        job.shutdown()
+    assert_no_worker_left()
+
+
 @pytest.mark.parametrize("executor", [3], indirect=True)
 def test_a_rank_that_raises_fails_the_call_with_its_error(executor):
     from ringlet.runner.failures import RankFailure

@@ -76,6 +76,29 @@ def assert_same_weights(results, workers):
     assert all(params == results[0][1] for _, params in results), "final weights differ"
 
 
+def test_nics_name_each_workers_interface_and_nccls_unless_the_user_named_one(ray_cluster,
+                                                                           tmp_path):
+    from ringlet.ray import RayExecutor
+
+    settings = RayExecutor.create_settings(timeout_s=60, nics=["lo"])
+    settings.discovery = FileDiscovery(str(tmp_path / "hosts"), "hostA:1\nhostB:1\n")
+    executor = RayExecutor(settings, min_workers=2, max_workers=2, override_discovery=False,
+                           elastic_timeout=60)
+    executor.start(extra_env_vars={"NCCL_SOCKET_IFNAME": "=eth9"})
+
+    def interfaces():
+        import ringlet.numpy as hvd
+
+        hvd.init()
+        rank = hvd.rank()
+        hvd.shutdown()
+        return rank, os.environ.get("RINGLET_NETWORK_INTERFACE"), \
+            os.environ.get("NCCL_SOCKET_IFNAME")
+
+    assert executor.run(interfaces) == [(0, "lo", "=eth9"), (1, "lo", "=eth9")]
+    assert_no_worker_left()
+
+
 def test_a_killed_worker_leaves_a_smaller_job_that_finishes(ray_cluster, tmp_path):
     pytest.importorskip("torch")
     executor = elastic_executor(tmp_path, "hostA:2\nhostB:1\n", 2, 3)

@@ -67,6 +67,20 @@ def test_env_reaches_every_rank_and_output_is_forwarded_by_rank(spark):
     assert "[1]<stdout>:hello from 1 with passed" in lines
 
 
+@pytest.mark.parametrize("users", [None, "=eth9"])
+def test_nics_name_the_ranks_interface_and_nccls_unless_the_user_named_one(spark, users):
+    import ringlet.spark
+
+    def interfaces_job():
+        import os
+
+        return os.environ.get("RINGLET_NETWORK_INTERFACE"), os.environ.get("NCCL_SOCKET_IFNAME")
+
+    env = {} if users is None else {"NCCL_SOCKET_IFNAME": users}
+    results = ringlet.spark.run(interfaces_job, num_proc=2, nics=["lo"], env=env)
+    assert results == [("lo", users or "lo")] * 2
+
+
 def test_a_rank_that_raises_fails_the_job_with_its_message(spark):
     import ringlet.spark
 

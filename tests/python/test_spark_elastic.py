@@ -52,6 +52,23 @@ def test_run_elastic_returns_each_workers_value_by_rank(spark):
     assert_no_rank_left()
 
 
+def test_nics_name_each_workers_interface_and_nccls(spark):
+    import ringlet.spark
+
+    def interfaces_job():
+        import ringlet.numpy as hvd
+
+        hvd.init()
+        rank = hvd.rank()
+        hvd.shutdown()
+        return rank, os.environ.get("RINGLET_NETWORK_INTERFACE"), \
+            os.environ.get("NCCL_SOCKET_IFNAME")
+
+    results = ringlet.spark.run_elastic(interfaces_job, num_proc=2, nics=["lo"])
+    assert results == [(0, "lo", "lo"), (1, "lo", "lo")]
+    assert_no_rank_left()
+
+
 def printing_job():
     import ringlet.numpy as hvd
 

@@ -411,6 +411,55 @@ def test_sync_batch_normalization(rtf):
         rtf.SyncBatchNormalization(fused=True)
 
 
+@pytest.mark.parametrize("elastic", ["1", "0"])
+def test_an_elastic_jobs_graphs_read_the_size_when_they_run(rtf, monkeypatch, elastic):
+    """A tf.function traced in one round of an elastic job may run in a later one
+    of another size. Here it is traced while the size reads 7 and run at the real
+    one: in an elastic job (HOROVOD_ELASTIC=1) the sparse average, the local
+    gradients' scaling (DistributedGradientTape, the Keras DistributedOptimizer)
+    and SyncBatchNormalization divide by the size read when the graph runs;
+    elsewhere, as in Horovod, by the size read while tracing."""
+    import tf_keras
+    from ringlet import _ringlet
+    import ringlet.keras as hvd_keras
+
+    monkeypatch.setenv("HOROVOD_ELASTIC", elastic)
+    n, r = rtf.size(), rtf.rank()
+    local = tf.Variable(1.0)
+    layer = rtf.SyncBatchNormalization()
+    layer.build(tf.TensorShape([None, 1]))
+    optimizer = hvd_keras.DistributedOptimizer(tf_keras.optimizers.SGD(0.1))
+    optimizer.register_local_var(local)
+
+    @tf.function
+    def step(rank):
+        rows = tf.IndexedSlices(tf.ones([1, 1]), tf.constant([0]), tf.constant([1, 1]))
+        sparse = tf.reduce_sum(rtf.allreduce(rows, op=rtf.Average).values)
+        normalized = layer(tf.fill([2, 1], tf.cast(rank, tf.float32)), training=True)[0, 0]
+        with tf.GradientTape() as tape:
+            loss = local * 3.0
+        tape = rtf.DistributedGradientTape(tape)
+        tape.register_local_source(local)
+        tape_grad = tape.gradient(loss, [local])[0]
+        with tf.GradientTape() as keras_tape:
+            keras_loss = local * 5.0
+        keras_grad = optimizer.compute_gradients(keras_loss, [local], tape=keras_tape)[0][0]
+        return sparse, normalized, tape_grad, keras_grad
+
+    with monkeypatch.context() as tracing:
+        tracing.setattr(_ringlet, "size", lambda: 7)
+        tracing.setattr(_ringlet, "process_set_size", lambda set_id: 7)
+        concrete = step.get_concrete_function(tf.constant(0))
+    sparse, normalized, tape_grad, keras_grad = (float(v) for v in concrete(tf.constant(r)))
+    size = n if elastic == "1" else 7
+    assert abs(sparse - n / size) < 1e-6
+    assert abs(tape_grad - 3.0 / size) < 1e-6 and abs(keras_grad - 5.0 / size) < 1e-6
+    if elastic == "1":
+        mean = (n - 1) / 2  # rank q's batch is all q
+        variance = sum(q * q for q in range(n)) / n - mean * mean
+        assert abs(normalized - (r - mean) / np.sqrt(variance + layer.epsilon)) < 1e-4
+
+
 @pytest.fixture
 def rtf_short_stalls(rtf, monkeypatch):
     """ringlet.tensorflow whose runtime fails a collective that some ranks never submit

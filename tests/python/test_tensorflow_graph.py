@@ -222,9 +222,10 @@ def test_unnamed_collectives_in_one_graph_are_distinct(rtf):
 
 
 def test_a_run_that_never_collects_leaves_nothing_behind(rtf, monkeypatch):
-    """On the py_function path a graph's collective is submitted by one op and
-    collected by another. What a run cancelled between the two (here: a run of
-    the submitting op alone) submitted is released when that op runs again."""
+    """On the py_function path a graph's collective is submitted by one op,
+    waited for by another and its outputs taken by a third. What a run
+    cancelled between them (here: a run of the submitting op alone) submitted
+    is released when that op runs again."""
     import time
     from ringlet import _ringlet
     from ringlet.common import exceptions
@@ -239,7 +240,8 @@ def test_a_run_that_never_collects_leaves_nothing_behind(rtf, monkeypatch):
     with tf.Graph().as_default() as graph:
         (total,) = pyfunc.allreduce([tf.ones([2])], ["uncollected"], _ringlet.OP_SUM, 1.0, 1.0,
                                     0)
-        (submit,) = [op for op in graph.get_operations() if op.type == "EagerPyFunc"]
+        # The submitting op comes first; the one that takes the outputs after it.
+        submit, _take = [op for op in graph.get_operations() if op.type == "EagerPyFunc"]
         with tf.compat.v1.Session() as session:
             session.run(submit)  # nothing collects it
             (first,) = issued

@@ -201,6 +201,36 @@ def test_sync_batch_norm_matches_batch_norm_over_the_whole_batch(rt):
     assert torch.allclose(sync(mine), ref.eval()(full[rows]), atol=1e-5)
 
 
+# torch's calls that make a tensor from nothing, which alone choose a device
+# (every other tensor takes its input's).
+_FACTORIES = ("tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full", "empty",
+              "arange", "linspace", "eye", "rand", "randn")
+
+
+def test_sync_batch_norm_makes_every_tensor_on_the_inputs_device(rt, monkeypatch):
+    # On the host every device is the host, so the devices SyncBatchNorm asks
+    # for are checked instead: a tensor made without naming the input's device
+    # lands on the host, and beside a CUDA input fails (its count once did).
+    import sys
+
+    asked = []
+
+    def watched(name, make):
+        def call(*args, **kwargs):
+            if sys._getframe(1).f_code.co_filename.endswith("sync_batch_norm.py"):
+                asked.append((name, kwargs.get("device")))
+            return make(*args, **kwargs)
+        return call
+
+    for name in _FACTORIES:
+        monkeypatch.setattr(torch, name, watched(name, getattr(torch, name)))
+    x = torch.randn(4, 3, 5, requires_grad=True)
+    sync = rt.SyncBatchNorm(3)
+    sync(x).sum().backward()
+    assert asked, "the count is made from nothing: its call should have been seen"
+    assert all(d is not None and torch.device(d) == x.device for _, d in asked), asked
+
+
 def test_sync_batch_norm_without_running_stats_normalizes_over_every_rank_in_eval(rt):
     # Horovod: evaluation without running statistics uses the whole batch.
     torch.manual_seed(4)

@@ -97,6 +97,31 @@ TEST(Launcher, FlagsBecomeTheRanksSettings) {
   }
 }
 
+// As horovodrun: NCCL's sockets between hosts take the named interface too,
+// but a NCCL_SOCKET_IFNAME of the user's stays.
+TEST(Launcher, NetworkInterfaceIsNcclsTooUnlessTheUserNamedOne) {
+  ::unsetenv("NCCL_SOCKET_IFNAME");
+  const std::vector<std::string> job = {"-np", "2", "sh", "-c",
+                                        "echo \"[$RINGLET_NETWORK_INTERFACE] "
+                                        "[$NCCL_SOCKET_IFNAME]\""};
+  std::vector<std::string> named = {"--network-interface", "lo"};
+  named.insert(named.end(), job.begin(), job.end());
+  Result r = run_ringletrun(named);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(rank_lines(r.out, i), std::vector<std::string>{"[lo] [lo]"}) << r.out;
+  }
+  Result users = run_ringletrun(named, with_env("NCCL_SOCKET_IFNAME", "=eth9"));
+  ASSERT_EQ(users.exit_code, 0) << users.err;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(rank_lines(users.out, i), std::vector<std::string>{"[lo] [=eth9]"}) << users.out;
+  }
+  // Without the flag, ringletrun sets neither.
+  Result none = run_ringletrun(job);
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(rank_lines(none.out, 0), std::vector<std::string>{"[] []"}) << none.out;
+}
+
 TEST(Launcher, HorovodrunTuningFlagsBecomeTheirVariables) {
   Result r = run_ringletrun(
       {"--fusion-threshold-mb", "32", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
@@ -413,9 +438,14 @@ TEST(Launcher, CheckBuildMarksOnlyWhatThisBuildCanRun) {
   EXPECT_EQ(op_section.find("[X] Ringlet ring (CUDA") != std::string::npos, nccl) << r.out;
   if (nccl) {
     EXPECT_TRUE(cuda) << r.out;
-    EXPECT_NE(op_section.find("[X] NCCL (every collective of device tensors)"), std::string::npos)
+    // As core/gpu serves them (device_refusal): RING every collective, NCCL
+    // all but the reductions of the 16-bit integers it has no type for.
+    EXPECT_NE(op_section.find(
+                  "[X] NCCL (every collective of device tensors but int16/uint16 reductions)"),
+              std::string::npos)
         << r.out;
-    EXPECT_NE(op_section.find("[X] Ringlet ring (CUDA IPC: every collective within a host)"),
+    EXPECT_NE(op_section.find("[X] Ringlet ring (CUDA IPC within a host, staged through host "
+                              "memory between hosts: every collective of device tensors)"),
               std::string::npos)
         << r.out;
   }
@@ -447,6 +477,25 @@ TEST(Launcher, MpiModeHandsTheJobToMpirun) {
                             << r.err;
   EXPECT_EQ(count_of(r.out, "mpi 0 /tmp/tl"), 1u) << r.out;
   EXPECT_EQ(count_of(r.out, "mpi 1 /tmp/tl"), 1u) << r.out;
+}
+
+// Ranks on other hosts get only the variables mpirun's -x names: the job's
+// settings and NCCL's interface are named, and MPI's TCP takes the interface.
+TEST(Launcher, MpiModeNamesTheJobsVariablesForOtherHosts) {
+  if (!mpirun_present()) GTEST_SKIP() << "mpirun is not installed: --mpi has nothing to hand the job to";
+  RunOptions slow;
+  slow.timeout = std::chrono::seconds(60);
+  Result r = run_ringletrun({"--mpi", "--verbose", "-np", "2", "--network-interface", "lo",
+                             "--timeline-filename", "/tmp/tl", "sh", "-c",
+                             "echo \"nic $NCCL_SOCKET_IFNAME\""},
+                            slow);
+  ASSERT_EQ(r.exit_code, 0) << "mpirun could not run the job\nstdout:\n" << r.out << "\nstderr:\n"
+                            << r.err;
+  EXPECT_EQ(count_of(r.out, "nic lo"), 2u) << r.out;
+  for (const char* named : {" -x HOROVOD_TIMELINE ", " -x NCCL_SOCKET_IFNAME ",
+                            " -x RINGLET_NETWORK_INTERFACE ", " --mca btl_tcp_if_include lo "}) {
+    EXPECT_NE(r.err.find(named), std::string::npos) << named << " missing from: " << r.err;
+  }
 }
 
 }  // namespace

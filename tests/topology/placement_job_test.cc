@@ -187,8 +187,11 @@ TEST(PlacementJob, AJobStartedBoundKeepsItsBinding) {
 // gpu8.xml's cuda4-7 are on NUMA node 1 (PUs 8-15 and 24-31, not on this
 // machine). Each rank given its GPU through CUDA_VISIBLE_DEVICES (7 - local
 // rank, as a launcher that hands out GPUs sets it) is placed on that GPU's
-// node, not on cuda0-3's as local rank % GPUs would have it; names the
-// topology does not list (UUIDs) leave that default, saying so.
+// node, not on cuda0-3's as local rank % GPUs would have it, and says how it
+// derived its GPU: by CUDA's rules (no driver here, or one that does not know
+// the file's GPUs), PCI order taken for CUDA's default order, a guess. A
+// UUID (prefix) names its GPU by the UUIDs the file records; one the file
+// does not record leaves the default, saying so.
 TEST(PlacementJob, RanksFollowTheGpusCudaVisibleDevicesGives) {
   const std::string gpu8 = std::string(RINGLET_TOPO_FIXTURES) + "/gpu8.xml";
   const Job given = run("RINGLET_TOPO_FILE=" + gpu8, 4,
@@ -198,24 +201,47 @@ TEST(PlacementJob, RanksFollowTheGpusCudaVisibleDevicesGives) {
     EXPECT_TRUE(given.exited_zero());
     ASSERT_EQ(given.ranks.size(), 4u);
     for (int r = 0; r < 4; ++r) {
-      EXPECT_EQ(given.count("local rank " + std::to_string(r) + " belongs on CPUs"), 1) << r;
-      EXPECT_EQ(given.count("(NUMA node 1, GPU cuda" + std::to_string(7 - r) + ")"), 1) << r;
+      const std::string rank = std::to_string(r), gpu = std::to_string(7 - r);
+      EXPECT_EQ(given.count("local rank " + rank + " belongs on CPUs"), 1) << r;
+      EXPECT_EQ(given.count("(NUMA node 1, GPU cuda" + gpu + ")"), 1) << r;
+      EXPECT_EQ(given.count("local rank " + rank + " drives GPU cuda" + gpu + ": "), 1) << r;
+      EXPECT_EQ(
+          given.count("entry 0 of 1 (local rank " + rank + " % 1) of CUDA_VISIBLE_DEVICES='" + gpu +
+                      "', an index in PCI bus order, taken for CUDA's fastest-first "
+                      "order as the GPUs are of one model (CUDA_DEVICE_ORDER unset)"),
+          1)
+          << r;
       // One node, one locality: the ring ascends.
       EXPECT_EQ(given.ranks.at(r).ring, "0,1,2,3") << r;
     }
+    EXPECT_EQ(given.count("; a guess"), 4);
   }
-  const Job uuids = run("RINGLET_TOPO_FILE=" + gpu8 +
-                            " CUDA_VISIBLE_DEVICES=GPU-8f1e2a3b-0000-4444-8888-123456789abc",
-                        4);
-  SCOPED_TRACE(uuids.run.output);
-  EXPECT_TRUE(uuids.exited_zero());
-  EXPECT_EQ(uuids.count("names GPUs by UUID, which the topology does not list: its GPU is taken "
-                        "as local rank % GPUs"),
-            4);
+  const Job uuid = run("RINGLET_TOPO_FILE=" + gpu8 + " CUDA_VISIBLE_DEVICES=GPU-a1b2c3d6", 4);
+  {
+    SCOPED_TRACE(uuid.run.output);
+    EXPECT_TRUE(uuid.exited_zero());
+    EXPECT_EQ(uuid.count("(NUMA node 1, GPU cuda6)"), 4);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(uuid.count("local rank " + std::to_string(r) + " drives GPU cuda6: "), 1) << r;
+    }
+    EXPECT_EQ(uuid.count("of CUDA_VISIBLE_DEVICES='GPU-a1b2c3d6', by the topology's GPU UUIDs"), 4);
+    EXPECT_EQ(uuid.count("; a guess"), 0);
+  }
+  const Job unknown = run("RINGLET_TOPO_FILE=" + gpu8 +
+                              " CUDA_VISIBLE_DEVICES=GPU-8f1e2a3b-0000-4444-8888-123456789abc",
+                          4);
+  SCOPED_TRACE(unknown.run.output);
+  EXPECT_TRUE(unknown.exited_zero());
+  EXPECT_EQ(
+      unknown.count("CUDA_VISIBLE_DEVICES='GPU-8f1e2a3b-0000-4444-8888-123456789abc' makes no "
+                    "GPU of this host visible: entry 0 ('GPU-8f1e2a3b-0000-4444-8888-"
+                    "123456789abc') begins no UUID the topology lists"),
+      4);
+  EXPECT_EQ(unknown.count("its GPU is taken as local rank % GPUs"), 4);
   // Ranks 1-3 belong on cuda1-3's cores, not here (rank 0's, PUs 0 and 1,
   // are: it runs on them and names no GPU).
   for (int r = 1; r < 4; ++r) {
-    EXPECT_EQ(uuids.count("(NUMA node 0, GPU cuda" + std::to_string(r) + ")"), 1) << r;
+    EXPECT_EQ(unknown.count("(NUMA node 0, GPU cuda" + std::to_string(r) + ")"), 1) << r;
   }
 }
 

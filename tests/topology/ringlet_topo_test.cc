@@ -67,6 +67,15 @@ TEST(RingletTopo, DrawsAJobOnTwoGpuHosts) {
   }
   EXPECT_EQ(j["ring"], json({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
   EXPECT_EQ(j["topology"]["hosts"][0]["hostname"], "gpu-node");
+  // Each GPU's UUID (what CUDA_VISIBLE_DEVICES may name), in the JSON and the text.
+  EXPECT_EQ(j["topology"]["hosts"][0]["gpus"][5]["uuid"],
+            "GPU-a1b2c3d5-0000-4000-8000-000000000005");
+  const auto r = topo("--input " + kFixtures + "/gpu8.xml");
+  ASSERT_TRUE(ok(r)) << r.output;
+  EXPECT_NE(r.output.find("    [5] cuda5  pci 0000:93:00.0  id 10de:20b0  numa 1  uuid "
+                          "GPU-a1b2c3d5-0000-4000-8000-000000000005\n"),
+            std::string::npos)
+      << r.output;
 }
 
 // Sixteen ranks on one GPU host: ranks r and r + 8 share GPU r % 8; the ring
@@ -139,10 +148,14 @@ TEST(RingletTopo, SaysWhichLaunchersThisMachineHas) {
   // RINGLET_RSH stands in for ssh.
   j = topo_json(input, "RINGLET_RSH=myrsh PATH=" + empty.string());
   EXPECT_TRUE(usable(j["launchers"], "ringletrun -H"));
-  // shm and tcp are always built; ucx only with its carrier.
+  // shm and tcp are always built; ucx, where the build has UCX (its carrier
+  // is built with it), runs where RINGLET_TRANSPORT names it.
   EXPECT_EQ(j["transports"][0]["name"], "shm");
   EXPECT_EQ(j["transports"][1]["name"], "tcp");
   EXPECT_EQ(j["transports"][2]["name"], "ucx");
+  EXPECT_EQ(j["transports"][2]["usable"], RINGLET_TEST_UCX != 0);
+  EXPECT_EQ(j["transports"][2]["detail"],
+            RINGLET_TEST_UCX ? "RINGLET_TRANSPORT=ucx" : "not in this build");
 }
 
 TEST(RingletTopo, RefusesWhatItCannotDraw) {

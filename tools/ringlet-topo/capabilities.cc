@@ -23,10 +23,10 @@ std::vector<Capability> transports() {
   }
   out.push_back({"tcp", !addresses.empty(),
                  addresses.empty() ? "no IPv4 interface is up" : "IPv4: " + addresses});
-#if RINGLET_UCX_CARRIER
+  // Built with UCX, the carrier runs where RINGLET_TRANSPORT=ucx names it
+  // (auto runs TCP between hosts).
+#if RINGLET_BUILD_UCX
   out.push_back({"ucx", true, "RINGLET_TRANSPORT=ucx"});
-#elif RINGLET_BUILD_UCX
-  out.push_back({"ucx", false, "UCX was found at build time, but this version has no UCX carrier"});
 #else
   out.push_back({"ucx", false, "not in this build"});
 #endif

@@ -33,7 +33,8 @@ void print_devices(const char* what, const std::vector<topo::PciDevice>& devices
     char ids[16];
     std::snprintf(ids, sizeof ids, "%04x:%04x", d.vendor_id, d.device_id);
     out << "    [" << i << "] " << (d.kind == topo::DeviceKind::kNic ? nic_text(d) : d.name)
-        << "  pci " << d.bus_id << "  id " << ids << "  numa " << numa_text(d.numa_node) << "\n";
+        << "  pci " << d.bus_id << "  id " << ids << "  numa " << numa_text(d.numa_node)
+        << (d.uuid.empty() ? "" : "  uuid " + d.uuid) << "\n";
   }
 }
 

@@ -106,14 +106,17 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   item(out, f.mpi, "MPI");
   out += "\nAvailable Tensor Operations:\n";
   item(out, true, "Ringlet ring (CPU)");
-  // Where both CUDA and NCCL were built in, HOROVOD_GPU_OPERATIONS=NCCL
-  // serves every collective of device tensors, and so does RING between the
-  // ranks of one host (CUDA IPC). Where MPI was built in,
-  // HOROVOD_CPU_OPERATIONS=MPI runs the host collectives of a job that mpirun
-  // started.
+  // Where both CUDA and NCCL were built in, HOROVOD_GPU_OPERATIONS=RING
+  // serves every collective of device tensors (core/gpu: over CUDA IPC within
+  // a host, staged through host memory between hosts), and NCCL every one
+  // but the reductions of int16 and uint16, for which NCCL has no type
+  // (device_refusal). Where MPI was built in, HOROVOD_CPU_OPERATIONS=MPI runs
+  // the host collectives of a job that mpirun started.
   if (f.cuda && f.nccl) {
-    item(out, true, "Ringlet ring (CUDA IPC: every collective within a host)");
-    item(out, true, "NCCL (every collective of device tensors)");
+    item(out, true,
+         "Ringlet ring (CUDA IPC within a host, staged through host memory between hosts: "
+         "every collective of device tensors)");
+    item(out, true, "NCCL (every collective of device tensors but int16/uint16 reductions)");
   } else {
     item(out, false, unserved(f.cuda, "Ringlet ring (CUDA)"));
     item(out, false, unserved(f.nccl, "NCCL"));
@@ -135,8 +138,10 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   }
   out += "\nAvailable Transports:\n";
   out += "    [X] shm  [X] tcp  ";
-  // The UCX carrier is built wherever UCX was found (RINGLET_TRANSPORT=ucx,
-  // and auto between hosts); without it RINGLET_TRANSPORT=ucx is refused.
+  // The UCX carrier is built wherever UCX was found and runs where
+  // RINGLET_TRANSPORT=ucx names it (auto runs TCP between hosts: UCX's tcp
+  // transport is slower than Ringlet's own links over Ethernet, see
+  // core/communicator.cc); without it RINGLET_TRANSPORT=ucx is refused.
   out += f.ucx ? "[X] ucx\n" : "[ ] ucx\n";
   // How ranks can be started from here (what is on PATH now).
   out += "\nAvailable Launchers:\n";

@@ -110,7 +110,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& args) {
   app.add_flag("--mpi", args.mpi, "run the command under mpirun instead");
   app.add_option("--timeline-filename", args.timeline, "sets HOROVOD_TIMELINE for the ranks");
   app.add_option("--network-interface", args.network_interface,
-                 "sets RINGLET_NETWORK_INTERFACE for the ranks");
+                 "sets RINGLET_NETWORK_INTERFACE for the ranks, and NCCL_SOCKET_IFNAME "
+                 "where the environment has none");
   app.add_option("--start-timeout", args.start_timeout,
                  "seconds the ranks wait for each other at start-up "
                  "(sets RINGLET_START_TIMEOUT_SECONDS; default 30)")
@@ -299,7 +300,14 @@ std::optional<std::chrono::milliseconds> abort_grace(std::string& error) {
 // The ranks' settings that come from ringletrun's flags.
 void apply_flags(const Args& args, Environment& env) {
   if (!args.timeline.empty()) env.set("HOROVOD_TIMELINE", args.timeline);
-  if (!args.network_interface.empty()) env.set("RINGLET_NETWORK_INTERFACE", args.network_interface);
+  if (!args.network_interface.empty()) {
+    env.set("RINGLET_NETWORK_INTERFACE", args.network_interface);
+    // NCCL picks its own socket interface between hosts, maybe one the other
+    // hosts cannot reach: as horovodrun does, the named one is NCCL's too,
+    // unless the user chose NCCL's already.
+    const std::string* nccl = env.get("NCCL_SOCKET_IFNAME");
+    if (nccl == nullptr || nccl->empty()) env.set("NCCL_SOCKET_IFNAME", args.network_interface);
+  }
   if (args.fusion_threshold_mb) {
     const double bytes = std::round(*args.fusion_threshold_mb * 1024 * 1024);
     env.set("HOROVOD_FUSION_THRESHOLD", std::to_string(static_cast<long long>(bytes)));
@@ -353,6 +361,23 @@ int exec_mpirun(const Args& args, int np) {
   // Open MPI reads both as horovodrun does: "host:slots,..." and "host slots=N" lines.
   if (!args.host_list.empty()) argv.insert(argv.end(), {"-H", args.host_list});
   if (!args.hostfile.empty()) argv.insert(argv.end(), {"--hostfile", args.hostfile});
+  // Open MPI hands ranks on other hosts only the variables -x names (as
+  // horovodrun's mpi_run does): the job's settings, the secret among them,
+  // and NCCL's and UCX's travel by name, their values through mpirun's own
+  // channel, never on a command line.
+  for (const std::string& entry : env.entries()) {
+    const std::string name = entry.substr(0, entry.find('='));
+    for (std::string_view prefix : {"HOROVOD_", "RINGLET_", "NCCL_", "UCX_"}) {
+      if (name.starts_with(prefix)) {
+        argv.insert(argv.end(), {"-x", name});
+        break;
+      }
+    }
+  }
+  // MPI's own TCP traffic on the interface named, as horovodrun does.
+  if (!args.network_interface.empty()) {
+    argv.insert(argv.end(), {"--mca", "btl_tcp_if_include", args.network_interface});
+  }
   argv.insert(argv.end(), args.command.begin(), args.command.end());
   if (args.verbose) {
     std::string line = "ringletrun: exec";

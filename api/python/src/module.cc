@@ -45,27 +45,33 @@ Bytes bytes_of(std::vector<std::byte>&& data) {
   return Bytes(owned->data(), {n}, owner);
 }
 
-// Device memory of a result as a torch tensor of bytes that keeps it alive:
-// only ringlet.torch submits device tensors.
-using DeviceBytes = nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>>;
-
-DeviceBytes device_bytes_of(Result& result) {
+// Device memory of a result as bytes that keep it alive, labelled as CUDA
+// device `label`: a torch tensor (for ringlet.torch, labelled with the CUDA
+// ordinal), or with no Framework a plain DLPack array, for frameworks that
+// number their devices their own way (TensorFlow's from_dlpack reads the
+// label as the N of /GPU:N).
+template <typename... Framework>
+nb::object device_bytes_of(Result& result, int label) {
+  using DeviceBytes = nb::ndarray<Framework..., uint8_t, nb::ndim<1>>;
   auto* owned = new std::shared_ptr<void>(std::move(result.device_data));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
   const size_t n = result.device_bytes;
-  return DeviceBytes(owned->get(), {n}, owner, {}, nb::dtype<uint8_t>(), nb::device::cuda::value,
-                     result.device);
+  return nb::cast(DeviceBytes(owned->get(), {n}, owner, {}, nb::dtype<uint8_t>(),
+                              nb::device::cuda::value, label),
+                  nb::rv_policy::reference);
 }
 
 // (data, shape, received splits): data is None where the collective wrote
-// the caller's tensor, a numpy byte array for a host output, and a torch
-// byte tensor on the device for a device output.
+// the caller's tensor, a numpy byte array for a host output, and for a
+// device output a torch byte tensor on the device, or, with dlpack_device
+// >= 0, a DLPack byte array labelled as that device.
 std::tuple<nb::object, std::vector<int64_t>, std::vector<int64_t>> synchronize_handle(
-    int64_t handle) {
+    int64_t handle, int dlpack_device) {
   Result result = synchronize_interruptibly(handle);
   nb::object data = nb::none();
   if (result.device >= 0) {
-    data = nb::cast(device_bytes_of(result), nb::rv_policy::reference);
+    data = dlpack_device >= 0 ? device_bytes_of<>(result, dlpack_device)
+                              : device_bytes_of<nb::pytorch>(result, result.device);
   } else if (!result.shape.empty() || !result.data.empty()) {
     data = nb::cast(bytes_of(std::move(result.data)), nb::rv_policy::reference);
   }
@@ -110,20 +116,21 @@ NB_MODULE(_ringlet, m) {
   m.def(
       "allreduce_async",
       [](const std::string& name, const Input& in, const Output& out, int op, double prescale,
-         double postscale, int process_set, uintptr_t stream) {
-        const int64_t h = allreduce_async(name, tensor_view(in, "allreduce_async", name, stream),
-                                          tensor_view(out, "allreduce_async", name, stream),
-                                          reduce_op(op), prescale, postscale, process_set);
+         double postscale, int process_set, uintptr_t stream, int device) {
+        const int64_t h =
+            allreduce_async(name, tensor_view(in, "allreduce_async", name, stream, device),
+                            tensor_view(out, "allreduce_async", name, stream, device),
+                            reduce_op(op), prescale, postscale, process_set);
         hold_until_synchronized(h, {{in}, {out}});
         return h;
       },
       "name"_a, "input"_a, "output"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
-      "stream"_a = 0);
+      "stream"_a = 0, "device"_a = -1);
   m.def(
       "grouped_allreduce_async",
       [](const std::vector<std::string>& names, const std::vector<Input>& ins,
          const std::vector<Output>& outs, int op, double prescale, double postscale,
-         int process_set, uintptr_t stream) {
+         int process_set, uintptr_t stream, int device) {
         if (ins.size() != names.size() || outs.size() != names.size()) {
           throw Error(ErrorCode::kInvalidArgument,
                       "grouped allreduce: " + std::to_string(names.size()) + " names for " +
@@ -132,8 +139,10 @@ NB_MODULE(_ringlet, m) {
         }
         std::vector<Tensor> in_views, out_views;
         for (size_t i = 0; i < names.size(); ++i) {
-          in_views.push_back(tensor_view(ins[i], "grouped_allreduce_async", names[i], stream));
-          out_views.push_back(tensor_view(outs[i], "grouped_allreduce_async", names[i], stream));
+          in_views.push_back(
+              tensor_view(ins[i], "grouped_allreduce_async", names[i], stream, device));
+          out_views.push_back(
+              tensor_view(outs[i], "grouped_allreduce_async", names[i], stream, device));
         }
         std::vector<int64_t> handles = grouped_allreduce_async(
             names, in_views, out_views, reduce_op(op), prescale, postscale, process_set);
@@ -142,50 +151,53 @@ NB_MODULE(_ringlet, m) {
         return handles;
       },
       "names"_a, "inputs"_a, "outputs"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
-      "stream"_a = 0);
+      "stream"_a = 0, "device"_a = -1);
   m.def(
       "allgather_async",
-      [](const std::string& name, const Input& in, int process_set, uintptr_t stream) {
-        const int64_t h =
-            allgather_async(name, tensor_view(in, "allgather_async", name, stream), process_set);
+      [](const std::string& name, const Input& in, int process_set, uintptr_t stream,
+         int device) {
+        const int64_t h = allgather_async(
+            name, tensor_view(in, "allgather_async", name, stream, device), process_set);
         hold_until_synchronized(h, {{in}, {}});
         return h;
       },
-      "name"_a, "input"_a, "process_set"_a, "stream"_a = 0);
+      "name"_a, "input"_a, "process_set"_a, "stream"_a = 0, "device"_a = -1);
   m.def(
       "broadcast_async",
       [](const std::string& name, const Output& inout, int root, int process_set,
-         uintptr_t stream) {
-        const int64_t h = broadcast_async(name, tensor_view(inout, "broadcast_async", name, stream),
-                                          root, process_set);
+         uintptr_t stream, int device) {
+        const int64_t h = broadcast_async(
+            name, tensor_view(inout, "broadcast_async", name, stream, device), root, process_set);
         hold_until_synchronized(h, {{}, {inout}});
         return h;
       },
-      "name"_a, "tensor"_a, "root"_a, "process_set"_a, "stream"_a = 0);
+      "name"_a, "tensor"_a, "root"_a, "process_set"_a, "stream"_a = 0, "device"_a = -1);
   m.def(
       "reducescatter_async",
       [](const std::string& name, const Input& in, int op, double prescale, double postscale,
-         int process_set, uintptr_t stream) {
+         int process_set, uintptr_t stream, int device) {
         const int64_t h =
-            reducescatter_async(name, tensor_view(in, "reducescatter_async", name, stream),
+            reducescatter_async(name, tensor_view(in, "reducescatter_async", name, stream, device),
                                 reduce_op(op), prescale, postscale, process_set);
         hold_until_synchronized(h, {{in}, {}});
         return h;
       },
-      "name"_a, "input"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a, "stream"_a = 0);
+      "name"_a, "input"_a, "op"_a, "prescale"_a, "postscale"_a, "process_set"_a, "stream"_a = 0,
+      "device"_a = -1);
   m.def(
       "alltoall_async",
       [](const std::string& name, const Input& in, std::vector<int64_t> splits, int process_set,
-         uintptr_t stream) {
-        const int64_t h = alltoall_async(name, tensor_view(in, "alltoall_async", name, stream),
-                                         std::move(splits), process_set);
+         uintptr_t stream, int device) {
+        const int64_t h =
+            alltoall_async(name, tensor_view(in, "alltoall_async", name, stream, device),
+                           std::move(splits), process_set);
         hold_until_synchronized(h, {{in}, {}});
         return h;
       },
-      "name"_a, "input"_a, "splits"_a, "process_set"_a, "stream"_a = 0);
+      "name"_a, "input"_a, "splits"_a, "process_set"_a, "stream"_a = 0, "device"_a = -1);
 
   m.def("poll", &poll, "handle"_a);
-  m.def("synchronize", &synchronize_handle, "handle"_a,
+  m.def("synchronize", &synchronize_handle, "handle"_a, "dlpack_device"_a = -1,
         "Waits for the handle and releases it: (bytes or None, shape, received splits). "
         "A signal handler's exception leaves the handle pending.");
   m.def("join", &join_interruptibly);

@@ -93,7 +93,7 @@ bool is_dense_row_major(const DlpackFields& a) {
 }  // namespace
 
 Tensor tensor_view(const DlpackFields& array, const char* call, const std::string& name,
-                   uintptr_t stream) {
+                   uintptr_t stream, int device) {
   Tensor t;
   const auto dtype = dtype_of(array.dtype);
   if (!dtype) {
@@ -112,7 +112,7 @@ Tensor tensor_view(const DlpackFields& array, const char* call, const std::strin
       t.device = -1;
       break;
     case nb::device::cuda::value:
-      t.device = array.device_id;
+      t.device = device >= 0 ? device : array.device_id;
       t.stream = reinterpret_cast<void*>(stream);
       break;
     default:

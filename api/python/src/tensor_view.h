@@ -27,16 +27,19 @@ struct DlpackFields {
 // (kInvalidArgument) naming the tensor when the dtype is not one Ringlet
 // reduces, the layout is not dense row-major, or the memory is neither host
 // nor CUDA. `stream` is the framework's current CUDA stream for a device
-// tensor (0 for the host).
+// tensor (0 for the host). `device`, where >= 0, is a device tensor's CUDA
+// ordinal in place of DLPack's device id, for frameworks whose DLPack gives
+// their own number for the device (TensorFlow: the N of /GPU:N, which is
+// not CUDA's once tf.config.set_visible_devices has picked a GPU).
 Tensor tensor_view(const DlpackFields& fields, const char* call, const std::string& name,
-                   uintptr_t stream);
+                   uintptr_t stream, int device = -1);
 
 template <typename... Constraints>
 Tensor tensor_view(const nanobind::ndarray<Constraints...>& array, const char* call,
-                   const std::string& name, uintptr_t stream) {
+                   const std::string& name, uintptr_t stream, int device = -1) {
   return tensor_view(DlpackFields{array.data(), array.dtype(), array.ndim(), array.shape_ptr(),
                                   array.stride_ptr(), array.device_type(), array.device_id()},
-                     call, name, stream);
+                     call, name, stream, device);
 }
 
 }  // namespace ringlet::python

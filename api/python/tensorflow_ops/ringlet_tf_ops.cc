@@ -1,7 +1,16 @@
 // TensorFlow ops for ringlet.tensorflow: its collectives (allreduce,
 // allgather and reducescatter, each grouped or not; broadcast; alltoall) on
 // the tensors' own buffers. join() and the *_op queries are in query_ops.cc,
-// the statuses in status.cc.
+// the statuses in status.cc, the GPU's stream and copies in device.cc.
+//
+// Each collective has a CPU kernel and, where TensorFlow and this build both
+// have CUDA, a GPU kernel: the same class, whose tensors then go to the core
+// as device tensors with TensorFlow's compute stream as their producer, so
+// that NCCL or Ringlet's CUDA IPC algorithms run on them where they are
+// (device.h says how the stream orders them). Outputs the core sizes
+// (allgather, reducescatter, alltoall) are copied from its device result on
+// that stream. TensorFlow keeps a GPU kernel's int32 tensors in host memory:
+// those go as host tensors.
 //
 // Each collective's kernel is asynchronous: it submits to Ringlet's runtime
 // and returns, and the runtime's thread finishes the op when the collective
@@ -13,7 +22,6 @@
 // Built against the TensorFlow that python3 imports at configure time, and
 // loaded by ringlet/tensorflow/ops.py with tf.load_op_library; the gradients
 // are registered in Python (ringlet/tensorflow/gradients.py).
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -26,6 +34,7 @@
 #include <ringlet/ringlet.h>
 
 #include "absl/status/status.h"
+#include "device.h"
 #include "status.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -61,17 +70,22 @@ std::vector<int64_t> dims_of(const tf::TensorShape& shape) {
   return dims;
 }
 
-// A view for a collective that reduces: the dtype must be one Ringlet reduces.
-ringlet::Tensor reduced_view(const tf::Tensor& t) {
-  return {const_cast<char*>(t.tensor_data().data()), *reducible(t.dtype()), dims_of(t.shape())};
+// A view for a collective that reduces, in `where`'s memory: the dtype must
+// be one Ringlet reduces.
+ringlet::Tensor reduced_view(const tf::Tensor& t, const OpDevice& where) {
+  ringlet::Tensor v{const_cast<char*>(t.tensor_data().data()), *reducible(t.dtype()),
+                    dims_of(t.shape())};
+  place(v, where);
+  return v;
 }
 
 // A view for a collective that only moves data: any fixed-size dtype, as
 // bytes behind a last dimension of the element's size when Ringlet has no
 // such dtype.
-ringlet::Tensor moved_view(const tf::Tensor& t) {
+ringlet::Tensor moved_view(const tf::Tensor& t, const OpDevice& where) {
   ringlet::Tensor v{const_cast<char*>(t.tensor_data().data()), DataType::kUInt8,
                     dims_of(t.shape())};
+  place(v, where);
   if (auto dtype = reducible(t.dtype())) {
     v.dtype = *dtype;
   } else {
@@ -80,12 +94,18 @@ ringlet::Tensor moved_view(const tf::Tensor& t) {
   return v;
 }
 
+// "ringlet: <call> of '<name>' on rank N", as the library's own errors
+// begin.
+std::string subject(std::string_view call, const std::string& name) {
+  std::string who = "ringlet: " + std::string(call) + " of '" + name + "'";
+  if (is_initialized()) who += " on rank " + std::to_string(rank());
+  return who;
+}
+
 // A call this rank got wrong, in the words of the library's own refusals:
 // "ringlet: <call> of '<name>' on rank N: <cause>".
 absl::Status refusal(std::string_view call, const std::string& name, const std::string& cause) {
-  std::string where = "ringlet: " + std::string(call) + " of '" + name + "'";
-  if (is_initialized()) where += " on rank " + std::to_string(rank());
-  return absl::InvalidArgumentError(where + ": " + cause);
+  return absl::InvalidArgumentError(subject(call, name) + ": " + cause);
 }
 
 // Strings, resources and variants have no bytes of their own to move.
@@ -175,6 +195,7 @@ class AllreduceOp : public tf::AsyncOpKernel {
                               std::to_string(n) + " tensors but " +
                                   std::to_string(names_.size()) + " names"),
                       done);
+    const OpDevice device = op_device(ctx);
     std::vector<ringlet::Tensor> ins, outs;
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& in = ctx->input(i);
@@ -182,8 +203,8 @@ class AllreduceOp : public tf::AsyncOpKernel {
       // Reduced in place when TensorFlow lets the op own its input's buffer.
       OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({i}, i, in.shape(), &out),
                            done);
-      ins.push_back(reduced_view(in));
-      outs.push_back(reduced_view(*out));
+      ins.push_back(reduced_view(in, placed(device, input_memory_types()[i])));
+      outs.push_back(reduced_view(*out, placed(device, output_memory_types()[i])));
     }
     std::vector<int64_t> handles;
     try {
@@ -215,22 +236,26 @@ class AllreduceOp : public tf::AsyncOpKernel {
 
 // ------------------------------------------------------------------ allgather
 
-// Copies a collective's result into a new output of the shape it came back
-// with (less the element-bytes dimension of a tensor moved as bytes).
+// Copies a collective's result into a new output, in `where`'s memory, of
+// the shape it came back with (less the element-bytes dimension of a tensor
+// moved as bytes). `who` names the collective for errors.
 absl::Status output_from(tf::OpKernelContext* ctx, int index, const ringlet::Result& result,
-                         bool as_bytes) {
+                         bool as_bytes, const OpDevice& where, const std::string& who) {
   std::vector<int64_t> dims = result.shape;
   if (as_bytes) dims.pop_back();
   tf::TensorShape shape;
   TF_RETURN_IF_ERROR(tf::TensorShape::BuildTensorShape(dims, &shape));
   tf::Tensor* out = nullptr;
   TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &out));
-  if (!result.data.empty()) {
-    std::memcpy(const_cast<char*>(out->tensor_data().data()), result.data.data(),
-                result.data.size());
-  }
-  return absl::OkStatus();
+  return copy_result(where, const_cast<char*>(out->tensor_data().data()), result, who);
 }
+
+// Each output's memory and the subject of its errors, taken at submission:
+// the finishing callbacks may not call back into Ringlet.
+struct Outputs {
+  std::vector<OpDevice> where;
+  std::vector<std::string> who;
+};
 
 // Each input gathered from every member on dimension 0: one allgather per
 // input, submitted together (Horovod's grouped_allgather when there are several).
@@ -248,7 +273,9 @@ class AllgatherOp : public tf::AsyncOpKernel {
                               std::to_string(n) + " tensors but " +
                                   std::to_string(names_.size()) + " names"),
                       done);
+    const OpDevice device = op_device(ctx);
     std::vector<ringlet::Tensor> views;
+    Outputs outputs;
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& in = ctx->input(i);
       OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
@@ -256,7 +283,9 @@ class AllgatherOp : public tf::AsyncOpKernel {
                                 "a scalar has no first dimension to gather"),
                         done);
       OP_REQUIRES_OK_ASYNC(ctx, movable("allgather", names_[i], in.dtype()), done);
-      views.push_back(moved_view(in));
+      views.push_back(moved_view(in, placed(device, input_memory_types()[i])));
+      outputs.where.push_back(placed(device, output_memory_types()[i]));
+      outputs.who.push_back(subject("allgather", names_[i]));
     }
     std::vector<int64_t> handles;
     try {
@@ -268,8 +297,9 @@ class AllgatherOp : public tf::AsyncOpKernel {
     }
     const bool as_bytes = !reducible(ctx->input(0).dtype());
     auto pending = std::make_shared<Pending>(ctx, std::move(done), handles.size());
-    pending->finish = [ctx, as_bytes](size_t i, ringlet::Result& result) {
-      return output_from(ctx, static_cast<int>(i), result, as_bytes);
+    pending->finish = [ctx, as_bytes, outputs](size_t i, ringlet::Result& result) {
+      return output_from(ctx, static_cast<int>(i), result, as_bytes, outputs.where[i],
+                         outputs.who[i]);
     };
     finish_when_done(pending, handles);
   }
@@ -302,24 +332,31 @@ class ReducescatterOp : public tf::AsyncOpKernel {
                               std::to_string(n) + " tensors but " +
                                   std::to_string(names_.size()) + " names"),
                       done);
+    const OpDevice device = op_device(ctx);
+    Outputs outputs;
     for (int i = 0; i < n; ++i) {
       OP_REQUIRES_ASYNC(ctx, ctx->input(i).dims() >= 1,
                         refusal("reducescatter", names_[i],
                                 "a scalar has no first dimension to scatter"),
                         done);
+      outputs.where.push_back(placed(device, output_memory_types()[i]));
+      outputs.who.push_back(subject("reducescatter", names_[i]));
     }
     std::vector<int64_t> handles;
     try {
       for (int i = 0; i < n; ++i) {
-        handles.push_back(reducescatter_async(names_[i], reduced_view(ctx->input(i)), op_,
-                                              prescale_, postscale_, process_set_));
+        const ringlet::Tensor view =
+            reduced_view(ctx->input(i), placed(device, input_memory_types()[i]));
+        handles.push_back(reducescatter_async(names_[i], view, op_, prescale_, postscale_,
+                                              process_set_));
       }
     } catch (...) {
       return fail_after(ctx, std::move(done), handles);
     }
     auto pending = std::make_shared<Pending>(ctx, std::move(done), handles.size());
-    pending->finish = [ctx](size_t i, ringlet::Result& result) {
-      return output_from(ctx, static_cast<int>(i), result, false);
+    pending->finish = [ctx, outputs](size_t i, ringlet::Result& result) {
+      return output_from(ctx, static_cast<int>(i), result, false, outputs.where[i],
+                         outputs.who[i]);
     };
     finish_when_done(pending, handles);
   }
@@ -354,7 +391,11 @@ class AlltoallOp : public tf::AsyncOpKernel {
     OP_REQUIRES_OK_ASYNC(ctx, movable("alltoall", name_, in.dtype()), done);
     OP_REQUIRES_ASYNC(ctx, splits.dims() == 1,
                       refusal("alltoall", name_, "splits must be a vector"), done);
-    ringlet::Tensor view = moved_view(in);
+    const OpDevice device = op_device(ctx);
+    // On a GPU, splits and received_splits are host memory (the registration).
+    ringlet::Tensor view = moved_view(in, placed(device, input_memory_types()[0]));
+    const OpDevice out_device = placed(device, output_memory_types()[0]);
+    const std::string who = subject("alltoall", name_);
     std::vector<int64_t> rows;
     int64_t sum = 0;
     for (int64_t i = 0; i < splits.NumElements(); ++i) {
@@ -380,8 +421,9 @@ class AlltoallOp : public tf::AsyncOpKernel {
     }
     const bool as_bytes = !reducible(in.dtype());
     auto pending = std::make_shared<Pending>(ctx, std::move(done), 1);
-    pending->finish = [ctx, as_bytes](size_t, ringlet::Result& result) -> absl::Status {
-      TF_RETURN_IF_ERROR(output_from(ctx, 0, result, as_bytes));
+    pending->finish = [ctx, as_bytes, out_device, who](size_t,
+                                                       ringlet::Result& result) -> absl::Status {
+      TF_RETURN_IF_ERROR(output_from(ctx, 0, result, as_bytes, out_device, who));
       tf::Tensor* received = nullptr;
       const auto members = static_cast<int64_t>(result.received_splits.size());
       TF_RETURN_IF_ERROR(ctx->allocate_output(1, tf::TensorShape({members}), &received));
@@ -414,17 +456,23 @@ class BroadcastOp : public tf::AsyncOpKernel {
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, in.shape(), &out),
                          done);
+    const OpDevice where = placed(op_device(ctx), output_memory_types()[0]);
     int64_t handle = 0;
     try {
       // Broadcast works in place: the root sends its output buffer, which
-      // holds its input only once copied; elsewhere the output is overwritten.
+      // holds its input only once copied (on a GPU, on TensorFlow's stream,
+      // before the submission records the ready event there); elsewhere the
+      // output is overwritten.
       const bool copy = out->tensor_data().data() != in.tensor_data().data() &&
                         in.NumElements() > 0 && rank() == root_;
       if (copy) {
-        std::memcpy(const_cast<char*>(out->tensor_data().data()), in.tensor_data().data(),
-                    in.TotalBytes());
+        OP_REQUIRES_OK_ASYNC(ctx,
+                             copy_within(where, const_cast<char*>(out->tensor_data().data()),
+                                         in.tensor_data().data(), in.TotalBytes(),
+                                         subject("broadcast", name_)),
+                             done);
       }
-      handle = broadcast_async(name_, moved_view(*out), root_, process_set_);
+      handle = broadcast_async(name_, moved_view(*out, where), root_, process_set_);
     } catch (...) {
       return fail_now(ctx, done);
     }
@@ -535,3 +583,22 @@ REGISTER_KERNEL_BUILDER(Name("RingletReducescatter").Device(::tensorflow::DEVICE
                         ringlet::tensorflow_ops::ReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("RingletAlltoall").Device(::tensorflow::DEVICE_CPU),
                         ringlet::tensorflow_ops::AlltoallOp);
+
+#if RINGLET_TF_GPU
+// The same kernels on a GPU, as Horovod registers its own where it has GPU
+// operations: alltoall's splits are read, and its received splits written,
+// by the host.
+REGISTER_KERNEL_BUILDER(Name("RingletAllreduce").Device(::tensorflow::DEVICE_GPU),
+                        ringlet::tensorflow_ops::AllreduceOp);
+REGISTER_KERNEL_BUILDER(Name("RingletAllgather").Device(::tensorflow::DEVICE_GPU),
+                        ringlet::tensorflow_ops::AllgatherOp);
+REGISTER_KERNEL_BUILDER(Name("RingletBroadcast").Device(::tensorflow::DEVICE_GPU),
+                        ringlet::tensorflow_ops::BroadcastOp);
+REGISTER_KERNEL_BUILDER(Name("RingletReducescatter").Device(::tensorflow::DEVICE_GPU),
+                        ringlet::tensorflow_ops::ReducescatterOp);
+REGISTER_KERNEL_BUILDER(Name("RingletAlltoall")
+                            .Device(::tensorflow::DEVICE_GPU)
+                            .HostMemory("splits")
+                            .HostMemory("received_splits"),
+                        ringlet::tensorflow_ops::AlltoallOp);
+#endif

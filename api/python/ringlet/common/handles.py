@@ -131,3 +131,19 @@ def wait_resuming(key, given, start):
         with _lock:
             if handle in _in_flight:  # interrupted, not failed: resumed by the next call
                 _interrupted[key] = (handle, given)
+
+
+def wait_all(handles, wait):
+    """``[wait(h) for h in handles]``, every handle waited for even after one fails,
+    then the first failure raised: none is left in the core's table with its
+    buffers held."""
+    results, failure = [], None
+    for h in handles:
+        try:
+            results.append(wait(h))
+        except exceptions.FAILURES as e:
+            results.append(None)
+            failure = failure or e
+    if failure is not None:
+        raise failure
+    return results

@@ -66,8 +66,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     the optimizer's iterations. ``register_local_var(var)`` keeps a variable's
     gradient local (divided by the ranks' number with
     ``scale_local_gradients``). Every dense gradient goes in one grouped
-    collective whatever ``groups``; the device arguments are accepted and
-    unused.
+    collective whatever ``groups``; its ops go on ``device_dense``
+    (``device_sparse`` for IndexedSlices) where one is named.
     """
     groups = _groups_of(num_groups, groups)
     _optimizer.check(op, groups, backward_passes_per_step)
@@ -76,7 +76,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         gradient_predivide_factor=gradient_predivide_factor, op=op,
         backward_passes_per_step=int(backward_passes_per_step),
         average_aggregated_gradients=average_aggregated_gradients, groups=groups,
-        process_set=process_set, scale_local_gradients=scale_local_gradients))
+        process_set=process_set, scale_local_gradients=scale_local_gradients,
+        device_dense=device_dense, device_sparse=device_sparse))
 
 
 def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
@@ -97,7 +98,8 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sp
     opt = _optimizer.wrap(optimizer, _optimizer.Settings(
         name=name, compression=compression, sparse_as_dense=sparse_as_dense,
         gradient_predivide_factor=gradient_predivide_factor, op=op, groups=groups,
-        process_set=process_set, scale_local_gradients=scale_local_gradients))
+        process_set=process_set, scale_local_gradients=scale_local_gradients,
+        device_dense=device_dense, device_sparse=device_sparse))
     for layer in local_layers:
         for var in layer.trainable_weights:
             opt.register_local_var(var)

@@ -18,7 +18,7 @@ from ringlet.common.basics import Average, Sum
 from ringlet.common.process_sets import global_process_set
 from ringlet.keras.aggregation import GradientAggregation
 from ringlet.tensorflow.compression import Compression
-from ringlet.tensorflow.gradient_tape import GradientReduction
+from ringlet.tensorflow.gradient_tape import GradientReduction, scaled_down
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +35,8 @@ class Settings:
     groups: object = None
     process_set: object = global_process_set
     scale_local_gradients: bool = True
+    device_dense: str = ""
+    device_sparse: str = ""
 
 
 def check(op, groups, backward_passes_per_step=1):
@@ -57,12 +59,6 @@ class CallableList(list):
         return self
 
 
-def _scaled(grad, factor):
-    if isinstance(grad, tf.IndexedSlices):
-        return tf.IndexedSlices(grad.values * factor, grad.indices, grad.dense_shape)
-    return grad * factor
-
-
 class _DistributedOptimizer:
     """Mixed in before the wrapped optimizer's class; see the module's docstring."""
 
@@ -80,7 +76,9 @@ class _DistributedOptimizer:
         # A gradient predivide factor only splits an average; with Sum, Horovod ignores it.
         predivide = settings.gradient_predivide_factor if settings.op == Average else 1.0
         self._allreduce_grads = GradientReduction(settings.compression, settings.sparse_as_dense,
-                                                  settings.op, predivide, settings.process_set)
+                                                  settings.op, predivide, settings.process_set,
+                                                  device_dense=settings.device_dense,
+                                                  device_sparse=settings.device_sparse)
         self._local_vars = set()
         self.process_set = settings.process_set
         self.scale_local_gradients = settings.scale_local_gradients
@@ -134,10 +132,9 @@ class _DistributedOptimizer:
         for i, r in zip(shared, reduced):
             out[i] = r
         if self.scale_local_gradients and self._local_vars:
-            members = float(self.process_set.size())
             for i, v in enumerate(variables):
                 if v.ref() in self._local_vars and out[i] is not None:
-                    out[i] = _scaled(out[i], 1.0 / members)
+                    out[i] = scaled_down(out[i], self._allreduce_grads)
         return out
 
     def apply_gradients(self, grads_and_vars, *args, **kwargs):

@@ -49,7 +49,8 @@ class RayExecutor:
         """Settings for ``RayExecutor``: ``timeout_s`` bounds the ranks'
         rendezvous, ``placement_group_timeout_s`` the wait for Ray's
         resources, ``nics`` names the interfaces the job may use (the
-        first by name is used). The ssh arguments are kept for Horovod's
+        first by name carries Ringlet's links, all of them NCCL's sockets
+        unless the ranks set NCCL_SOCKET_IFNAME). The ssh arguments are kept for Horovod's
         signature (Ray, not ssh, starts the ranks); ``ssh_str`` is written to
         ``ssh_identity_file`` (mode 0600) where that file does not exist."""
         import os
@@ -143,9 +144,8 @@ class RayExecutor:
             calls = []
             for worker, placement in zip(workers, placements):
                 env = dict(extra_env_vars or {})
-                env.update(job.rank_environment(placement, rendezvous, secret, job_id, timeout,
-                                                nics))
-                calls.append(worker.become_rank.remote(placement.rank, env))
+                env.update(job.rank_environment(placement, rendezvous, secret, job_id, timeout))
+                calls.append(worker.become_rank.remote(placement.rank, env, nics))
             ray.get(calls)
             ray.get([w.start_executable.remote(executable_cls, executable_args, executable_kwargs)
                      for w in workers])
@@ -207,7 +207,8 @@ class RayExecutor:
         pump = CallbackPump(callbacks)
         try:
             return elastic.run_job(self.elastic, self.discovery, fn, executable, env_vars,
-                                   self.cpus_per_worker, self.gpus_per_worker, pump.queue)
+                                   self.cpus_per_worker, self.gpus_per_worker, pump.queue,
+                                   getattr(self.settings, "nics", None))
         finally:
             pump.close()
 

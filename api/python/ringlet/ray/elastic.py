@@ -70,14 +70,16 @@ class _Discover:
 class ElasticWorker:
     """The Ray actor of one elastic worker: runs the job's function once."""
 
-    def run(self, env, fn, executable, queue):
+    def run(self, env, fn, executable, queue, nics=None):
         """``fn(executable_cls(*args, **kwargs))`` (``fn(None)`` without a
-        class) in environment ``env``, as (outcome, value or RankFailure)."""
+        class) in environment ``env`` (and that of the interfaces ``nics``),
+        as (outcome, value or RankFailure)."""
         from ringlet.ray import ray_logger
 
         for name in [n for n in os.environ if n not in job.without_job(os.environ)]:
             del os.environ[name]
         os.environ.update(env)
+        os.environ.update(job.interface_environment(nics, os.environ))
         ray_logger.configure(queue)
         try:
             cls, args, kwargs = executable
@@ -149,8 +151,10 @@ class _WorkerHandle:
 class RayLauncher:
     """Starts each worker as an ElasticWorker actor on its host."""
 
-    def __init__(self, fn, executable, env_vars, cpus_per_worker, gpus_per_worker, queue):
+    def __init__(self, fn, executable, env_vars, cpus_per_worker, gpus_per_worker, queue,
+                 nics=None):
         self.fn = fn
+        self.nics = nics
         self.executable = executable
         self.env_vars = dict(env_vars or {})
         self.cpus_per_worker = cpus_per_worker
@@ -170,7 +174,8 @@ class RayLauncher:
         actor = ray.remote(ElasticWorker).options(
             num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker,
             resources={f"node:{host}": 0.01}).remote()
-        handle = _WorkerHandle(actor, actor.run.remote(env, self.fn, self.executable, self.queue))
+        handle = _WorkerHandle(actor, actor.run.remote(env, self.fn, self.executable, self.queue,
+                                                         self.nics))
         self.handles.append(handle)
         return handle
 
@@ -208,12 +213,13 @@ def _autoscaler_demand(max_workers, cpus_per_worker, gpus_per_worker):
 
 
 def run_job(settings, discovery, fn, executable, env_vars, cpus_per_worker, gpus_per_worker,
-            queue):
+            queue, nics=None):
     """Runs ``fn(executable)`` as an elastic job, ``executable`` being
     made in each worker from (executable_cls, args, kwargs); returns the values of the
     workers that finished, by rank, or raises RuntimeError saying why the
     job failed (from the failing worker's RankFailure where there is one)."""
-    launcher = RayLauncher(fn, executable, env_vars, cpus_per_worker, gpus_per_worker, queue)
+    launcher = RayLauncher(fn, executable, env_vars, cpus_per_worker, gpus_per_worker, queue,
+                           nics)
     driver = elastic_driver.Driver(settings, _Discover(discovery), launcher)
     with _autoscaler_demand(settings.max_np, cpus_per_worker, gpus_per_worker):
         code = driver.run()

@@ -24,11 +24,12 @@ class RankWorker:
         """host:port for the job's store, on this (rank 0's) host."""
         return job.rendezvous_address(address, nics)
 
-    def become_rank(self, rank, env):
+    def become_rank(self, rank, env, nics=None):
         self.rank = rank
         for name in [n for n in os.environ if n not in job.without_job(os.environ)]:
             del os.environ[name]
         os.environ.update(env)
+        os.environ.update(job.interface_environment(nics, os.environ))
 
     def env_vars(self):
         return dict(os.environ)

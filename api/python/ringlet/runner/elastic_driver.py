@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 
-from ringlet.runner import elastic_wire, job
+from ringlet.runner import elastic_rounds, elastic_wire, job
 from ringlet.runner.elastic_hosts import HostBlacklist, check_cooldown_range
 
 
@@ -173,6 +173,8 @@ class AgentLauncher:
         # agent's stdin closes, so none outlives a driver that was killed.
         env = job.without_job(os.environ)
         env.update(elastic_env)
+        if self.network_interface:
+            env.update(job.interface_environment({self.network_interface}, env))
         argv = [self.ringletrun, "--remote-agent"]
         if not is_local(host):
             argv = self.rsh.split() + [host] + argv
@@ -332,18 +334,20 @@ class Driver:
                 self.end(f"the job re-formed {self.resets} times, past --reset-limit "
                          f"{self.settings.reset_limit}")
                 return
-        # Previous ranks first (the new rank 0 holds the committed state),
-        # hosts kept together, new workers last.
-        def order(w):
-            return (w.last_rank is None, w.last_rank if w.last_rank is not None else 0)
-        ordered = sorted(live, key=order)
-        host_order = []
-        for w in ordered:
-            if w.host not in host_order:
-                host_order.append(w.host)
-        ordered.sort(key=lambda w: (host_order.index(w.host),) + order(w))
+        # Hosts in the last round's order, each host's workers by slot, so
+        # that a local rank stays its slot's; rank 0 a survivor, which holds
+        # the committed state (elastic_rounds says how).
+        ordered = elastic_rounds.round_order(live)
         placements = job.place_workers([w.host for w in ordered])
         members = dict(zip(ordered, placements))
+        for w, p in members.items():
+            if p.local_rank != w.slot:
+                slots = {o.slot for o in ordered if o.host == w.host}
+                why = ("a lower slot of its host has no worker in this round"
+                       if any(s not in slots for s in range(w.slot)) else
+                       "a survivor goes first on its host, to hold the state as rank 0")
+                log(f"worker {w.name} has local rank {p.local_rank} in round "
+                    f"{self.round.number + 1}, not its slot's {w.slot}: {why}")
         self.round = Round(self.round.number + 1, members, job.new_secret(), job.new_job_id())
         for w, p in members.items():
             w.last_rank = p.rank

@@ -103,9 +103,26 @@ def rendezvous_address(address, nics=None):
     return f"{address}:{free_port(address)}"
 
 
-def rank_environment(placement, rendezvous, secret, job_id, start_timeout=None, nics=None):
+def interface_environment(nics, environ):
+    """The variables that keep a job on the interfaces the user named
+    (``nics``, Horovod's set): RINGLET_NETWORK_INTERFACE, the chosen one,
+    for Ringlet's TCP links, and, as horovodrun sets it, NCCL_SOCKET_IFNAME
+    (all of them, comma-separated) for NCCL's sockets between hosts, which
+    would otherwise pick an interface of their own. A NCCL_SOCKET_IFNAME
+    that ``environ`` (what the rank starts with) holds already is the
+    user's, and stays. Empty where no interface was named."""
+    if not nics:
+        return {}
+    env = {"RINGLET_NETWORK_INTERFACE": chosen_interface(nics)}
+    if not environ.get("NCCL_SOCKET_IFNAME"):
+        env["NCCL_SOCKET_IFNAME"] = ",".join(sorted(nics))
+    return env
+
+
+def rank_environment(placement, rendezvous, secret, job_id, start_timeout=None):
     """The variables that make a process this rank of the job (RINGLET_* and
-    the HOROVOD_* names Horovod's scripts read)."""
+    the HOROVOD_* names Horovod's scripts read); the interfaces' come from
+    ``interface_environment``."""
     env = {}
     for prefix in ("RINGLET_", "HOROVOD_"):
         env[prefix + "RANK"] = str(placement.rank)
@@ -119,8 +136,6 @@ def rank_environment(placement, rendezvous, secret, job_id, start_timeout=None, 
     env["RINGLET_JOB_ID"] = job_id
     if start_timeout is not None:
         env["RINGLET_START_TIMEOUT_SECONDS"] = str(int(start_timeout))
-    if nics:
-        env["RINGLET_NETWORK_INTERFACE"] = chosen_interface(nics)
     return env
 
 

@@ -58,7 +58,8 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, env=None, std
         verbose: 0 says nothing; 1 logs the job's size; 2 also has the
             ranks log their choices (HOROVOD_LOG_LEVEL=info).
         nics: network interfaces the job may use (Horovod's set); the first
-            by name carries the rendezvous and the links.
+            by name carries the rendezvous and the links, and all of them
+            NCCL's sockets (NCCL_SOCKET_IFNAME, unless the ranks have one).
         executable: the Python that runs each rank; the task's own if None.
     """
     spark_context, start_timeout, num_proc = _job_of(start_timeout, num_proc, verbose)
@@ -227,7 +228,8 @@ class _Task:
         env = job.without_job(os.environ)
         env.update(self.env)
         env.update(job.rank_environment(placement, rendezvous, self.secret, self.job_id,
-                                        self.start_timeout, self.nics))
+                                        self.start_timeout))
+        env.update(job.interface_environment(self.nics, env))
         ended = run_rank(placement.rank, self.fn, self.args, self.kwargs, env,
                          capture_output=self.capture_output, executable=self.executable)
         if ended.failure is not None:

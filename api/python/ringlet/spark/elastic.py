@@ -199,8 +199,9 @@ class TaskRegistry:
 class ElasticTask:
     """What each Spark task runs (pickled to the executors)."""
 
-    def __init__(self, fn, args, kwargs, key, registry, capture_output):
+    def __init__(self, fn, args, kwargs, key, registry, capture_output, nics=None):
         self.fn = fn
+        self.nics = nics
         self.args = args
         self.kwargs = kwargs
         self.key = key
@@ -227,6 +228,7 @@ class ElasticTask:
 
         env = job.without_job(os.environ)
         env.update(order["env"])
+        env.update(job.interface_environment(self.nics, env))
         env["RINGLET_ELASTIC_KEY"] = self.key.hex()
         rank = _Rank()
         threading.Thread(target=rank.stop_on_order, args=(connection,), daemon=True).start()
@@ -325,7 +327,7 @@ def run_job(spark_context, group, fn, args, kwargs, settings, env, nics, stdout,
     registry = TaskRegistry(key, registry_address(spark_context, nics), env, stdout, stderr)
     driver = elastic_driver.Driver(settings, registry.discover, registry, key=key)
     task = ElasticTask(fn, tuple(args), dict(kwargs), driver.key, registry.address,
-                       capture_output=stdout is not None or stderr is not None)
+                       capture_output=stdout is not None or stderr is not None, nics=nics)
     collected, spark_error = {}, []
 
     def spark_job():

@@ -7,8 +7,8 @@ import weakref
 
 import tensorflow as tf
 
-from ringlet import _ringlet
-from ringlet.common.process_sets import global_process_set, id_of as _set_id
+from ringlet.common.process_sets import global_process_set
+from ringlet.tensorflow.mpi_ops import _size_of
 
 
 def _dense(grad, sparse_as_dense):
@@ -110,8 +110,7 @@ class LocalGradientAggregationHelper:
             for i, r in zip(shared, reduced):
                 out[i] = r
         if self.scale_local_gradients and len(shared) < len(variables):
-            members = _ringlet.process_set_size(_set_id(self.process_set))
-            out = [g / members if v.ref() in self._local_vars else g
+            out = [g / _size_of(self.process_set, g.dtype) if v.ref() in self._local_vars else g
                    for g, v in zip(out, variables)]
         return out
 

@@ -11,7 +11,7 @@ from ringlet import _ringlet
 from ringlet.common import basics as _basics
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.tensorflow.compression import Compression
-from ringlet.tensorflow.mpi_ops import Average, grouped_allreduce
+from ringlet.tensorflow.mpi_ops import Average, _elastic_job, _size_of, grouped_allreduce
 
 
 def check_groups(num_groups, groups):
@@ -41,10 +41,12 @@ class GradientReduction:
     ``groups``: None reduces every gradient in one grouped collective (one op per
     dtype); an int n cuts them into n groups; a list of lists of variables makes a
     group of each list's gradients and one of each other gradient.
+    ``device_dense``/``device_sparse``: where the collectives' ops go (Horovod's
+    arguments; empty: TensorFlow's placement).
     """
 
     def __init__(self, compression, sparse_as_dense, op, gradient_predivide_factor,
-                 process_set, groups=None):
+                 process_set, groups=None, device_dense="", device_sparse=""):
         if op == _basics.Adasum:
             raise NotImplementedError("op=Adasum is not implemented by Ringlet yet")
         if gradient_predivide_factor != 1.0 and op != Average:
@@ -54,6 +56,7 @@ class GradientReduction:
         self.op = op
         self.process_set = process_set
         self.groups = groups
+        self.device_dense, self.device_sparse = device_dense, device_sparse
         self.prescale, self.postscale = 1.0, 1.0
         if op == Average:
             # The average's 1/size comes after the sum; the factor splits it.
@@ -61,8 +64,13 @@ class GradientReduction:
             self.postscale = gradient_predivide_factor
 
     def members(self):
-        """The set's size."""
+        """The set's size, now."""
         return _ringlet.process_set_size(_set_id(self.process_set))
+
+    def size(self, dtype):
+        """The set's size as a ``dtype`` scalar, read when the graph runs in an
+        elastic job (``mpi_ops._size_of``)."""
+        return _size_of(self.process_set, dtype)
 
     def _chunks(self, grads, variables):
         present = [i for i, g in enumerate(grads) if g is not None]
@@ -86,14 +94,17 @@ class GradientReduction:
         runs at a time) and after its gradients in a graph (where two calls may run
         at once); ``use_generic_names`` names them ``grad_<k>``, outside any name
         scope.
-        Ranks outside the set, and a set of one, keep their gradients as they are.
+        Ranks outside the set, and a set of one, keep their gradients as they are;
+        but a graph of an elastic job reduces them at any size, since the set may
+        have grown by the time it runs.
         """
         grads = list(grads)
         if self.sparse_as_dense:
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
                      for g in grads]
         set_id = _set_id(self.process_set)
-        if _ringlet.process_set_rank(set_id) < 0 or self.members() <= 1:
+        alone = self.members() <= 1 and (tf.executing_eagerly() or not _elastic_job())
+        if _ringlet.process_set_rank(set_id) < 0 or alone:
             return grads
         out = list(grads)
         for k, chunk in enumerate(self._chunks(grads, variables)):
@@ -105,18 +116,21 @@ class GradientReduction:
                                         op=self.op, prescale_factor=self.prescale,
                                         postscale_factor=self.postscale,
                                         process_set=self.process_set, name=group_name,
-                                        ignore_name_scope=use_generic_names)
+                                        ignore_name_scope=use_generic_names,
+                                        device_dense=self.device_dense,
+                                        device_sparse=self.device_sparse)
             for i, r in zip(chunk, reduced):
                 out[i] = r
         return out
 
 
-def scaled_down(grad, members):
-    """A local gradient divided by the set's size, as Horovod scales the gradients it
-    does not reduce (so that they weigh as the averaged ones do)."""
+def scaled_down(grad, reduction):
+    """A local gradient divided by the size of ``reduction``'s set, as Horovod scales
+    the gradients it does not reduce (so that they weigh as the averaged ones do)."""
     if isinstance(grad, tf.IndexedSlices):
-        return tf.IndexedSlices(grad.values / members, grad.indices, grad.dense_shape)
-    return grad / members
+        return tf.IndexedSlices(grad.values / reduction.size(grad.values.dtype), grad.indices,
+                                grad.dense_shape)
+    return grad / reduction.size(grad.dtype)
 
 
 def reduce_shared(reduction, grads, sources, local_refs, scale_local, name,
@@ -131,10 +145,9 @@ def reduce_shared(reduction, grads, sources, local_refs, scale_local, name,
     for i, r in zip(shared, reduced):
         out[i] = r
     if scale_local and local_refs:
-        members = reduction.members()
         for i, s in enumerate(sources):
             if s.ref() in local_refs and out[i] is not None:
-                out[i] = scaled_down(out[i], members)
+                out[i] = scaled_down(out[i], reduction)
     return out
 
 
@@ -169,11 +182,11 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                             gradient_predivide_factor=1.0, num_groups=0, groups=None,
                             process_set=global_process_set, scale_local_gradients=True):
     """Wraps a ``tf.GradientTape`` so that ``gradient()`` averages (or sums) the gradients
-    over the ranks of the set. Horovod's arguments; the device ones are accepted and
-    unused."""
+    over the ranks of the set. Horovod's arguments; the collectives' ops go on
+    ``device_dense`` (``device_sparse`` for IndexedSlices) where one is named."""
     groups = check_groups(num_groups, groups)
     reduction = GradientReduction(compression, sparse_as_dense, op, gradient_predivide_factor,
-                                  process_set, groups)
+                                  process_set, groups, device_dense, device_sparse)
     cls = type(gradtape.__class__.__name__, (_DistributedGradientTape, gradtape.__class__), {})
     tape = cls.__new__(cls)
     tape.__dict__.update(gradtape.__dict__)

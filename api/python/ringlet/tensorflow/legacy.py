@@ -60,7 +60,8 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
         super().__init__(name=name, use_locking=use_locking)
         self._optimizer = optimizer
         self._reduction = GradientReduction(compression, sparse_as_dense, op,
-                                            gradient_predivide_factor, process_set, groups)
+                                            gradient_predivide_factor, process_set, groups,
+                                            device_dense, device_sparse)
         self._local_vars = set()
         self.process_set = process_set
         self.scale_local_gradients = scale_local_gradients

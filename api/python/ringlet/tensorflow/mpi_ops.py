@@ -15,6 +15,7 @@ tensor (a group after its first and last), as Horovod names them, so that a
 function one rank retraces keeps the names the others still run.
 """
 
+import os
 import re
 import weakref
 
@@ -199,6 +200,25 @@ def _check_sparse(op, prescale_factor, postscale_factor):
                                   "tf.IndexedSlices")
 
 
+def _elastic_job():
+    """Whether this process is a worker of an elastic job (HOROVOD_ELASTIC,
+    which the elastic driver sets), as Horovod asks."""
+    try:
+        return int(os.environ.get("HOROVOD_ELASTIC") or 0) != 0
+    except ValueError:
+        return False
+
+
+def _size_of(process_set, dtype):
+    """The set's size as a ``dtype`` scalar. In an elastic job it is read by
+    ``size_op`` when the graph runs, as Horovod reads it there: a function
+    traced in one round may run in a later one of another size. Elsewhere it
+    is read now, once, as Horovod does."""
+    if _elastic_job():
+        return tf.cast(size_op(process_set_id=_set_id(process_set)), dtype)
+    return tf.cast(_ringlet.process_set_size(_set_id(process_set)), dtype)
+
+
 def _reduce_sparse(slices_list, op, process_set, ignore_name_scope):
     """IndexedSlices differ in their indices per rank: their values and indices are
     gathered whole (summed as a scatter would sum them), divided by the set's size
@@ -207,8 +227,7 @@ def _reduce_sparse(slices_list, op, process_set, ignore_name_scope):
                                ignore_name_scope=ignore_name_scope)
     indices = grouped_allgather([s.indices for s in slices_list], process_set=process_set,
                                 ignore_name_scope=ignore_name_scope)
-    members = _ringlet.process_set_size(_set_id(process_set))
-    return [tf.IndexedSlices(v / tf.cast(members, v.dtype) if op == Average else v, i,
+    return [tf.IndexedSlices(v / _size_of(process_set, v.dtype) if op == Average else v, i,
                              dense_shape=s.dense_shape)
             for v, i, s in zip(values, indices, slices_list)]
 
@@ -220,17 +239,21 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
 
     ``tf.IndexedSlices`` are gathered whole (values and indices) and summed or
     averaged, as an IndexedSlices; other ops and scales raise NotImplementedError.
-    Differentiable. The device arguments are accepted and unused.
+    Differentiable. As in Horovod, the collective's ops are placed on
+    ``device_dense`` (``device_sparse`` for IndexedSlices) where one is named, and
+    by TensorFlow's placement otherwise: on a GPU they run on its memory.
     """
     op = _basics.resolve_op(op, average)
     if isinstance(tensor, tf.IndexedSlices):
         _check_sparse(op, prescale_factor, postscale_factor)
-        return _reduce_sparse([tensor], op, process_set, ignore_name_scope)[0]
+        with tf.device(device_sparse):
+            return _reduce_sparse([tensor], op, process_set, ignore_name_scope)[0]
     _basics.core_op(op)  # refuses Adasum and unknown ops before anything runs
-    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
-    reduced = _allreduce(compressed, name, op, prescale_factor, postscale_factor,
-                         ignore_name_scope, process_set)
-    return compression.decompress(reduced, ctx)
+    with tf.device(device_dense):
+        compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+        reduced = _allreduce(compressed, name, op, prescale_factor, postscale_factor,
+                             ignore_name_scope, process_set)
+        return compression.decompress(reduced, ctx)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
@@ -250,15 +273,17 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     else:
         _basics.core_op(op)
     if dense:
-        pairs = [compression.compress(tf.convert_to_tensor(tensors[i])) for i in dense]
-        reduced = _grouped_allreduce([c for c, _ in pairs], name, op, prescale_factor,
-                                     postscale_factor, ignore_name_scope, process_set)
-        for i, r, (_, ctx) in zip(dense, reduced, pairs):
-            out[i] = compression.decompress(r, ctx)
+        with tf.device(device_dense):
+            pairs = [compression.compress(tf.convert_to_tensor(tensors[i])) for i in dense]
+            reduced = _grouped_allreduce([c for c, _ in pairs], name, op, prescale_factor,
+                                         postscale_factor, ignore_name_scope, process_set)
+            for i, r, (_, ctx) in zip(dense, reduced, pairs):
+                out[i] = compression.decompress(r, ctx)
     if sparse:
-        for i, r in zip(sparse, _reduce_sparse([tensors[i] for i in sparse], op, process_set,
-                                                ignore_name_scope)):
-            out[i] = r
+        with tf.device(device_sparse):
+            for i, r in zip(sparse, _reduce_sparse([tensors[i] for i in sparse], op,
+                                                    process_set, ignore_name_scope)):
+                out[i] = r
     return out
 
 
@@ -389,11 +414,13 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
                   process_set=global_process_set, ignore_name_scope=False, prescale_factor=1.0,
                   postscale_factor=1.0):
     """This member's share of dimension 0 of the reduction of ``tensor`` over the set
-    (the first ``d0 % members`` members get one row more)."""
-    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
-    reduced = _reducescatter(compressed, name, op, ignore_name_scope, process_set,
-                             prescale_factor, postscale_factor)
-    return compression.decompress(reduced, ctx)
+    (the first ``d0 % members`` members get one row more); on ``device_dense`` where
+    one is named."""
+    with tf.device(device_dense):
+        compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+        reduced = _reducescatter(compressed, name, op, ignore_name_scope, process_set,
+                                 prescale_factor, postscale_factor)
+        return compression.decompress(reduced, ctx)
 
 
 def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average,
@@ -402,10 +429,11 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
     """reducescatter of a list of tensors as one op; the list of shares."""
     if not tensors:
         return tensors
-    pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
-    reduced = _grouped_reducescatter([c for c, _ in pairs], None, op, False, process_set,
-                                     prescale_factor, postscale_factor)
-    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, pairs)]
+    with tf.device(device_dense):
+        pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
+        reduced = _grouped_reducescatter([c for c, _ in pairs], None, op, False, process_set,
+                                         prescale_factor, postscale_factor)
+        return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, pairs)]
 
 
 # ------------------------------------------------------- join, barrier, queries

@@ -1,5 +1,6 @@
 """The op library: ringlet.tensorflow's collectives as TensorFlow ops that run
-asynchronously on the tensors' own buffers, ``join`` and the ``*_op`` queries
+asynchronously on the tensors' own buffers (host memory, or a GPU's where the
+library has GPU kernels), ``join`` and the ``*_op`` queries
 (api/python/tensorflow_ops/ringlet_tf_ops.cc). Their gradients are
 registered in ringlet/tensorflow/gradients.py.
 

@@ -1,9 +1,12 @@
 """The ``py_function`` path: ringlet.tensorflow's calls where there is no op
 library (or ``RINGLET_TENSORFLOW_OPS=0``). Each call submits its collectives to
-the core as numpy views and then waits for them: eagerly, at once; in a graph
-(a ``tf.function`` or a ``tf.compat.v1`` graph), as two ops: a ``py_function``
-that submits and returns at once, and a one-element ``tf.data`` pipeline whose
-``py_function`` waits for the result.
+the core, host tensors as numpy views and GPU tensors as DLPack views of their
+device memory (pyfunc_gpu.py), and then waits for them: eagerly, at once; in a
+graph (a ``tf.function`` or a ``tf.compat.v1`` graph), as three ops: a
+``py_function`` that submits and returns at once, a one-element ``tf.data``
+pipeline whose ``py_function`` waits for the result, and a ``py_function`` that
+takes the outputs (outside tf.data, which runs on the CPU: GPU outputs stay
+where they are).
 
 TensorFlow runs that wait on tf.data's own unbounded thread pool, so waiting
 collectives never hold the inter-op threads: a session may start the
@@ -26,6 +29,7 @@ from ringlet.common import basics as _basics
 from ringlet.common import exceptions
 from ringlet.common import handles as _handles
 from ringlet.tensorflow import errors
+from ringlet.tensorflow import pyfunc_gpu as _gpu
 
 
 def _numpy(tensor):
@@ -53,33 +57,21 @@ def _failure(error):
     return errors.as_tf_error(exceptions.InvalidArgumentError(str(error)))
 
 
-def _wait_all(handles, wait):
-    """``[wait(h) for h in handles]``, every handle waited for even after one fails,
-    then the first failure raised: none is left in the core's table with its
-    buffers held."""
-    results, failure = [], None
-    for h in handles:
-        try:
-            results.append(wait(h))
-        except exceptions.FAILURES as e:
-            results.append(None)
-            failure = failure or e
-    if failure is not None:
-        raise failure
-    return results
-
-
 # Submitted in a graph and not collected yet, by key: (finish, handles, the
 # inputs, kept referenced because the core reads their buffers).
 _started = {}
+# Collected and not taken yet, by key: the outputs.
+_finished = {}
 _keys = itertools.count()
 _basics.call_at_init(_started.clear)
+_basics.call_at_init(_finished.clear)
 
 
 def _release(key):
     """Drops what a run submitted under ``key`` and never collected (the run was
     cancelled between the two steps), synchronizing its collectives if they are
     done. One still in flight is left, to be released the next time."""
+    _finished.pop(key, None)
     entry = _started.get(key)
     if entry is None:
         return
@@ -105,39 +97,52 @@ def _begin(start):
         while last:
             _release(last.pop())
         key = next(_keys)
-        arrays = [t.numpy() for t in tensors]
-        handles, finish = start(*arrays)
-        _started[key] = (finish, handles, (tensors, arrays))
+        handles, finish = start(*tensors)
+        _started[key] = (finish, handles, tensors)
         last.append(key)
         return np.int64(key)
     return begin
 
 
+def _released_error():
+    return exceptions.HorovodInternalError(
+        f"ringlet on rank {_ringlet.rank()}: a collective's result was released "
+        f"before this run collected it: its op ran again in another run meanwhile")
+
+
 def _collect(key):
+    """Waits for what the run submitted under ``key`` and keeps its outputs for _take."""
     entry = _started.pop(int(key), None)
     if entry is None:
-        raise exceptions.HorovodInternalError(
-            f"ringlet on rank {_ringlet.rank()}: a collective's result was released "
-            f"before this run collected it: its op ran again in another run meanwhile")
+        raise _released_error()
     finish, _handles_, _inputs = entry
-    return finish()
+    _finished[int(key)] = finish()
+    return key
+
+
+def _take(key):
+    outs = _finished.pop(int(key), None)
+    if outs is None:
+        raise _released_error()
+    return outs
 
 
 def run(start, inputs, out_dtypes, name=None):
-    """Runs one call: ``start(*arrays)`` submits its collectives on the inputs' numpy
-    values and returns (their handles, a function returning the outputs once they
-    are done, as numpy values of ``out_dtypes``). Returns the list of outputs."""
+    """Runs one call: ``start(*tensors)`` submits its collectives on the inputs (eager
+    tensors, or numpy values) and returns (their handles, a function returning the
+    outputs once they are done, as numpy values or tensors of ``out_dtypes``).
+    Returns the list of outputs."""
     if tf.executing_eagerly():
         try:
-            _, finish = start(*[_numpy(t) for t in inputs])
+            _, finish = start(*inputs)
             outs = finish()
         except (ValueError,) + errors.RINGLET_ERRORS as e:
             raise _failure(e) from None
         return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(outs, out_dtypes)]
     key = tf.py_function(_begin(start), list(inputs), tf.int64, name=name)
     collected = tf.data.Dataset.from_tensors(key).map(
-        lambda k: tuple(tf.py_function(_collect, [k], list(out_dtypes))))
-    return list(collected.get_single_element())
+        lambda k: tf.py_function(_collect, [k], tf.int64)).get_single_element()
+    return list(tf.py_function(_take, [collected], list(out_dtypes)))
 
 
 def _by_dtype(arrays):
@@ -165,7 +170,7 @@ def _with_rows_unknown(out, tensor):
 
 def _registered(handles):
     """(handles, finish) for handles registered with ringlet.common.handles."""
-    return handles, lambda: _wait_all(handles, _handles.synchronize)
+    return handles, lambda: _handles.wait_all(handles, _handles.synchronize)
 
 
 def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
@@ -174,8 +179,11 @@ def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, proces
     # keep the same on every rank; in a graph the members go alone, fused as they meet.
     as_group = tf.executing_eagerly()
 
-    def start(*arrays):
-        arrays = [_c_array(a) for a in arrays]
+    def start(*tensors):
+        if _gpu.on_gpu(tensors):
+            return _gpu.allreduce(tensors, names, core_op, prescale_factor, postscale_factor,
+                                  process_set_id, as_group)
+        arrays = [_c_array(_numpy(t)) for t in tensors]
         outs = [np.empty_like(a) for a in arrays]
         scales = (float(prescale_factor), float(postscale_factor), process_set_id)
         handles = []
@@ -189,7 +197,7 @@ def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, proces
                                                      *scales) for i in members]
 
         def finish():
-            _wait_all(handles, _ringlet.synchronize)
+            _handles.wait_all(handles, _ringlet.synchronize)
             return outs
         return handles, finish
 
@@ -203,18 +211,22 @@ def allreduce(tensors, names, core_op, prescale_factor, postscale_factor, proces
 
 
 def allgather(tensors, names, process_set_id):
-    def start(*arrays):
-        return _registered([_np_ops._allgather_named(_c_array(a), n,
+    def start(*tensors):
+        if _gpu.on_gpu(tensors):
+            return _gpu.allgather(tensors, names, process_set_id)
+        return _registered([_np_ops._allgather_named(_c_array(_numpy(t)), n,
                                                      process_set_id)
-                            for a, n in zip(arrays, names)])
+                            for t, n in zip(tensors, names)])
 
     outs = run(start, tensors, [t.dtype for t in tensors])
     return [_with_rows_unknown(out, t) for out, t in zip(outs, tensors)]
 
 
 def broadcast(tensors, root_rank, names, process_set_id):
-    def start(*arrays):
-        copies = [_c_array(np.array(a, copy=True, order="C")) for a in arrays]
+    def start(*tensors):
+        if _gpu.on_gpu(tensors):
+            return _gpu.broadcast(tensors, root_rank, names, process_set_id)
+        copies = [_c_array(np.array(_numpy(t), copy=True, order="C")) for t in tensors]
         return _registered([_np_ops._broadcast_named(c, root_rank, n, process_set_id)
                             for c, n in zip(copies, names)])
 
@@ -228,14 +240,17 @@ def broadcast(tensors, root_rank, names, process_set_id):
 def reducescatter(tensors, names, core_op, prescale_factor, postscale_factor, process_set_id):
     prepared = [_as_reduced(t) for t in tensors]
 
-    def start(*arrays):
-        arrays = [_c_array(a) for a in arrays]
+    def start(*tensors):
+        if _gpu.on_gpu(tensors):
+            return _gpu.reducescatter(tensors, names, core_op, prescale_factor,
+                                      postscale_factor, process_set_id)
+        arrays = [_c_array(_numpy(t)) for t in tensors]
         handles = [_ringlet.reducescatter_async(n, a, core_op, float(prescale_factor),
                                                 float(postscale_factor), process_set_id)
                    for a, n in zip(arrays, names)]
 
         def finish():
-            results = _wait_all(handles, _ringlet.synchronize)
+            results = _handles.wait_all(handles, _ringlet.synchronize)
             return [data.view(a.dtype).reshape(shape)
                     for a, (data, shape, _) in zip(arrays, results)]
         return handles, finish
@@ -252,7 +267,7 @@ def alltoall(tensor, splits, name, process_set_id):
     """(the gathered rows, the rows received from each member); ``splits`` is an
     int32 vector, empty for an even split."""
     def start(x, s):
-        rows = [int(v) for v in s]
+        rows = [int(v) for v in _numpy(s)]
         where = f"ringlet: alltoall of '{name}' on rank {_ringlet.rank()}"
         if any(v < 0 for v in rows):
             raise exceptions.InvalidArgumentError(f"{where}: splits hold a negative value "
@@ -261,6 +276,9 @@ def alltoall(tensor, splits, name, process_set_id):
             raise exceptions.InvalidArgumentError(
                 f"{where}: splits add up to {sum(rows)}, more than the first dimension "
                 f"{x.shape[0]}")
+        if _gpu.on_gpu([x]):
+            return _gpu.alltoall(x, rows, name, process_set_id)
+        x = _numpy(x)
         if rows:  # as in Horovod, rows past the splits are not sent
             x = x[:sum(rows)]
         handle = _np_ops._alltoall_named(_c_array(x), rows or None, name,

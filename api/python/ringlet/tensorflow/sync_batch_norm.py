@@ -4,7 +4,8 @@ of every rank's batch together while training."""
 import tensorflow as tf
 
 from ringlet import _ringlet
-from ringlet.tensorflow.mpi_ops import Sum, _allreduce
+from ringlet.common.process_sets import global_process_set
+from ringlet.tensorflow.mpi_ops import Sum, _allreduce, _elastic_job, _size_of
 
 
 class SyncBatchNormalization(tf.keras.layers.BatchNormalization):
@@ -21,9 +22,12 @@ class SyncBatchNormalization(tf.keras.layers.BatchNormalization):
 
     def _moments(self, inputs, reduction_axes, keep_dims, **kwargs):
         mean, variance = super()._moments(inputs, reduction_axes, keep_dims=keep_dims, **kwargs)
-        ranks = _ringlet.size()
-        if ranks == 1:
+        # In an elastic job the ranks are counted when the layer runs (a layer
+        # traced in one round may run in the next, of another size), so the
+        # reduction is always there; elsewhere, one rank skips it.
+        if not _elastic_job() and _ringlet.size() == 1:
             return mean, variance
         stats = tf.stack([mean, variance + tf.math.square(mean)])
+        ranks = _size_of(global_process_set, stats.dtype)
         mean, mean_of_squares = tf.unstack(_allreduce(stats, op=Sum) / ranks)
         return mean, mean_of_squares - tf.math.square(mean)

@@ -20,3 +20,4 @@ from ringlet.torch.mpi_ops import (  # noqa: F401
 from ringlet.torch.optimizer import DistributedOptimizer  # noqa: F401
 from ringlet.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from ringlet.torch import elastic  # noqa: F401,E402  (hvd.elastic)
+from ringlet.torch import distributed as _distributed  # noqa: F401,E402  (registers "ringlet")

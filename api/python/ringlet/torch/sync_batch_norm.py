@@ -1,6 +1,8 @@
 """Batch normalization whose statistics cover the whole batch across the
 ranks: each rank reduces its per-channel sums, and backward reduces the two
-per-channel gradient sums the input's gradient needs."""
+per-channel gradient sums the input's gradient needs. Every tensor it makes
+lives on the input's device; statistics are float32 (float64 for float64
+inputs), the output the input's dtype, as Horovod's."""
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +27,9 @@ class _SyncBatchNorm(torch.autograd.Function):
         shape = [1, channels] + [1] * (x.dim() - 2)
         stats_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         xs = x.to(stats_dtype)
-        count = torch.tensor([x.numel() // channels], dtype=stats_dtype)
+        # The one tensor made from nothing: on the input's device, as every
+        # other (a host count beside CUDA sums cannot be concatenated).
+        count = torch.tensor([x.numel() // channels], dtype=stats_dtype, device=x.device)
         packed = torch.cat([xs.sum(dims), (xs * xs).sum(dims), count])
         total = _sum_over_ranks(packed, process_set)
         n = total[-1]

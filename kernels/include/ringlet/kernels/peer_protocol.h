@@ -127,6 +127,10 @@ RINGLET_HD void run_block(Platform& p, const Round& r, int block) {
 RINGLET_HD constexpr uint64_t failure_code(int peer, uint64_t round, Step step) {
   return (round << 16) | (static_cast<uint64_t>(step) << 8) | (static_cast<uint64_t>(peer) + 1);
 }
+// What the host writes there when the runtime stops (a failed round): every
+// waiting kernel leaves at its next look, so that nothing on the device
+// outlives the round.
+inline constexpr uint64_t kHostAbort = ~uint64_t{0};
 RINGLET_HD constexpr int failed_peer(uint64_t code) { return static_cast<int>(code & 0xff) - 1; }
 RINGLET_HD constexpr Step failed_step(uint64_t code) {
   return static_cast<Step>((code >> 8) & 0xff);

@@ -21,7 +21,7 @@ struct Placement {
 };
 
 // Each rank's NUMA node first: with GPUs, rank r drives GPU `gpus[r]` where
-// that is given (>= 0: CUDA_VISIBLE_DEVICES said so, see visible_gpu.h), else
+// that is given (>= 0: the GPU visible_gpu.h derived for it), else
 // GPU r % gpus (the framework convention: device = local rank), and runs on
 // that GPU's node, so
 // that its copies do not cross the inter-socket link; without (or where the

@@ -48,6 +48,9 @@ struct PciDevice {
   // which an RDMA device's name ("mlx5_0") is not; TCP listens on these.
   std::vector<std::string> netdevs;
   bool rdma = false;       // NICs: has an RDMA (OpenFabrics) device
+  // GPUs: NVIDIA's UUID ("GPU-8f1e2a3b-..."), as nvidia-smi and
+  // CUDA_VISIBLE_DEVICES write it, where hwloc's NVML component recorded it.
+  std::string uuid;
   // The bridges above the device, from the host bridge down: a PCI bridge by
   // its bus id, a host bridge as "host:<domain>:<bus>". Two devices behind
   // the same switch share a longer prefix than two that meet at the host.
