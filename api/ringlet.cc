@@ -555,6 +555,20 @@ int64_t alltoall_async(const std::string& name, Tensor in, std::vector<int64_t> 
   });
 }
 
+int64_t send_async(const std::string& name, Tensor in, int to, int process_set) {
+  return with_runtime("send_async", [&](Runtime& rt) {
+    api::check_dtype(in.dtype);
+    return rt.enqueue_send(name, in.data, in.shape, in.dtype, to, device_of(in), process_set);
+  });
+}
+
+int64_t recv_async(const std::string& name, Tensor out, int from, int process_set) {
+  return with_runtime("recv_async", [&](Runtime& rt) {
+    api::check_dtype(out.dtype);
+    return rt.enqueue_recv(name, out.data, out.shape, out.dtype, from, device_of(out), process_set);
+  });
+}
+
 std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& names,
                                              const std::vector<Tensor>& ins,
                                              const std::vector<Tensor>& outs, ReduceOp op,
@@ -656,15 +670,15 @@ void synchronize_then(int64_t handle, std::function<void(Result, std::exception_
       "synchronize_then",
       [&](Runtime& rt) {
         const int rank = rt.rank();
-        rt.synchronize_then(handle, [done = std::move(done), rank](
-                                        core::runtime::HandleTable::Outcome outcome) {
-          if (outcome.failure) {
-            done(Result{},
-                 std::make_exception_ptr(api::error_of(*outcome.failure, "synchronize", rank)));
-          } else {
-            done(to_public(std::move(outcome.result)), nullptr);
-          }
-        });
+        rt.synchronize_then(
+            handle, [done = std::move(done), rank](core::runtime::HandleTable::Outcome outcome) {
+              if (outcome.failure) {
+                done(Result{},
+                     std::make_exception_ptr(api::error_of(*outcome.failure, "synchronize", rank)));
+              } else {
+                done(to_public(std::move(outcome.result)), nullptr);
+              }
+            });
       },
       /*start=*/false);
 }

@@ -54,7 +54,7 @@ void check_arrived(const Metadata& m) {
     throw common::Failure(common::FailureKind::kTransport,
                           "a malformed negotiation message: tensor '" + m.name + "' " + what);
   };
-  if (static_cast<uint8_t>(m.kind) > static_cast<uint8_t>(CollectiveKind::kAlltoall)) {
+  if (static_cast<uint8_t>(m.kind) > static_cast<uint8_t>(CollectiveKind::kRecv)) {
     bad("has collective kind " + std::to_string(static_cast<int>(m.kind)));
   }
   if (!is_valid(m.dtype)) bad("has data type " + std::to_string(static_cast<int>(m.dtype)));
@@ -67,7 +67,7 @@ void check_arrived(const Metadata& m) {
     if (d > 0) bytes *= d;
   }
   if (m.kind != CollectiveKind::kAllreduce && m.kind != CollectiveKind::kBroadcast &&
-      m.shape.empty()) {
+      !is_point_to_point(m.kind) && m.shape.empty()) {
     bad("is a scalar, which " + std::string(to_string(m.kind)) + " cannot take");
   }
   if (m.kind == CollectiveKind::kAlltoall) {
@@ -189,11 +189,67 @@ std::string allgather_shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+int Negotiator::index_of(int global) const {
+  if (global_ranks_.empty()) return global >= 0 && global < size_ ? global : -1;
+  const auto it = std::find(global_ranks_.begin(), global_ranks_.end(), global);
+  return it == global_ranks_.end() ? -1 : static_cast<int>(it - global_ranks_.begin());
+}
+
+std::pair<int, int> Negotiator::parties(const Entry& e) const {
+  for (const auto& m : e.by_rank) {
+    if (m) return {index_of(m->root), index_of(m->peer)};
+  }
+  return {-1, -1};
+}
+
+std::optional<std::string> Negotiator::validate_transfer(const Entry& e) const {
+  const auto [from, to] = parties(e);
+  int first = 0;
+  while (!e.by_rank[first]) ++first;
+  const Metadata& a = *e.by_rank[first];
+  const std::string what = "Mismatched send and recv '" + a.name + "': ";
+  if (from < 0 || to < 0 || from == to) {
+    return what + "rank " + rank_text(first) + " names sender " + std::to_string(a.root) +
+           " and receiver " + std::to_string(a.peer);
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (!e.by_rank[r]) continue;
+    const Metadata& b = *e.by_rank[r];
+    const CollectiveKind expected = r == from ? CollectiveKind::kSend : CollectiveKind::kRecv;
+    if ((r != from && r != to) || b.kind != expected) {
+      return what + "rank " + rank_text(r) + " submitted " + std::string(to_string(b.kind)) +
+             " of a transfer from rank " + rank_text(from) + " to rank " + rank_text(to);
+    }
+    if (b.root != a.root || b.peer != a.peer) {
+      return what + "rank " + rank_text(first) + " sent from " + std::to_string(a.root) + " to " +
+             std::to_string(a.peer) + ", rank " + rank_text(r) + " from " + std::to_string(b.root) +
+             " to " + std::to_string(b.peer);
+    }
+  }
+  const Metadata& s = *e.by_rank[from];
+  const Metadata& t = *e.by_rank[to];
+  const std::string sent = "rank " + rank_text(from) + " sends " + std::string(to_string(s.dtype)) +
+                           " " + shape_string(s.shape) + ", rank " + rank_text(to) +
+                           " receives into " + std::string(to_string(t.dtype)) + " " +
+                           shape_string(t.shape);
+  if (s.dtype != t.dtype)
+    return "Mismatched send and recv data types for '" + a.name + "': " + sent;
+  if (s.elements() != t.elements()) {
+    return "Mismatched send and recv sizes for '" + a.name + "': " + sent;
+  }
+  if ((s.device >= 0) != (t.device >= 0)) {
+    return "Mismatched send and recv devices (host and GPU memory) for '" + a.name +
+           "': " + device_text(s.device) + " and " + device_text(t.device);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> Negotiator::validate(const Entry& e) const {
   int ref = 0;
   while (!e.by_rank[ref]) ++ref;  // the lowest rank that submitted (others joined)
   const Metadata& a = *e.by_rank[ref];
   const std::string kind(to_string(a.kind));
+  if (is_point_to_point(a.kind)) return validate_transfer(e);
   if (a.kind != CollectiveKind::kAllreduce) {
     for (int r = 0; r < size_; ++r) {
       if (!e.by_rank[r]) {
@@ -240,6 +296,9 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
                  who + allgather_shape_text(a.shape) + other + allgather_shape_text(b.shape);
         }
         break;
+      case CollectiveKind::kSend:
+      case CollectiveKind::kRecv:
+        break;  // validate_transfer()
     }
     if (a.kind == CollectiveKind::kAllreduce || a.kind == CollectiveKind::kReducescatter) {
       if (b.op != a.op) {
@@ -299,7 +358,10 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
       }
       e.by_rank[r] = m;
       if (r == 0) e.order = rank0_sequence_++;
-      if (++e.count == size_) done.push_back({e.order, e.arrival, m.name});
+      // A transfer is complete once its two ranks reported it.
+      if (++e.count == (is_point_to_point(first_reported(e).kind) ? 2 : size_)) {
+        done.push_back({e.order, e.arrival, m.name});
+      }
     }
   }
   for (int r = 0; r < size_; ++r) {
@@ -314,7 +376,11 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
     done.clear();
     for (const auto& [name, e] : table_) {
       bool complete = true;
-      for (int r = 0; r < size_ && complete; ++r) complete = e.by_rank[r] || joined_[r];
+      if (is_point_to_point(first_reported(e).kind)) {
+        complete = e.count >= 2;  // a transfer waits for its two ranks, joined or not
+      } else {
+        for (int r = 0; r < size_ && complete; ++r) complete = e.by_rank[r] || joined_[r];
+      }
       if (complete) done.push_back({e.order, e.arrival, name});
     }
   }
@@ -338,6 +404,12 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
     resp.names = {d.name};
     if (auto err = validate(e)) {
       resp.error = *err;
+    } else if (is_point_to_point(m0.kind)) {
+      // The sender's metadata; the receiver writes into its own request's output.
+      const Metadata& sent = *e.by_rank[parties(e).first];
+      resp.kind = CollectiveKind::kSend;
+      resp.meta = {sent};
+      resp.bytes = sent.elements() * static_cast<int64_t>(dtype_size(sent.dtype));
     } else {
       resp.meta = {m0};
       if (m0.kind == CollectiveKind::kAllgather || m0.kind == CollectiveKind::kAlltoall) {
@@ -454,9 +526,11 @@ std::map<std::string, std::vector<int>> Negotiator::waiting() const {
   std::map<std::string, std::vector<int>> w;
   for (const auto& [name, e] : table_) {
     std::vector<int> missing;
+    const bool transfer = is_point_to_point(first_reported(e).kind);
+    const auto [from, to] = parties(e);
     for (int r = 0; r < size_; ++r) {
-      if (!e.by_rank[r] && !joined_[r])
-        missing.push_back(global_ranks_.empty() ? r : global_ranks_[r]);
+      if (transfer ? (r != from && r != to) : joined_[r]) continue;
+      if (!e.by_rank[r]) missing.push_back(global_ranks_.empty() ? r : global_ranks_[r]);
     }
     if (!missing.empty()) w[name] = std::move(missing);
   }

@@ -15,6 +15,14 @@
 // its own, compared rank by rank) complete in one cycle are packed greedily in
 // that order up to the fusion threshold.
 //
+// Send and recv: a transfer is one name that its sender submits as kSend and
+// its receiver as kRecv (Metadata::root and ::peer name both, on both
+// ranks); it completes in the cycle in which the second of the two reported
+// it, and every member runs its response in the same place of the same
+// order, the two ranks exchanging the bytes, the others passing over it, so
+// that a transfer and the collectives around it meet on the links in one
+// order everywhere.
+//
 // Devices: ranks must agree on host or device memory for one name; which GPU
 // a rank's tensor is on is its own (one rank per GPU is the usual job), so a
 // response carries every member's device and each rank runs on its own. A group
@@ -27,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/runtime/request.h"
@@ -126,6 +135,18 @@ class Negotiator {
     int64_t arrival = 0;  // when any rank first reported it
   };
   std::optional<std::string> validate(const Entry& e) const;
+  // Send and recv: the two ranks and their tensors agree.
+  std::optional<std::string> validate_transfer(const Entry& e) const;
+  // A transfer's sender and receiver as indices in the set (-1: not a member).
+  std::pair<int, int> parties(const Entry& e) const;
+  // The index in the set of global rank `global` (-1: not a member).
+  int index_of(int global) const;
+  static const Metadata& first_reported(const Entry& e) {
+    for (const auto& m : e.by_rank) {
+      if (m) return *m;
+    }
+    return e.by_rank.front().value();  // every entry holds one report at least
+  }
   struct Group {
     std::vector<Response> members;  // validated singles, in completion order
     int64_t order = 0;

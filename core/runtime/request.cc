@@ -17,6 +17,10 @@ std::string_view to_string(CollectiveKind k) {
       return "reducescatter";
     case CollectiveKind::kAlltoall:
       return "alltoall";
+    case CollectiveKind::kSend:
+      return "send";
+    case CollectiveKind::kRecv:
+      return "recv";
   }
   return "unknown";
 }
@@ -33,6 +37,10 @@ std::string_view to_upper_string(CollectiveKind k) {
       return "REDUCESCATTER";
     case CollectiveKind::kAlltoall:
       return "ALLTOALL";
+    case CollectiveKind::kSend:
+      return "SEND";
+    case CollectiveKind::kRecv:
+      return "RECV";
   }
   return "UNKNOWN";
 }
@@ -104,6 +112,7 @@ void serialize(const Metadata& m, std::string& out) {
   put<int32_t>(out, static_cast<int32_t>(m.dtype));
   put<int32_t>(out, static_cast<int32_t>(m.op));
   put<int32_t>(out, m.root);
+  put<int32_t>(out, m.peer);
   put<double>(out, m.prescale);
   put<double>(out, m.postscale);
   put<int32_t>(out, m.device);
@@ -125,6 +134,7 @@ Metadata deserialize(std::string_view in, size_t& at) {
   m.dtype = static_cast<DataType>(get<int32_t>(in, at));
   m.op = static_cast<ReduceOp>(get<int32_t>(in, at));
   m.root = get<int32_t>(in, at);
+  m.peer = get<int32_t>(in, at);
   m.prescale = get<double>(in, at);
   m.postscale = get<double>(in, at);
   m.device = get<int32_t>(in, at);

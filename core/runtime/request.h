@@ -23,8 +23,16 @@ enum class CollectiveKind : uint8_t {
   kAllgather,
   kBroadcast,
   kReducescatter,
-  kAlltoall
+  kAlltoall,
+  // Point to point: one rank's send meets one rank's recv of the same name,
+  // negotiated in the set as a collective of those two ranks alone.
+  kSend,
+  kRecv
 };
+
+inline bool is_point_to_point(CollectiveKind k) {
+  return k == CollectiveKind::kSend || k == CollectiveKind::kRecv;
+}
 
 // "allreduce", ...; upper case ("ALLREDUCE") for timeline and NVTX names.
 std::string_view to_string(CollectiveKind k);
@@ -46,7 +54,8 @@ struct Metadata {
   CollectiveKind kind = CollectiveKind::kAllreduce;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;  // allreduce, reducescatter
-  int32_t root = 0;              // broadcast
+  int32_t root = 0;              // broadcast; send/recv: the sending rank
+  int32_t peer = -1;             // send/recv: the receiving rank (global, as root)
   double prescale = 1.0;         // allreduce, reducescatter
   double postscale = 1.0;
   int32_t device = -1;

@@ -71,6 +71,26 @@ void validate_request(Request& r, int rank, const ProcessSetTable& sets,
       if (m.shape.empty()) throw bad("needs a tensor of at least one dimension");
       if (n > 0 && !r.input) throw bad("null input buffer");
       break;
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv: {
+      const bool sends = m.kind == CollectiveKind::kSend;
+      const int other = sends ? m.peer : m.root;
+      if (!is_member(other)) {
+        throw bad(
+            std::string(sends ? "destination " : "source ") + std::to_string(other) +
+            " is not a rank" + in_set + " (ranks " +
+            (m.process_set == 0 ? "0.." + std::to_string(world_size - 1) : set_text(members)) +
+            ")");
+      }
+      if (other == rank) throw bad("rank " + std::to_string(rank) + " cannot send to itself");
+      if ((sends ? m.root : m.peer) != rank) {
+        throw bad(std::string(sends ? "the sender" : "the receiver") + " must be this rank, " +
+                  std::to_string(rank));
+      }
+      if (r.device.id >= 0) throw bad("device tensors are not served by send and recv yet");
+      if (n > 0 && (sends ? r.input == nullptr : r.output == nullptr)) throw bad("null buffer");
+      break;
+    }
   }
   if (m.kind == CollectiveKind::kAlltoall) {
     if (m.splits.empty()) {

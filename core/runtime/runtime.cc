@@ -148,6 +148,26 @@ Handle Runtime::enqueue_alltoall(std::string name, const void* input, std::vecto
   return enqueue(std::move(r));
 }
 
+Handle Runtime::enqueue_send(std::string name, const void* input, std::vector<int64_t> shape,
+                             DataType dtype, int to, Device device, int32_t process_set) {
+  Request r = make_request(std::move(name), CollectiveKind::kSend, dtype, std::move(shape), device,
+                           process_set);
+  r.meta.root = rank_;
+  r.meta.peer = to;
+  r.input = input;
+  return enqueue(std::move(r));
+}
+
+Handle Runtime::enqueue_recv(std::string name, void* output, std::vector<int64_t> shape,
+                             DataType dtype, int from, Device device, int32_t process_set) {
+  Request r = make_request(std::move(name), CollectiveKind::kRecv, dtype, std::move(shape), device,
+                           process_set);
+  r.meta.root = from;
+  r.meta.peer = rank_;
+  r.output = output;
+  return enqueue(std::move(r));
+}
+
 std::vector<Handle> Runtime::enqueue_grouped_allreduce(std::vector<GroupMember> members,
                                                        DataType dtype, ReduceOp op, double prescale,
                                                        double postscale, Device device,

@@ -126,6 +126,16 @@ class Runtime {
   Handle enqueue_alltoall(std::string name, const void* input, std::vector<int64_t> shape,
                           DataType dtype, std::vector<int64_t> splits = {}, Device device = {},
                           int32_t process_set = 0);
+  // Point to point: `name` meets the recv of the same name on rank `to`
+  // (global ranks, members of the set), which receives into `output` as
+  // many elements of the same dtype (its shape may differ). Each runs when
+  // both ranks submitted it; the other members take no part. Ranks name their
+  // transfers so that the n-th transfer between two ranks has one name on
+  // both (ringlet.torch.distributed counts them per pair and tag).
+  Handle enqueue_send(std::string name, const void* input, std::vector<int64_t> shape,
+                      DataType dtype, int to, Device device = {}, int32_t process_set = 0);
+  Handle enqueue_recv(std::string name, void* output, std::vector<int64_t> shape, DataType dtype,
+                      int from, Device device = {}, int32_t process_set = 0);
   Handle enqueue(Request request);
   // Allreduces that run together, fused atomically (whatever the fusion
   // threshold) once every member is ready on every rank. Members share dtype,
@@ -226,9 +236,9 @@ class Runtime {
     Communicator* comm = nullptr;       // `own`, or the world's
     std::unique_ptr<Negotiator> negotiator;
     CacheCoordinator cache;
-    StallInspector stall;                   // consulted on the set's rank 0 only
-    std::vector<StalledName> stalled_out;   // its verdicts, for the next message
-    std::vector<char> slots;                // negotiation exchange
+    StallInspector stall;                  // consulted on the set's rank 0 only
+    std::vector<StalledName> stalled_out;  // its verdicts, for the next message
+    std::vector<char> slots;               // negotiation exchange
     // `member`: this rank's index in the set.
     ProcessSet(size_t cache_capacity, const StallPolicy& policy, int32_t set_id, int member)
         : id(set_id), cache(cache_capacity, member), stall(policy, set_id, Clock::now()) {}
@@ -296,7 +306,7 @@ class Runtime {
   const size_t cache_capacity_;
   const StallPolicy stall_policy_;
   const std::chrono::milliseconds peer_timeout_;  // RINGLET_TIMEOUT_SECONDS
-  const GpuOperations gpu_operations_;  // named when a device tensor is refused
+  const GpuOperations gpu_operations_;            // named when a device tensor is refused
 
   HandleTable handles_;
 
@@ -328,7 +338,7 @@ class Runtime {
   std::vector<std::byte> prescale_buffer_;               // reducescatter: the prescaled input
   std::unique_ptr<gpu::DeviceCollectives> device_collectives_;  // see device_collectives()
   std::optional<common::Failure> device_failure_;  // mu_; the first a device collective met
-  std::string pending_abort_;  // stall shutdown to announce (world message)
+  std::string pending_abort_;                      // stall shutdown to announce (world message)
 
   std::thread thread_;
 };

@@ -115,6 +115,8 @@ OutputLayout output_layout(Communicator& comm, const Response& resp, const Metad
     }
     case CollectiveKind::kAllreduce:
     case CollectiveKind::kBroadcast:
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv:
       l.elements = static_cast<size_t>(mine.elements());
       l.shape = mine.shape;
       break;
@@ -133,6 +135,10 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
       }
       fail(name, ErrorKind::kMismatch, resp.error);
     }
+    return;
+  }
+  // A transfer is its two ranks' alone; the others pass over it.
+  if (is_point_to_point(resp.kind) && rank_ != resp.meta[0].root && rank_ != resp.meta[0].peer) {
     return;
   }
   std::vector<Pending*> items;
@@ -213,7 +219,8 @@ void Runtime::execute(const Response& resp, ProcessSet& set, timeline::Timeline*
     }
   } catch (const std::exception& e) {
     common::Failure f = failure_from(e, rank_);
-    f.in_collective(to_string(resp.kind));
+    // A transfer's response is the sender's; the receiver failed its recv.
+    f.in_collective(to_string(items[0]->request.meta.kind));
     f.for_tensors(resp.names);
     for (const std::string& name : resp.names) {
       if (tl) tl->op_end(name);
@@ -484,7 +491,10 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
   const size_t es = dtype_size(dt);
   OutputLayout l = output_layout(comm, resp, req.meta);
   Result result{{}, std::move(l.shape), {}};
-  if (resp.kind != CollectiveKind::kBroadcast) result.data.resize(l.elements * es);
+  // Broadcast and the transfers write the caller's buffer.
+  if (resp.kind != CollectiveKind::kBroadcast && !is_point_to_point(resp.kind)) {
+    result.data.resize(l.elements * es);
+  }
 
   switch (resp.kind) {
     case CollectiveKind::kAllgather: {
@@ -529,6 +539,25 @@ Result Runtime::run_single(Communicator& comm, const Response& resp, Pending& pe
       core::alltoall(comm, req.input, l.send, result.data.data(), l.recv, dt);
       break;
     }
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv: {
+      // Every rank runs the set's responses in one order, so the transfer
+      // meets its peer on their link between the same two collectives.
+      const bool sends = rank_ == m.root;
+      const size_t bytes = l.elements * es;
+      Phase p(tl, resp.names, sends ? "SEND" : "RECV", bytes, dt);
+      transport::Pair& pair = comm.pair(comm.rank_of_global(sends ? m.peer : m.root));
+      transport::Request moved;
+      if (sends) {
+        pair.post_send(req.input, bytes, moved);
+      } else {
+        pair.post_recv(req.output, bytes, moved);
+      }
+      transport::Request* requests[] = {&moved};
+      transport::Pair* pairs[] = {&pair};
+      comm.wait_all(requests, pairs, comm.deadline());
+      break;
+    }
     case CollectiveKind::kAllreduce:
       break;
   }
@@ -556,7 +585,8 @@ std::optional<Handle> Runtime::release_reported(const std::string& name) {
 }
 
 void Runtime::finish(const std::string& name, Result result) {
-  if (const std::optional<Handle> h = release_reported(name)) handles_.complete(*h, std::move(result));
+  if (const std::optional<Handle> h = release_reported(name))
+    handles_.complete(*h, std::move(result));
 }
 
 void Runtime::forget_cached(const Pending& p) {

@@ -4,7 +4,7 @@
 //   ringletrun -np 2 fuzz_record_corpus tests/fuzz/corpus
 //
 // (RINGLET_TRANSPORT=tcp is set here), it runs a workload that touches every
-// kind of negotiation message (each collective, the response cache, a
+// kind of negotiation message (each collective, a transfer, the response cache, a
 // grouped allreduce, a mismatch, a message too long for its slot, a process
 // set, join) and writes what each rank received, as the fuzz targets read it:
 //   store_frames/          one connection's bytes: a client's requests as the
@@ -282,6 +282,16 @@ void workload() {
   std::vector<int64_t> splits(size, 1);
   splits[0] = 2 * size - (size - 1);
   ringlet::synchronize(ringlet::alltoall_async("a2a", tensor(c, {2 * size, 3}), splits));
+  // A transfer each way between the first and the last rank.
+  std::vector<float> t(6, 1.0f);
+  const int peer = rank == 0 ? size - 1 : 0;
+  if (rank == 0 || rank == size - 1) {
+    const int64_t sent =
+        ringlet::send_async(rank == 0 ? "to.last" : "to.first", tensor(t, {6}), peer);
+    ringlet::synchronize(
+        ringlet::recv_async(rank == 0 ? "to.first" : "to.last", tensor(t, {2, 3}), peer));
+    ringlet::synchronize(sent);
+  }
   std::vector<float> g1(9, 1.0f), g2(4, 1.0f);
   for (int64_t h :
        ringlet::grouped_allreduce_async({"group.a", "group.b"}, {tensor(g1, {9}), tensor(g2, {4})},

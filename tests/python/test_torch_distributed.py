@@ -137,10 +137,53 @@ def test_all_reduce_empty_and_scalar():
     assert s.item() == sum(range(1, size() + 1))
 
 
-def test_bitwise_ops_refused_by_name():
-    t = torch.ones(3, dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="BAND"):
-        dist.all_reduce(t, op=dist.ReduceOp.BAND)
+BITWISE = {"band": (dist.ReduceOp.BAND, torch.bitwise_and),
+           "bor": (dist.ReduceOp.BOR, torch.bitwise_or),
+           "bxor": (dist.ReduceOp.BXOR, torch.bitwise_xor)}
+
+
+def bit_values(r, dtype):
+    """Rank r's bits: a different mask per rank and element."""
+    v = (torch.arange(12, dtype=torch.int64) * 37 + 11 * r + (1 << r)) % 128
+    return (v % 2 == 1) if dtype == torch.bool else v.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", INTS + [torch.bool])
+@pytest.mark.parametrize("op", list(BITWISE))
+def test_all_reduce_and_reduce_bitwise(dtype, op):
+    red, fold = BITWISE[op]
+    want = bit_values(0, dtype)
+    for r in range(1, size()):
+        want = fold(want, bit_values(r, dtype))
+    t = bit_values(rank(), dtype).reshape(3, 4)[:, ::2]  # non-contiguous
+    dist.all_reduce(t, op=red)
+    assert torch.equal(t, want.reshape(3, 4)[:, ::2]), (t, want)
+    root = size() - 1
+    t = bit_values(rank(), dtype)
+    dist.reduce(t, dst=root, op=red)
+    assert torch.equal(t, want if rank() == root else bit_values(rank(), dtype))
+
+
+def test_bitwise_op_on_floats_refused_by_name():
+    with pytest.raises(RuntimeError, match="bitwise ReduceOp takes integer or bool"):
+        dist.all_reduce(torch.ones(3), op=dist.ReduceOp.BAND)
+
+
+def test_monitored_barrier_passes_and_names_the_rank_that_did_not_come():
+    from datetime import timedelta
+    dist.monitored_barrier(timeout=timedelta(seconds=60))
+    dist.monitored_barrier(timeout=timedelta(seconds=60), wait_all_ranks=True)
+    # Rank 1 comes after rank 0 gave up: rank 0 names it; the others wait
+    # for a release that never comes.
+    if rank() == 0:
+        with pytest.raises(RuntimeError, match="Rank 1 failed to pass monitoredBarrier in 1000 ms"):
+            dist.monitored_barrier(timeout=timedelta(seconds=1), wait_all_ranks=True)
+    else:
+        if rank() == 1:
+            time.sleep(1.5)
+        with pytest.raises(RuntimeError, match="rank 0 did not release it within"):
+            dist.monitored_barrier(timeout=timedelta(seconds=2))
+    dist.barrier()
 
 
 def test_all_reduce_coalesced():
@@ -282,14 +325,105 @@ def test_mismatch_fails_naming_the_op():
     assert torch.equal(s, torch.full((2,), float(size())))
 
 
-@pytest.mark.parametrize("call", ["send", "recv"])
-def test_unserved_ops_refused_by_name(call):
-    t = torch.ones(2)
-    with pytest.raises(NotImplementedError, match=f"ringlet: {call}"):
-        if call == "send":
-            dist.send(t, dst=(rank() + 1) % size())
-        else:
-            dist.recv(t, src=(rank() + 1) % size())
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool, torch.complex64])
+def test_send_recv_around_the_ring(dtype):
+    """Each rank sends to the next and receives from the previous: the even
+    ranks send first, the odd ones receive first (blocking calls, as a
+    pipeline's stages make them), so that a ring of any size completes."""
+    me, n = rank(), size()
+    nxt, prev = (me + 1) % n, (me - 1) % n
+    got = torch.zeros(3, 4, dtype=dtype)
+    if me % 2 == 0:
+        dist.send(values(me, (3, 4), dtype), dst=nxt)
+        dist.recv(got, src=prev)
+    else:
+        dist.recv(got, src=prev)
+        dist.send(values(me, (3, 4), dtype), dst=nxt)
+    assert torch.equal(got, values(prev, (3, 4), dtype))
+
+
+def test_isend_irecv_tags_and_batch():
+    """isend/irecv by tag (two messages between the same ranks told apart
+    by their tags, received in the other order), and batch_isend_irecv of a
+    ring both ways, as pipeline schedules post them."""
+    me, n = rank(), size()
+    nxt, prev = (me + 1) % n, (me - 1) % n
+    a, b = torch.zeros(2), torch.zeros(5, dtype=torch.int64)
+    works = [dist.irecv(b, src=prev, tag=2), dist.irecv(a, src=prev, tag=1),
+             dist.isend(torch.full((2,), float(me)), dst=nxt, tag=1),
+             dist.isend(torch.arange(5) + 10 * me, dst=nxt, tag=2)]
+    for w in works:
+        w.wait()
+    assert torch.equal(a, torch.full((2,), float(prev)))
+    assert torch.equal(b, torch.arange(5) + 10 * prev)
+
+    from_prev, from_next = torch.zeros(4), torch.zeros(4)
+    ops = [dist.P2POp(dist.isend, torch.full((4,), float(me)), nxt),
+           dist.P2POp(dist.isend, torch.full((4,), float(me)), prev),
+           dist.P2POp(dist.irecv, from_prev, prev),
+           dist.P2POp(dist.irecv, from_next, nxt)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(from_prev, torch.full((4,), float(prev)))
+    assert torch.equal(from_next, torch.full((4,), float(nxt)))
+
+
+def test_recv_into_non_contiguous_tensor_and_async_future():
+    me, n = rank(), size()
+    if me == 0:
+        got = torch.zeros(4, 6)[:, ::2]  # strided
+        work = dist.irecv(got, src=n - 1)
+        # The recv waits while the group runs a collective before its send.
+        s = torch.ones(3)
+        dist.all_reduce(s)
+        assert work.get_future().wait()[0] is not None
+        assert torch.equal(got, torch.arange(12.0).reshape(4, 3))
+    else:
+        s = torch.ones(3)
+        dist.all_reduce(s)
+        if me == n - 1:
+            dist.send(torch.arange(12.0).reshape(4, 3), dst=0)
+    assert torch.equal(s, torch.full((3,), float(n)))
+
+
+def test_send_recv_in_a_group_of_some_ranks():
+    """Group ranks are the group's own: rank 1 of the group [n-1, 0] is rank 0."""
+    n = size()
+    members = [0, n - 1]
+    g = dist.new_group(ranks=members)
+    if rank() == n - 1:
+        dist.send(torch.full((2,), 5.0), dst=0, group=g)  # dst: global rank
+    elif rank() == 0:
+        got = torch.zeros(2)
+        dist.recv(got, src=n - 1, group=g)
+        assert torch.equal(got, torch.full((2,), 5.0))
+    dist.barrier()
+
+
+def test_transfer_size_mismatch_fails_both_and_the_group_goes_on():
+    if rank() == 0:
+        with pytest.raises(RuntimeError, match=r"send #\d+ from rank 0 to rank 1.*Mismatched "
+                                               r"send and recv sizes"):
+            dist.send(torch.ones(4), dst=1)
+    elif rank() == 1:
+        with pytest.raises(RuntimeError, match=r"recv #\d+ from rank 0 to rank 1.*Mismatched "
+                                               r"send and recv sizes"):
+            dist.recv(torch.ones(3), src=0)
+    s = torch.ones(2)
+    dist.all_reduce(s)
+    assert torch.equal(s, torch.full((2,), float(size())))
+
+
+def test_send_to_self_and_recv_any_source_refused_by_name():
+    with pytest.raises(ValueError, match="Invalid destination rank"):  # PyTorch's own check
+        dist.send(torch.ones(2), dst=rank())
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))  # the backend's, beneath it
+    with pytest.raises(RuntimeError, match="cannot send to itself"):
+        backend.send([torch.ones(2)], rank(), 0)
+    with pytest.raises(RuntimeError, match="not a rank of process group"):
+        backend.recv([torch.ones(2)], size(), 0)
+    with pytest.raises(NotImplementedError, match="ringlet: recv from any source"):
+        dist.recv(torch.ones(2))
 
 
 @pytest.mark.parametrize("op", ["sum", "max", "avg"])

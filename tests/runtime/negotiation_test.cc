@@ -141,6 +141,100 @@ TEST(Negotiator, RunsWhenReadyEverywhereInRank0Order) {
   EXPECT_TRUE(n.waiting().empty());
 }
 
+Metadata transfer(const std::string& name, CollectiveKind kind, int from, int to,
+                  std::vector<int64_t> shape = {4}, DataType t = DataType::kFloat32) {
+  Metadata m = allreduce(name, std::move(shape), t);
+  m.kind = kind;
+  m.root = from;
+  m.peer = to;
+  return m;
+}
+
+TEST(Wire, TransferRoundTrip) {
+  RankMessage msg;
+  msg.ready = {transfer("t", CollectiveKind::kRecv, 2, 0, {})};
+  const RankMessage back = decode(encode(msg));
+  ASSERT_EQ(back.ready.size(), 1u);
+  EXPECT_EQ(back.ready[0].kind, CollectiveKind::kRecv);
+  EXPECT_EQ(back.ready[0].root, 2);
+  EXPECT_EQ(back.ready[0].peer, 0);
+}
+
+// A transfer runs once its two ranks reported it, whatever the others do, in
+// the order of the cycle that completed it; only its two ranks are awaited.
+TEST(Negotiator, TransferRunsWhenItsTwoRanksReported) {
+  Negotiator n(3);
+  std::vector<RankMessage> c1(3), c2(3);
+  c1[2].ready = {transfer("t", CollectiveKind::kSend, 2, 1, {2, 3})};
+  c1[0].ready = {allreduce("a", {4})};
+  EXPECT_TRUE(n.add_cycle(c1, 0).empty());
+  EXPECT_EQ(n.waiting().at("t"), std::vector<int>{1});
+  EXPECT_EQ(n.waiting().at("a"), (std::vector<int>{1, 2}));
+  c2[1].ready = {allreduce("a", {4}), transfer("t", CollectiveKind::kRecv, 2, 1, {6})};
+  c2[2].ready = {allreduce("a", {4})};
+  const auto r = n.add_cycle(c2, 1 << 20);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].names, std::vector<std::string>{"a"});  // rank 0's order first
+  EXPECT_EQ(r[1].names, std::vector<std::string>{"t"});
+  EXPECT_EQ(r[1].kind, CollectiveKind::kSend);
+  EXPECT_TRUE(r[1].error.empty()) << r[1].error;
+  ASSERT_EQ(r[1].meta.size(), 1u);
+  EXPECT_EQ(r[1].meta[0].shape, (std::vector<int64_t>{2, 3}));  // the sender's
+  EXPECT_EQ(r[1].bytes, 24);
+  EXPECT_TRUE(n.waiting().empty());
+}
+
+TEST(Negotiator, TransferInAProcessSetNamesGlobalRanks) {
+  Negotiator n(2, {1, 3});
+  std::vector<RankMessage> c(2);
+  c[1].ready = {transfer("t", CollectiveKind::kSend, 3, 1)};
+  EXPECT_TRUE(n.add_cycle(c, 0).empty());
+  EXPECT_EQ(n.waiting().at("t"), std::vector<int>{1});
+  std::vector<RankMessage> c2(2);
+  c2[0].ready = {transfer("t", CollectiveKind::kRecv, 3, 1)};
+  const auto r = n.add_cycle(c2, 0);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error.empty()) << r[0].error;
+}
+
+TEST(Negotiator, MismatchedTransfersFailNamingBothRanks) {
+  struct Case {
+    Metadata a, b;
+    int rank_a, rank_b;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {transfer("t", CollectiveKind::kSend, 0, 1, {4}),
+       transfer("t", CollectiveKind::kRecv, 0, 1, {5}), 0, 1,
+       "Mismatched send and recv sizes for 't': rank 0 sends float [4], rank 1 receives into "
+       "float [5]"},
+      {transfer("t", CollectiveKind::kSend, 0, 1, {4}),
+       transfer("t", CollectiveKind::kRecv, 0, 1, {4}, DataType::kInt32), 0, 1,
+       "Mismatched send and recv data types for 't': rank 0 sends float [4], rank 1 receives "
+       "into int32 [4]"},
+      // Both sent: the receiver's report is not a recv.
+      {transfer("t", CollectiveKind::kSend, 0, 1), transfer("t", CollectiveKind::kSend, 0, 1), 0, 1,
+       "Mismatched send and recv 't': rank 1 submitted send of a transfer from rank 0 to rank 1"},
+      // A rank that is not a party.
+      {transfer("t", CollectiveKind::kSend, 0, 1), transfer("t", CollectiveKind::kRecv, 0, 1), 0, 2,
+       "Mismatched send and recv 't': rank 2 submitted recv of a transfer from rank 0 to rank 1"},
+      // An allreduce under a transfer's name.
+      {transfer("t", CollectiveKind::kSend, 0, 1), allreduce("t", {4}), 0, 1,
+       "Mismatched send and recv 't': rank 1 submitted allreduce of a transfer from rank 0 to "
+       "rank 1"},
+  };
+  for (const Case& k : cases) {
+    Negotiator n(3);
+    std::vector<RankMessage> c(3);
+    c[k.rank_a].ready = {k.a};
+    c[k.rank_b].ready = {k.b};
+    const auto r = n.add_cycle(c, 0);
+    ASSERT_EQ(r.size(), 1u) << k.expected;
+    EXPECT_EQ(r[0].error, k.expected);
+    EXPECT_TRUE(n.waiting().empty());
+  }
+}
+
 TEST(Negotiator, FusesCompatibleAllreducesUpToThreshold) {
   Negotiator n(2);
   std::vector<RankMessage> c(2);

@@ -278,6 +278,117 @@ TEST(Runtime, MismatchesFailOnEveryRank) {
   EXPECT_EQ(error_of(ok), "");
 }
 
+// Transfers around the ring, each rank's send and recv submitted in a random
+// order among allreduces of every rank; then a recv that waits while the
+// ranks run a collective before its send (a pipeline's dependency); one of
+// 3 MiB; and a mismatched size, which fails its two ranks only.
+TEST(Runtime, TransfersMeetTheirPeersAmongCollectives) {
+  const int n = rt().size(), me = rt().rank();
+  if (n < 2) GTEST_SKIP() << "a transfer needs two ranks";
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  auto name = [](int from, int to, int k) {
+    return "t." + std::to_string(from) + "." + std::to_string(to) + "." + std::to_string(k);
+  };
+  constexpr int kRounds = 3;
+  std::vector<std::vector<int64_t>> out(kRounds), in(kRounds, std::vector<int64_t>(5, -1));
+  std::vector<std::vector<float>> sums(kRounds, std::vector<float>(6, 1.0f));
+  std::vector<std::function<Handle()>> submit;
+  std::vector<Handle> h(3 * kRounds);
+  for (int k = 0; k < kRounds; ++k) {
+    for (int i = 0; i < 5; ++i) out[k].push_back(1000 * me + 10 * k + i);
+    submit.push_back([&, k] {
+      return h[3 * k] = rt().enqueue_send(name(me, next, k), out[k].data(), {5}, DataType::kInt64,
+                                          next);
+    });
+    submit.push_back([&, k] {
+      return h[3 * k + 1] = rt().enqueue_recv(name(prev, me, k), in[k].data(), {5},
+                                              DataType::kInt64, prev);
+    });
+    submit.push_back([&, k] {
+      return h[3 * k + 2] = rt().enqueue_allreduce("sum." + std::to_string(k), sums[k].data(),
+                                                   sums[k].data(), {6}, DataType::kFloat32);
+    });
+  }
+  auto rng = rng_for_rank(11);
+  std::shuffle(submit.begin(), submit.end(), rng);
+  for (auto& f : submit) f();
+  for (int k = 0; k < kRounds; ++k) {
+    EXPECT_EQ(error_of(h[3 * k]), "");
+    EXPECT_EQ(error_of(h[3 * k + 1]), "");
+    EXPECT_EQ(error_of(h[3 * k + 2]), "");
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(in[k][i], 1000 * prev + 10 * k + i);
+    for (float v : sums[k]) ASSERT_EQ(v, static_cast<float>(n));
+  }
+
+  // Rank 0's recv waits while every rank runs a broadcast: the last rank
+  // sends only once that broadcast is done.
+  std::vector<double> late(3, 0.0);
+  Handle got = 0;
+  if (me == 0) got = rt().enqueue_recv("late", late.data(), {3}, DataType::kFloat64, n - 1);
+  std::vector<float> b(4, me == 0 ? 7.0f : 0.0f);
+  EXPECT_EQ(error_of(rt().enqueue_broadcast("before.late", b.data(), {4}, DataType::kFloat32, 0)),
+            "");
+  for (float v : b) ASSERT_EQ(v, 7.0f);
+  if (me == n - 1) {
+    std::vector<double> early{1.5, 2.5, 3.5};
+    EXPECT_EQ(error_of(rt().enqueue_send("late", early.data(), {3}, DataType::kFloat64, 0)), "");
+  }
+  if (me == 0) {
+    EXPECT_EQ(error_of(got), "");
+    EXPECT_EQ(late, (std::vector<double>{1.5, 2.5, 3.5}));
+  }
+
+  // 3 MiB from the last rank to rank 0, in several of the links' messages.
+  std::vector<uint8_t> big(3 << 20);
+  if (me == n - 1) {
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + 3);
+    EXPECT_EQ(error_of(rt().enqueue_send("big", big.data(), {static_cast<int64_t>(big.size())},
+                                         DataType::kUInt8, 0)),
+              "");
+  } else if (me == 0) {
+    EXPECT_EQ(error_of(rt().enqueue_recv("big", big.data(), {1024, 3072}, DataType::kUInt8, n - 1)),
+              "");
+    for (size_t i = 0; i < big.size(); ++i) ASSERT_EQ(big[i], static_cast<uint8_t>(i * 7 + 3));
+  }
+
+  // A size the two ranks disagree on fails both, naming both; the others
+  // go on.
+  std::vector<int32_t> small(8, 0);
+  if (me == 0) {
+    EXPECT_EQ(error_of(rt().enqueue_send("odd", small.data(), {8}, DataType::kInt32, 1)),
+              "Mismatched send and recv sizes for 'odd': rank 0 sends int32 [8], rank 1 "
+              "receives into int32 [7]");
+  } else if (me == 1) {
+    EXPECT_EQ(error_of(rt().enqueue_recv("odd", small.data(), {7}, DataType::kInt32, 0)),
+              "Mismatched send and recv sizes for 'odd': rank 0 sends int32 [8], rank 1 "
+              "receives into int32 [7]");
+  }
+  std::vector<float> after(2, 1.0f);
+  EXPECT_EQ(error_of(rt().enqueue_allreduce("after.transfers", after.data(), after.data(), {2},
+                                            DataType::kFloat32)),
+            "");
+  EXPECT_EQ(after[0], static_cast<float>(n));
+}
+
+// What one rank can tell is wrong with a transfer is refused at submission.
+TEST(Runtime, TransfersRefusedAtSubmission) {
+  const int n = rt().size(), me = rt().rank();
+  int32_t x = 0;
+  auto refusal = [&](const std::function<void()>& f) {
+    try {
+      f();
+      return std::string("accepted");
+    } catch (const RuntimeError& e) {
+      return e.body();
+    }
+  };
+  EXPECT_EQ(refusal([&] { rt().enqueue_send("self", &x, {}, DataType::kInt32, me); }),
+            "send 'self': rank " + std::to_string(me) + " cannot send to itself");
+  EXPECT_EQ(refusal([&] { rt().enqueue_recv("far", &x, {}, DataType::kInt32, n); }),
+            "recv 'far': source " + std::to_string(n) + " is not a rank (ranks 0.." +
+                std::to_string(n - 1) + ")");
+}
+
 TEST(Runtime, DuplicateNameRefusedAtOnce) {
   std::vector<float> a(8, 1.0f), b(8, 1.0f);
   // The other ranks submit 'dup' only after the barrier, which rank 0 reaches

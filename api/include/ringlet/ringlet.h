@@ -177,6 +177,15 @@ int64_t reducescatter_async(const std::string& name, Tensor in, ReduceOp op = Re
 // output is in Result.
 int64_t alltoall_async(const std::string& name, Tensor in, std::vector<int64_t> splits = {},
                        int process_set = 0);
+// Point to point (beyond Horovod's API; torch.distributed's send and recv
+// run on it): `in` goes to rank `to`, whose recv_async of the same name
+// receives it into `out`, which holds as many elements of the same dtype.
+// Ranks are global, members of the set. A transfer runs once both ranks
+// submitted it, between the collectives they run around it, and the set's
+// other members take no part; the n-th transfer between two ranks must have
+// one name on both. Host tensors only.
+int64_t send_async(const std::string& name, Tensor in, int to, int process_set = 0);
+int64_t recv_async(const std::string& name, Tensor out, int from, int process_set = 0);
 // Allreduces that run together, fused atomically; one handle per member.
 // Members share dtype and op; every rank calls it in the same order.
 std::vector<int64_t> grouped_allreduce_async(const std::vector<std::string>& names,

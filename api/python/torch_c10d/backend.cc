@@ -1,6 +1,7 @@
 // The ringlet backend (backend.h): its life, the names of its collectives,
 // barrier, and what it refuses. The collectives are in reductions.cc and
-// movers.cc; the three and work.cc, tensor_views.cc compile as one unit
+// movers.cc, send and recv in point_to_point.cc; these and work.cc,
+// tensor_views.cc compile as one unit
 // (api/python/CMakeLists.txt), since each would pay for torch's headers.
 #include "torch_c10d/backend.h"
 
@@ -154,8 +155,8 @@ namespace {
       " is not served yet by the ringlet backend (served: all_reduce, all_reduce_coalesced, "
       "all_gather, all_gather_into_tensor and its coalesced form, reduce_scatter, "
       "reduce_scatter_tensor and its coalesced form, all_to_all, all_to_all_single, "
-      "broadcast, reduce, gather, scatter, barrier); a process group of another backend "
-      "serves it");
+      "broadcast, reduce, gather, scatter, barrier, send, recv from a named rank); a process "
+      "group of another backend serves it");
   std::abort();  // unreachable: the check throws
 }
 
@@ -166,14 +167,8 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(std::vector<std::vec
                                                             const c10d::AllgatherOptions&) {
   not_served("allgather_coalesced");
 }
-c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>&, int, int) {
-  not_served("send");
-}
-c10::intrusive_ptr<c10d::Work> Backend::recv(std::vector<at::Tensor>&, int, int) {
-  not_served("recv");
-}
 c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(std::vector<at::Tensor>&, int) {
-  not_served("recv (any source)");
+  not_served("recv from any source");
 }
 
 }  // namespace ringlet::torch_c10d

@@ -18,8 +18,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <tuple>
 #include <vector>
 
 #include "ringlet/ringlet.h"
@@ -94,14 +97,24 @@ class Backend : public c10d::Backend {
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override;
 
+  // Rank 0 awaits every rank's arrival within `opts.timeout` and names those
+  // that did not come (all of them with `waitAllRanks`), then releases the
+  // others, which wait as long for it: Gloo's monitored barrier, on
+  // Ringlet's transfers (point_to_point.cc).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+
+  // Ringlet's transfers (point_to_point.cc): the n-th send from rank a to
+  // rank b with a tag meets b's n-th recv from a with that tag.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+
   // Not served yet: each refuses by name (NotImplementedError in Python).
-  // Ringlet's API has no point-to-point calls; allgather_coalesced is
-  // deprecated in torch.distributed.
+  // A Ringlet transfer is named by both its ranks, which a receive from any
+  // source does not know; allgather_coalesced is deprecated in
+  // torch.distributed.
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
@@ -113,6 +126,14 @@ class Backend : public c10d::Backend {
     c10::intrusive_ptr<Work> work;
   };
   Collective begin(c10d::OpType type, std::vector<at::Tensor> outputs);
+  // all_reduce (keep) and reduce (keep on the root) with BAND, BOR or BXOR
+  // (bitwise.cc).
+  c10::intrusive_ptr<c10d::Work> bitwise_allreduce(at::Tensor user, const c10d::ReduceOp& op,
+                                                   c10d::OpType type, bool keep);
+  // A send's or recv's: "torch.<group>.p2p.<from>.<to>.<tag>.<count>", group
+  // ranks, counted per (from, to, tag); outside the group's sequence, which
+  // only collectives (called by every rank) advance.
+  Collective begin_transfer(c10d::OpType type, int peer, int tag, std::vector<at::Tensor> tensors);
 
   std::string group_name_;
   int process_set_;
@@ -120,6 +141,12 @@ class Backend : public c10d::Backend {
   bool owns_runtime_;
   std::atomic<bool> released_{false};
   uint64_t sequence_ = 0;
+  std::mutex transfers_mutex_;
+  std::map<std::tuple<int, int, int>, uint64_t> transfers_;  // (from, to, tag) -> count so far
+  uint64_t monitored_barriers_ = 0;
 };
+
+// BAND, BOR or BXOR.
+bool is_bitwise(const c10d::ReduceOp& op);
 
 }  // namespace ringlet::torch_c10d

@@ -36,6 +36,9 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(std::vector<at::Tensor>& tenso
   check_one(tensors, "all_reduce");
   TORCH_CHECK_NOT_IMPLEMENTED(!opts.sparseIndices.has_value(),
                               "ringlet: all_reduce of sparse tensors is not served");
+  if (is_bitwise(opts.reduceOp)) {
+    return bitwise_allreduce(tensors[0], opts.reduceOp, c10d::OpType::ALLREDUCE, true);
+  }
   const Reduction r = resolve(tensors[0].scalar_type(), opts.reduceOp, "all_reduce");
   Collective c = begin(c10d::OpType::ALLREDUCE, tensors);
   at::Tensor user = tensors[0];
@@ -96,6 +99,10 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(std::vector<at::Tensor>& tensors,
   check_one(tensors, "reduce");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "ringlet: reduce root ",
               opts.rootRank, " is not a rank of the group of ", getSize());
+  if (is_bitwise(opts.reduceOp)) {
+    return bitwise_allreduce(tensors[0], opts.reduceOp, c10d::OpType::REDUCE,
+                             opts.rootRank == getRank());
+  }
   const Reduction r = resolve(tensors[0].scalar_type(), opts.reduceOp, "reduce");
   Collective c = begin(c10d::OpType::REDUCE, tensors);
   at::Tensor user = tensors[0];

@@ -92,7 +92,8 @@ Reduction resolve(at::ScalarType type, const c10d::ReduceOp& op, const char* wha
   TORCH_CHECK_NOT_IMPLEMENTED(
       red != c10d::ReduceOp::BAND && red != c10d::ReduceOp::BOR && red != c10d::ReduceOp::BXOR,
       "ringlet: ", what, " with ReduceOp.", op_text(red),
-      " is not served: Ringlet reduces with SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM");
+      " is not served: Ringlet reduces with SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM (and "
+      "all_reduce and reduce with BAND, BOR, BXOR)");
   TORCH_CHECK(red != c10d::ReduceOp::UNUSED, "ringlet: ", what, ": not a reduce op");
   Reduction r{ringlet::DataType::kFloat32, ringlet::ReduceOp::kSum};
   switch (red) {
