@@ -29,7 +29,7 @@ def parse_args():
     p = argparse.ArgumentParser(description="ringlet.jax MNIST example")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--lr", type=float, default=0.05, help="learning rate for one rank")
+    p.add_argument("--lr", type=float, default=0.01, help="learning rate for one rank")
     p.add_argument("--momentum", type=float, default=0.5)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--seed", type=int, default=42)

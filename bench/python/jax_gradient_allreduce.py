@@ -5,16 +5,18 @@ against the bare C++ allreduce of the same bytes (ringlet-bench), in the same
 run:
 
     ringletrun -np 2 python bench/python/jax_gradient_allreduce.py --steps 30
-    ringletrun -np 2 build/bin/ringlet-bench allreduce -b 40059944 -e 40059944 -n 30 -w 5
+    ringletrun -np 2 build/bin/ringlet-bench allreduce -b 40083496 -e 40083496 -n 30 -w 5 \
+        --per-op-barrier
 
 It prints, per step (medians over the steps, each step at its slowest rank,
 in ms):
 - eager: the gradients of a jit-compiled step reduced outside jit, timed
   around ``tx.update`` (the arrays go in and out through DLPack, no copy);
+- jit alone: the same reduction as the whole of a jit-compiled function;
 - jit: a whole jit-compiled step with ``DistributedOptimizer(optax.sgd)``
   less the same step with ``optax.sgd`` alone, alternating, so that the
-  difference is what the allreduce costs inside jit (the ordered io_callback,
-  JAX's copies of its operands and results).
+  difference is what the allreduce costs inside a step (with the wait for
+  the slower rank's backward pass, which a step without it does not have).
 and the parameter bytes to give ringlet-bench.
 """
 
@@ -38,8 +40,9 @@ def init_params(key):
     params = {}
     for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
         key, sub = jax.random.split(key)
-        params[f"dense{i}"] = {"w": jax.random.normal(sub, (fan_in, fan_out)) / np.sqrt(fan_in),
-                               "b": jnp.zeros(fan_out)}
+        params[f"dense{i}"] = {
+            "w": jax.random.normal(sub, (fan_in, fan_out), jnp.float32) / float(np.sqrt(fan_in)),
+            "b": jnp.zeros(fan_out, jnp.float32)}
     return params
 
 
@@ -73,19 +76,28 @@ def main():
     y = jnp.asarray(rng.integers(0, SIZES[-1], args.batch).astype(np.int32))
     grad_fn = jax.jit(jax.grad(loss_fn))
 
-    # eager: the allreduce alone, outside jit
+    # Each step alternates: the gradients reduced outside jit, the same reduction as
+    # the whole of a jit-compiled function (buffer_callback: XLA's own buffers in
+    # and out), and, as the reference within the same job, one in-place allreduce
+    # of as many bytes from a buffer touched before (ringlet.numpy: the C++
+    # runtime's entry point with one Python call around it).
     reduce_tx = hvd.allreduce_gradients()
+    reduce_jit = jax.jit(lambda grads: reduce_tx.update(grads, optax.EmptyState())[0])
     state = reduce_tx.init(params)
-    eager = []
+    flat = np.ones(nbytes // 4, np.float32)
+    import ringlet.numpy as hvd_numpy
+    eager, in_jit, reference = [], [], []
     for step in range(args.warmup + args.steps):
         grads = jax.block_until_ready(grad_fn(params, x, y))
-        hvd.barrier()
-        start = time.perf_counter()
-        reduced, state = reduce_tx.update(grads, state)
-        jax.block_until_ready(reduced)
-        if step >= args.warmup:
-            eager.append(time.perf_counter() - start)
-        del grads, reduced
+        for times, run in ((eager, lambda: reduce_tx.update(grads, state)[0]),
+                           (in_jit, lambda: reduce_jit(grads)),
+                           (reference, lambda: hvd_numpy.allreduce_(flat, name="bench.bare"))):
+            hvd.barrier()
+            start = time.perf_counter()
+            jax.block_until_ready(run())
+            if step >= args.warmup:
+                times.append(time.perf_counter() - start)
+        del grads
 
     # jit: whole steps with and without the allreduce, alternating
     def step_of(tx):
@@ -108,6 +120,8 @@ def main():
                 run[3].append(time.perf_counter() - start)
 
     eager = slowest(eager) * 1e3
+    in_jit = slowest(in_jit) * 1e3
+    reference = slowest(reference) * 1e3
     with_allreduce = slowest(runs["distributed"][3]) * 1e3
     without = slowest(runs["local"][3]) * 1e3
     if hvd.rank() == 0:
@@ -115,6 +129,8 @@ def main():
               f"gradients in {len(jax.tree_util.tree_leaves(params))} leaves, {args.steps} steps "
               f"(ms, median at the slowest rank)")
         print(f"eager_allreduce_ms {np.median(eager):.3f} (mean {eager.mean():.3f})")
+        print(f"runtime_allreduce_ms {np.median(reference):.3f} (mean {reference.mean():.3f})")
+        print(f"jit_allreduce_alone_ms {np.median(in_jit):.3f} (mean {in_jit.mean():.3f})")
         print(f"jit_step_with_allreduce_ms {np.median(with_allreduce):.3f}")
         print(f"jit_step_without_ms {np.median(without):.3f}")
         print(f"jit_allreduce_ms {np.median(with_allreduce - without):.3f}")

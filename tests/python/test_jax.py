@@ -351,3 +351,24 @@ def test_gradient_predivide_factor(rj):
     assert np.allclose(summed["g"], n * (n + 1) / 2)
     with pytest.raises(ValueError, match="gradient_predivide_factor"):
         rj.allreduce_gradients(op=rj.Sum, gradient_predivide_factor=2.0)
+
+
+def test_io_callback_where_jax_has_no_buffer_callback(rj, monkeypatch):
+    """JAX before 0.7 has no buffer_callback: the ordered io_callback serves."""
+    from ringlet.jax import compiled_callback
+    monkeypatch.setattr(compiled_callback, "_buffer_callback", None)
+    n, r = rj.size(), rj.rank()
+
+    @jax.jit
+    def collectives(x):
+        return (rj.allreduce(x, op=rj.Sum, name="io.sum"),
+                rj.grouped_allreduce({"a": x, "b": x.astype(jnp.bfloat16)}, op=rj.Max,
+                                     name="io.tree"),
+                rj.allgather(x, name="io.gather"), rj.broadcast(x, 0, name="io.bcast"))
+
+    x = input_of(r, (2, 2), jnp.float32)
+    total, tree, gathered, root = collectives(x)
+    everyone = np.stack([values_of(q, (2, 2)) for q in range(n)])
+    assert np.allclose(total, everyone.sum(0)) and np.allclose(tree["a"], everyone.max(0))
+    assert tree["b"].dtype == jnp.bfloat16 and np.allclose(tree["b"], everyone.max(0))
+    assert np.allclose(gathered, everyone.reshape(2 * n, 2)) and np.allclose(root, everyone[0])

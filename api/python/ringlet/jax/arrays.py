@@ -16,6 +16,8 @@ its byte arrays, relabelled the same way; JAX copies them where their address
 is not so aligned.
 """
 
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,9 +66,26 @@ def check_bytes_movable(dtype, call, full_name):
             f"{dtype.name}, whose elements are not whole bytes")
 
 
+# Output buffers that JAX has let go, for the next collective of their size:
+# fresh memory costs a page fault per 4 KiB when first written, about as much
+# as the collective's own copy. A buffer is free once this pool holds the only
+# reference to it (the arrays JAX adopted reference it until JAX frees them).
+_POOL_BYTES = 256 << 20
+_pool = {}  # bytes -> [raw numpy arrays]
+
+
 def aligned_bytes(nbytes):
-    """``nbytes`` fresh bytes at an address JAX adopts without a copy."""
-    raw = np.empty(nbytes + _ALIGNMENT, dtype=np.uint8)
+    """``nbytes`` bytes at an address JAX adopts without a copy (their values are
+    undefined): memory JAX let go of where the pool has some, else fresh."""
+    kept = _pool.setdefault(nbytes, [])
+    for raw in kept:
+        if sys.getrefcount(raw) <= 3:  # the pool's list, this loop's name, the argument
+            break
+    else:
+        raw = np.empty(nbytes + _ALIGNMENT, dtype=np.uint8)
+        if nbytes and sum(len(v) * (k + _ALIGNMENT) for k, v in _pool.items()) + nbytes <= \
+                _POOL_BYTES:
+            kept.append(raw)
     start = (-raw.ctypes.data) % _ALIGNMENT
     return raw[start:start + nbytes]
 
@@ -84,6 +103,25 @@ def output(dtype, shape):
     (one the core reduces) that ``to_jax`` adopts once the collective wrote it."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * jnp.dtype(dtype).itemsize
     return labelled(aligned_bytes(nbytes), dtype, shape)
+
+
+def bytes_of(array):
+    """The bytes of a host array (numpy, or a compiled program's buffer), as a
+    writable uint8 view of its memory."""
+    return np.asarray(array).reshape(-1).view(np.uint8)
+
+
+def writable(array):
+    """A host array of a dtype the core reduces as the bindings' output: a labelled
+    view of its own memory."""
+    return labelled(bytes_of(array), array.dtype, array.shape)
+
+
+def fill(output, data):
+    """Copies the runtime's result bytes into ``output`` (a host array)."""
+    target = bytes_of(output)
+    if target.size:
+        target[...] = data.reshape(-1)
 
 
 def on_cpu(array, call, full_name):

@@ -2,18 +2,8 @@
 
 Outside a trace a collective runs at once on the arrays' own memory
 (arrays.py) and returns jax arrays. Inside one (``jax.jit``, ``lax.scan``,
-...) it becomes ``jax.experimental.io_callback(..., ordered=True)`` around the
-same call: the compiled program calls back into Python where the collective
-stands, with the operands in host memory, and takes the result as the
-callback's output.
-
-Why ``io_callback`` with ``ordered=True`` and not ``pure_callback``: a
-collective is a side effect that every rank must perform exactly once, and
-the ranks must reach their collectives in one order. XLA may drop a
-``pure_callback`` whose result is unused, run it twice (rematerialization) or
-move it past another; an ordered ``io_callback`` runs once per execution, in
-program order. The price: it cannot be batched (``vmap``) or differentiated,
-and the program waits at it.
+...) it becomes a callback from the compiled program around the same call
+(compiled_callback.py), which writes the program's own output buffers.
 
 Names: unnamed collectives are numbered per process set when they are
 called, as in ringlet.torch; inside a trace, when they are traced, so that
@@ -26,7 +16,6 @@ as many rows as it sends, and each says otherwise by name when it runs.
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import io_callback
 
 from ringlet import _ringlet
 from ringlet.common import basics as _basics
@@ -35,6 +24,7 @@ from ringlet.common.basics import Average
 from ringlet.common.exceptions import InvalidArgumentError, MismatchError
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.jax import arrays as _arrays
+from ringlet.jax import compiled_callback as _compiled
 from ringlet.jax import pytrees as _pytrees
 
 _op_name = _handles.op_name
@@ -45,11 +35,6 @@ def _traced(*trees):
                for tree in trees for leaf in jax.tree_util.tree_leaves(tree))
 
 
-def _in_callback(function, result_shapes, *operands):
-    """``function(*operands)`` where the compiled program stands (io_callback, ordered)."""
-    return io_callback(function, result_shapes, *operands, ordered=True)
-
-
 def _set_rank(process_set):
     return _ringlet.process_set_rank(_set_id(process_set))
 
@@ -58,14 +43,13 @@ def _set_size(process_set):
     return _ringlet.process_set_size(_set_id(process_set))
 
 
-def _check_shape(call, full_name, result, expected):
-    """Inside a trace: the result the collective gave against the shape traced."""
-    if tuple(result.shape) != tuple(expected.shape):
+def _check_shape(call, full_name, shape, expected):
+    """Inside a trace: the result's shape the collective gave against the one traced."""
+    if tuple(shape) != tuple(expected):
         raise MismatchError(
             f"ringlet: {call} on rank {_ringlet.rank()}: tensor '{full_name}' gave "
-            f"{tuple(result.shape)} where the jit-compiled program expects "
-            f"{tuple(expected.shape)}: {_EXPECTED_INSIDE_JIT.get(call, '')}")
-    return result
+            f"{tuple(shape)} where the jit-compiled program expects {tuple(expected)}: "
+            f"{_EXPECTED_INSIDE_JIT[call]}")
 
 
 _EXPECTED_INSIDE_JIT = {
@@ -76,15 +60,22 @@ _EXPECTED_INSIDE_JIT = {
 }
 
 
+def _like(x):
+    return jax.ShapeDtypeStruct(jnp.shape(x), x.dtype)
+
+
 # ---------------------------------------------------------------- allreduce
 
-def _allreduce_now(arrays, names, core_op, prescale_factor, postscale_factor, set_id):
+def _allreduce_now(arrays, names, core_op, prescale_factor, postscale_factor, set_id,
+                   outputs=None):
     """Reduces concrete arrays at once, each dtype's as one fused group (the core
-    groups tensors of one dtype); returns jax arrays."""
+    groups tensors of one dtype): into ``outputs`` (host arrays) where given, else
+    into new jax arrays, returned."""
     for array, name in zip(arrays, names):
         _arrays.check_reducible(array.dtype, "allreduce", name)
     inputs = [_arrays.as_input(a, "allreduce", n) for a, n in zip(arrays, names)]
-    outputs = [_arrays.output(a.dtype, a.shape) for a in arrays]
+    views = ([_arrays.output(a.dtype, a.shape) for a in arrays] if outputs is None
+             else [_arrays.writable(o) for o in outputs])
     by_dtype = {}
     for index, array in enumerate(arrays):
         by_dtype.setdefault(jnp.dtype(array.dtype), []).append(index)
@@ -92,17 +83,16 @@ def _allreduce_now(arrays, names, core_op, prescale_factor, postscale_factor, se
     for members in by_dtype.values():
         group = _ringlet.grouped_allreduce_async(
             [names[i] for i in members], [inputs[i] for i in members],
-            [outputs[i] for i in members], core_op, float(prescale_factor),
+            [views[i] for i in members], core_op, float(prescale_factor),
             float(postscale_factor), set_id)
         for h, i in zip(group, members):
             handles.append(_handles.register(h, lambda data, shape, splits: None, inputs[i],
-                                             outputs[i]))
+                                             views[i]))
     _handles.wait_all(handles, _handles.synchronize)
-    return [_arrays.to_jax(o) for o in outputs]
+    return None if outputs is not None else [_arrays.to_jax(v) for v in views]
 
 
-def _grouped_allreduce(tree, base, op, prescale_factor, postscale_factor, process_set,
-                       check_tree):
+def _grouped_allreduce(tree, base, op, prescale_factor, postscale_factor, process_set):
     leaves, names, treedef = _pytrees.leaf_names(tree)
     if not leaves:
         return tree
@@ -112,17 +102,16 @@ def _grouped_allreduce(tree, base, op, prescale_factor, postscale_factor, proces
         _arrays.check_reducible(leaf.dtype, "allreduce", name)
     set_id = _set_id(process_set)
 
-    def run(*concrete):
-        if check_tree:
-            _pytrees.check_same_tree("grouped_allreduce", base, names, concrete, process_set)
+    def run(concrete, outputs=None):
+        _pytrees.check_same_tree("grouped_allreduce", base, names, concrete, process_set)
         return _allreduce_now(list(concrete), full_names, core_op, prescale_factor,
-                              postscale_factor, set_id)
+                              postscale_factor, set_id, outputs)
 
     if _traced(leaves):
-        shapes = [jax.ShapeDtypeStruct(jnp.shape(x), x.dtype) for x in leaves]
-        results = _in_callback(lambda *c: list(run(*c)), shapes, *leaves)
+        results = _compiled.call(lambda outputs, *c: run(c, outputs),
+                                 [_like(x) for x in leaves], *leaves)
     else:
-        results = run(*leaves)
+        results = run(leaves)
     return jax.tree_util.tree_unflatten(treedef, results)
 
 
@@ -140,12 +129,13 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     core_op = _basics.core_op(op)
     set_id = _set_id(process_set)
 
-    def run(x):
-        return _allreduce_now([x], [full_name], core_op, prescale_factor, postscale_factor,
-                              set_id)[0]
+    def run(x, outputs=None):
+        results = _allreduce_now([x], [full_name], core_op, prescale_factor,
+                                 postscale_factor, set_id, outputs)
+        return None if results is None else results[0]
 
     if _traced(array):
-        return _in_callback(run, jax.ShapeDtypeStruct(array.shape, array.dtype), array)
+        return _compiled.call(lambda outputs, x: run(x, outputs), _like(array), array)
     return run(array)
 
 
@@ -158,19 +148,20 @@ def grouped_allreduce(tensors, average=None, name=None, op=None, prescale_factor
     op = _basics.resolve_op(op, average)
     base = _handles.group_base(name, process_set)
     return _grouped_allreduce(tensors, base, op, prescale_factor, postscale_factor,
-                              process_set, check_tree=True)
+                              process_set)
 
 
 # ---------------------------------------------------------------- allgather
 
-def _allgather_now(array, full_name, set_id):
+def _allgather_bytes(array, full_name, set_id):
+    """(the runtime's result bytes, its shape in rows of the input's trailing shape)."""
     dtype, trailing = jnp.dtype(array.dtype), tuple(array.shape[1:])
     source = (_arrays.as_input(array, "allgather", full_name) if _arrays.reducible(dtype)
               else _arrays.as_bytes(array, "allgather", full_name))
     handle = _ringlet.allgather_async(full_name, source, set_id)
     data, shape, _ = _handles.synchronize(
         _handles.register(handle, lambda *result: result, source))
-    return _arrays.from_bytes(data, dtype, (shape[0],) + trailing)
+    return data, (shape[0],) + trailing
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -185,28 +176,37 @@ def allgather(tensor, name=None, process_set=global_process_set):
     if _traced(array):
         expected = jax.ShapeDtypeStruct((array.shape[0] * _set_size(process_set),)
                                         + array.shape[1:], array.dtype)
-        return _in_callback(lambda x: _check_shape("allgather", full_name,
-                                                   _allgather_now(x, full_name, set_id),
-                                                   expected), expected, array)
-    return _allgather_now(array, full_name, set_id)
+
+        def fill(outputs, x):
+            data, shape = _allgather_bytes(x, full_name, set_id)
+            _check_shape("allgather", full_name, shape, expected.shape)
+            _arrays.fill(outputs[0], data)
+
+        return _compiled.call(fill, expected, array)
+    data, shape = _allgather_bytes(array, full_name, set_id)
+    return _arrays.from_bytes(data, array.dtype, shape)
 
 
 # ---------------------------------------------------------------- broadcast
 
-def _broadcast_now(array, root_rank, full_name, set_id):
-    """The core broadcasts in place: every rank passes a fresh buffer, the root's
-    holding its array."""
+def _broadcast_now(array, root_rank, full_name, set_id, into=None):
+    """The core broadcasts in place: every rank passes a buffer (``into`` where
+    given, else a fresh one), the root's holding its array. Returns the new jax
+    array, or None having written ``into``."""
     dtype, shape = jnp.dtype(array.dtype), tuple(array.shape)
     _arrays.check_bytes_movable(dtype, "broadcast", full_name)
     if isinstance(array, jax.Array):
         _arrays.on_cpu(array, "broadcast", full_name)
-    raw = _arrays.aligned_bytes(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-    if _ringlet.rank() == int(root_rank):
-        np.copyto(raw, np.ascontiguousarray(np.asarray(array)).reshape(-1).view(np.uint8))
+    raw = (_arrays.aligned_bytes(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+           if into is None else _arrays.bytes_of(into))
+    if _ringlet.rank() == int(root_rank) and raw.size:
+        raw[...] = _arrays.bytes_of(np.ascontiguousarray(np.asarray(array)))
     # Dtypes the core does not reduce move as bytes.
     buffer = _arrays.labelled(raw, dtype, shape) if _arrays.reducible(dtype) else raw
     handle = _ringlet.broadcast_async(full_name, buffer, int(root_rank), set_id)
     _handles.synchronize(_handles.register(handle, lambda *result: None, buffer))
+    if into is not None:
+        return None
     if _arrays.reducible(dtype):
         return _arrays.to_jax(buffer)
     return jnp.asarray(raw.view(dtype).reshape(shape))
@@ -218,8 +218,9 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     array = tensor if isinstance(tensor, jax.Array) else jnp.asarray(tensor)
     set_id = _set_id(process_set)
     if _traced(array):
-        return _in_callback(lambda x: _broadcast_now(x, root_rank, full_name, set_id),
-                            jax.ShapeDtypeStruct(array.shape, array.dtype), array)
+        return _compiled.call(
+            lambda outputs, x: _broadcast_now(x, root_rank, full_name, set_id, outputs[0]),
+            _like(array), array)
     return _broadcast_now(array, root_rank, full_name, set_id)
 
 
@@ -229,26 +230,29 @@ def broadcast_parameters(params, root_rank=0, name=None, process_set=global_proc
     ranks that pass different pytrees fail with a MismatchError naming the leaf."""
     base = _handles.group_base(name or "broadcast_parameters", process_set)
     leaves, names, treedef = _pytrees.leaf_names(params)
-    set_id = _set_id(process_set)
-
-    def run(*concrete):
-        _pytrees.check_same_tree("broadcast_parameters", base, names, concrete, process_set)
-        return [_broadcast_now(x, root_rank, f"{base}.{n}", set_id)
-                for x, n in zip(concrete, names)]
-
     if not leaves:
         return params
+    leaves = [x if isinstance(x, jax.Array) or _traced(x) else jnp.asarray(x) for x in leaves]
+    set_id = _set_id(process_set)
+
+    def run(concrete, outputs=None):
+        _pytrees.check_same_tree("broadcast_parameters", base, names, concrete, process_set)
+        return [_broadcast_now(x, root_rank, f"{base}.{n}", set_id,
+                               None if outputs is None else outputs[i])
+                for i, (x, n) in enumerate(zip(concrete, names))]
+
     if _traced(leaves):
-        shapes = [jax.ShapeDtypeStruct(jnp.shape(x), x.dtype) for x in leaves]
-        results = _in_callback(lambda *c: list(run(*c)), shapes, *leaves)
+        results = _compiled.call(lambda outputs, *c: run(c, outputs),
+                                 [_like(x) for x in leaves], *leaves)
     else:
-        results = run(*[x if isinstance(x, jax.Array) else jnp.asarray(x) for x in leaves])
+        results = run(leaves)
     return jax.tree_util.tree_unflatten(treedef, results)
 
 
 # ---------------------------------------------------------------- alltoall
 
-def _alltoall_now(array, splits, full_name, set_id):
+def _alltoall_bytes(array, splits, full_name, set_id):
+    """(the runtime's result bytes, its shape, the rows received from each member)."""
     dtype, trailing = jnp.dtype(array.dtype), tuple(array.shape[1:])
     source = (_arrays.as_input(array, "alltoall", full_name) if _arrays.reducible(dtype)
               else _arrays.as_bytes(array, "alltoall", full_name))
@@ -256,8 +260,7 @@ def _alltoall_now(array, splits, full_name, set_id):
     handle = _ringlet.alltoall_async(full_name, source, split_list, set_id)
     data, shape, received = _handles.synchronize(
         _handles.register(handle, lambda *result: result, source))
-    return (_arrays.from_bytes(data, dtype, (shape[0],) + trailing),
-            jnp.asarray(np.asarray(received, dtype=np.int32)))
+    return data, (shape[0],) + trailing, np.asarray(received, dtype=np.int32)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
@@ -270,18 +273,19 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
         raise InvalidArgumentError(f"alltoall '{full_name}': a scalar has no rows to scatter")
     set_id = _set_id(process_set)
     if _traced(array, splits):
-        size = _set_size(process_set)
-        expected = (jax.ShapeDtypeStruct(array.shape, array.dtype),
-                    jax.ShapeDtypeStruct((size,), jnp.int32))
+        expected = (_like(array), jax.ShapeDtypeStruct((_set_size(process_set),), jnp.int32))
 
-        def run(x, s=None):
-            out, received = _alltoall_now(x, s, full_name, set_id)
-            return _check_shape("alltoall", full_name, out, expected[0]), received
+        def fill(outputs, x, s=None):
+            data, shape, received = _alltoall_bytes(x, s, full_name, set_id)
+            _check_shape("alltoall", full_name, shape, array.shape)
+            _arrays.fill(outputs[0], data)
+            np.asarray(outputs[1])[...] = received
 
-        operands = (array,) if splits is None else (array, jnp.asarray(splits))
-        out, received = _in_callback(run, expected, *operands)
+        operands = (array,) if splits is None else (array, jnp.asarray(splits, jnp.int32))
+        out, received = _compiled.call(fill, expected, *operands)
     else:
-        out, received = _alltoall_now(array, splits, full_name, set_id)
+        data, shape, received = _alltoall_bytes(array, splits, full_name, set_id)
+        out, received = _arrays.from_bytes(data, array.dtype, shape), jnp.asarray(received)
     return out if splits is None else (out, received)
 
 
@@ -292,15 +296,15 @@ def _share(rows, parts, index):
     return rows // parts + (1 if index < rows % parts else 0)
 
 
-def _reducescatter_now(array, full_name, core_op, prescale_factor, postscale_factor, set_id):
-    dtype = jnp.dtype(array.dtype)
-    _arrays.check_reducible(dtype, "reducescatter", full_name)
+def _reducescatter_bytes(array, full_name, core_op, prescale_factor, postscale_factor,
+                         set_id):
+    _arrays.check_reducible(array.dtype, "reducescatter", full_name)
     source = _arrays.as_input(array, "reducescatter", full_name)
     handle = _ringlet.reducescatter_async(full_name, source, core_op, float(prescale_factor),
                                           float(postscale_factor), set_id)
     data, shape, _ = _handles.synchronize(
         _handles.register(handle, lambda *result: result, source))
-    return _arrays.from_bytes(data, dtype, tuple(shape))
+    return data, tuple(shape)
 
 
 def reducescatter(tensor, name=None, op=Average, process_set=global_process_set,
@@ -315,16 +319,19 @@ def reducescatter(tensor, name=None, op=Average, process_set=global_process_set,
     _arrays.check_reducible(array.dtype, "reducescatter", full_name)
     core_op = _basics.core_op(op)
     set_id = _set_id(process_set)
-
-    def run(x):
-        return _reducescatter_now(x, full_name, core_op, prescale_factor, postscale_factor,
-                                  set_id)
-
     if _traced(array):
         rows = _share(array.shape[0], _set_size(process_set), _set_rank(process_set))
-        return _in_callback(run, jax.ShapeDtypeStruct((rows,) + array.shape[1:], array.dtype),
-                            array)
-    return run(array)
+
+        def fill(outputs, x):
+            data, _ = _reducescatter_bytes(x, full_name, core_op, prescale_factor,
+                                           postscale_factor, set_id)
+            _arrays.fill(outputs[0], data)
+
+        return _compiled.call(fill, jax.ShapeDtypeStruct((rows,) + array.shape[1:],
+                                                         array.dtype), array)
+    data, shape = _reducescatter_bytes(array, full_name, core_op, prescale_factor,
+                                       postscale_factor, set_id)
+    return _arrays.from_bytes(data, array.dtype, shape)
 
 
 # ---------------------------------------------------------------- the rest
