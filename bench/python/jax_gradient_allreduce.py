@@ -9,10 +9,13 @@ run:
         --per-op-barrier
 
 It prints, per step (medians over the steps, each step at its slowest rank,
-in ms):
+in ms), each after a barrier and alternating within each step:
 - eager: the gradients of a jit-compiled step reduced outside jit, timed
   around ``tx.update`` (the arrays go in and out through DLPack, no copy);
+- runtime: the runtime's own in-place allreduce of as many bytes from a
+  warm buffer (ringlet.numpy), the reference within the same job;
 - jit alone: the same reduction as the whole of a jit-compiled function;
+then, alternating step by step:
 - jit: a whole jit-compiled step with ``DistributedOptimizer(optax.sgd)``
   less the same step with ``optax.sgd`` alone, alternating, so that the
   difference is what the allreduce costs inside a step (with the wait for
@@ -32,6 +35,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import ringlet.jax as hvd  # noqa: E402
+import ringlet.numpy as hvd_numpy  # noqa: E402
 
 SIZES = [784, 2048, 2048, 2048, 10]
 
@@ -85,7 +89,6 @@ def main():
     reduce_jit = jax.jit(lambda grads: reduce_tx.update(grads, optax.EmptyState())[0])
     state = reduce_tx.init(params)
     flat = np.ones(nbytes // 4, np.float32)
-    import ringlet.numpy as hvd_numpy
     eager, in_jit, reference = [], [], []
     for step in range(args.warmup + args.steps):
         grads = jax.block_until_ready(grad_fn(params, x, y))

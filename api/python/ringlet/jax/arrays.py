@@ -3,14 +3,17 @@ allows.
 
 In: a jax.Array on the CPU goes to ``ringlet._ringlet`` as itself: the
 bindings read its ``__dlpack__`` (a view of JAX's own buffer, waited for until
-computed). A numpy array (what some JAX versions hand a callback) goes as a
-DLPack view that ``_ringlet.host_view`` labels with its dtype, since numpy
-cannot export bfloat16 through DLPack.
+computed). Any other host array (numpy, or a compiled program's buffer that a
+callback is handed) goes as a DLPack view of its memory that
+``_ringlet.host_view`` labels with its dtype, since numpy cannot export
+bfloat16 through DLPack.
 
 Out: a collective that writes its result (allreduce, broadcast) writes into a
-buffer allocated here, aligned to 64 bytes and labelled with the dtype, which
-``jax.dlpack.from_dlpack`` then adopts without a copy (JAX's CPU client adopts
-external memory only at that alignment; elsewhere it copies). The results the
+buffer allocated here (or one JAX let go of), aligned to 64 bytes and
+labelled with the dtype, which ``jax.dlpack.from_dlpack`` then adopts without
+a copy (JAX's CPU client adopts external memory only at that alignment;
+elsewhere it copies); inside a compiled program, into the program's own
+output buffer. The results the
 runtime allocates itself (allgather, alltoall, reducescatter) come back as
 its byte arrays, relabelled the same way; JAX copies them where their address
 is not so aligned.
