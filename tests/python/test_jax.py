@@ -372,3 +372,24 @@ def test_io_callback_where_jax_has_no_buffer_callback(rj, monkeypatch):
     assert np.allclose(total, everyone.sum(0)) and np.allclose(tree["a"], everyone.max(0))
     assert tree["b"].dtype == jnp.bfloat16 and np.allclose(tree["b"], everyone.max(0))
     assert np.allclose(gathered, everyone.reshape(2 * n, 2)) and np.allclose(root, everyone[0])
+
+
+def test_results_are_adopted_without_a_copy(rj):
+    """An allreduce's or broadcast's result is the buffer the collective wrote, adopted
+    by JAX (DLPack), and serves the next result of its size once JAX lets go of it."""
+    from ringlet.jax import arrays
+
+    def in_pool(array):
+        address = array.unsafe_buffer_pointer()
+        return any(raw.ctypes.data <= address < raw.ctypes.data + raw.size
+                   for kept in arrays._pool.values() for raw in kept)
+
+    x = jnp.full((256, 256), rj.rank() + 1.0, jnp.float32)
+    first = rj.allreduce(x, op=rj.Sum, name="adopted")
+    assert in_pool(first) and np.allclose(first, sum(range(1, rj.size() + 1)))
+    address = first.unsafe_buffer_pointer()
+    del first
+    again = rj.allreduce(x * 2, op=rj.Sum, name="adopted")
+    assert again.unsafe_buffer_pointer() == address
+    assert np.allclose(again, 2 * sum(range(1, rj.size() + 1)))
+    assert in_pool(rj.broadcast(x.astype(jnp.bfloat16), 0, name="adopted.bf16"))
