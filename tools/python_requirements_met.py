@@ -11,6 +11,7 @@ def main(path):
         if not line:
             continue
         name, _, version = line.partition("==")
+        name = name.split("[", 1)[0]  # jax[cpu]: the extras are not part of the name
         try:
             installed = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -78,6 +78,33 @@ std::tuple<nb::object, std::vector<int64_t>, std::vector<int64_t>> synchronize_h
   return {std::move(data), std::move(result.shape), std::move(result.received_splits)};
 }
 
+// Host memory (a contiguous byte array, numpy's) seen as an array of
+// `shape` and the DLPack dtype (code, bits), without a copy, keeping `source`
+// alive: an array-API object (__dlpack__, __dlpack_device__) that ringlet.jax
+// hands to the collectives as an output and then to jax.dlpack.from_dlpack.
+// numpy cannot export bfloat16 through DLPack, nor label its memory with
+// another dtype.
+nb::object host_view(nb::object source, uint8_t code, uint8_t bits,
+                     const std::vector<int64_t>& shape) {
+  auto bytes = nb::cast<nb::ndarray<nb::device::cpu, nb::c_contig>>(source);
+  size_t elements = 1;
+  std::vector<size_t> extents;
+  for (int64_t extent : shape) {
+    if (extent < 0) throw Error(ErrorCode::kInvalidArgument, "host_view: a negative extent");
+    extents.push_back(static_cast<size_t>(extent));
+    elements *= static_cast<size_t>(extent);
+  }
+  if (bits % 8 != 0 || elements * (bits / 8) != bytes.nbytes()) {
+    throw Error(ErrorCode::kInvalidArgument, "host_view: " + std::to_string(bytes.nbytes()) +
+                                                 " bytes do not hold " + std::to_string(elements) +
+                                                 " elements of " + std::to_string(bits) + " bits");
+  }
+  nb::dlpack::dtype dtype{code, bits, 1};
+  return nb::cast(nb::ndarray<nb::array_api>(bytes.data(), extents.size(), extents.data(), source,
+                                             nullptr, dtype, nb::device::cpu::value),
+                  nb::rv_policy::reference);
+}
+
 }  // namespace
 }  // namespace ringlet::python
 
@@ -154,8 +181,7 @@ NB_MODULE(_ringlet, m) {
       "stream"_a = 0, "device"_a = -1);
   m.def(
       "allgather_async",
-      [](const std::string& name, const Input& in, int process_set, uintptr_t stream,
-         int device) {
+      [](const std::string& name, const Input& in, int process_set, uintptr_t stream, int device) {
         const int64_t h = allgather_async(
             name, tensor_view(in, "allgather_async", name, stream, device), process_set);
         hold_until_synchronized(h, {{in}, {}});
@@ -164,8 +190,8 @@ NB_MODULE(_ringlet, m) {
       "name"_a, "input"_a, "process_set"_a, "stream"_a = 0, "device"_a = -1);
   m.def(
       "broadcast_async",
-      [](const std::string& name, const Output& inout, int root, int process_set,
-         uintptr_t stream, int device) {
+      [](const std::string& name, const Output& inout, int root, int process_set, uintptr_t stream,
+         int device) {
         const int64_t h = broadcast_async(
             name, tensor_view(inout, "broadcast_async", name, stream, device), root, process_set);
         hold_until_synchronized(h, {{}, {inout}});
@@ -195,6 +221,9 @@ NB_MODULE(_ringlet, m) {
         return h;
       },
       "name"_a, "input"_a, "splits"_a, "process_set"_a, "stream"_a = 0, "device"_a = -1);
+
+  m.def("host_view", &host_view, "bytes"_a, "code"_a, "bits"_a, "shape"_a,
+        "Host bytes seen as an array of `shape` and DLPack dtype (code, bits), no copy.");
 
   m.def("poll", &poll, "handle"_a);
   m.def("synchronize", &synchronize_handle, "handle"_a, "dlpack_device"_a = -1,
