@@ -1,5 +1,6 @@
-"""The Keras DistributedOptimizer: the wrapped optimizer's own class, with
-gradients reduced over the ranks where Keras computes them.
+"""The tf-keras DistributedOptimizer (Keras 3's: keras3/optimizer.py): the
+wrapped optimizer's own class, with gradients reduced over the ranks where
+Keras computes them.
 
 As in Horovod, the reduction happens in ``compute_gradients`` (and
 ``_compute_gradients``, ``get_gradients``), which ``minimize`` and so

@@ -46,6 +46,33 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         device_dense=device_dense, device_sparse=device_sparse), backend)
 
 
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average, groups=None,
+                                process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """DistributedOptimizer whose ``local_layers`` (a Keras layer or a list of them,
+    built) keep their trainable weights' gradients on this rank (divided by the
+    ranks' number with ``scale_local_gradients``)."""
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, keras.layers.Layer):
+        local_layers = [local_layers]
+    if not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError("PartialDistributedOptimizer: local_layers must be Keras layers "
+                         "(keras.layers.Layer)")
+    opt = DistributedOptimizer(optimizer, name=name, device_dense=device_dense,
+                               device_sparse=device_sparse, compression=compression,
+                               sparse_as_dense=sparse_as_dense,
+                               gradient_predivide_factor=gradient_predivide_factor, op=op,
+                               groups=groups, process_set=process_set,
+                               scale_local_gradients=scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            opt.register_local_var(var)
+    return opt
+
+
 def broadcast_variables(variables, root_rank, process_set=global_process_set):
     """Assigns ``root_rank``'s values to ``variables`` (Keras variables) on every rank."""
     return backend.broadcast_variables(list(variables), root_rank, process_set)

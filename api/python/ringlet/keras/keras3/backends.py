@@ -55,5 +55,5 @@ def load(keras):
             f"ringlet.keras serves Keras 3 on the {', '.join(sorted(_SERVED))} backend only, "
             f"and this process runs Keras {version} on the '{backend}' backend "
             f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND', '')!r}; {versions_seen()}). "
-            f"Use KERAS_BACKEND=tensorflow, or ringlet.torch directly")
+            f"Use KERAS_BACKEND=tensorflow")
     return importlib.import_module(_SERVED[backend])
