@@ -33,6 +33,9 @@ def test_keras3_is_served():
     import ringlet.tensorflow.keras as tf_hvd
     assert tf_hvd.callbacks is hvd.callbacks
     assert tf_hvd.DistributedOptimizer is hvd.DistributedOptimizer
+    assert "tf_keras" not in sys.modules
+    with pytest.raises(ImportError, match="ringlet.keras.elastic serves tf-keras only"):
+        import ringlet.keras.elastic  # noqa: F401
 
 
 def every_rank(hvd, array, name):
