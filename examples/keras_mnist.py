@@ -12,7 +12,11 @@ import sys
 
 import numpy as np
 
-import ringlet.keras as hvd  # before tf.keras is used: selects the Keras 2 API
+# Horovod's script, written for tf.keras as tf-keras (the Keras 2 API): chosen
+# before TensorFlow is imported (Keras 3: keras3_mnist.py, docs/keras3.md).
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import ringlet.keras as hvd  # noqa: E402
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -10,7 +10,11 @@ import argparse
 import os
 import sys
 
-import ringlet.tensorflow as hvd  # before tf.keras is used: selects the Keras 2 API
+# Horovod's script, written for tf.keras as tf-keras (the Keras 2 API): chosen
+# before TensorFlow is imported (docs/keras3.md).
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import ringlet.tensorflow as hvd  # noqa: E402
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

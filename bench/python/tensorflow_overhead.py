@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-import ringlet.tensorflow as hvd  # before tf.keras is used
+import ringlet.tensorflow as hvd  # tf.keras: Keras 3 unless tf-keras is chosen (docs/keras3.md)
 import tensorflow as tf
 
 UNITS = {"K": 1 << 10, "M": 1 << 20}

@@ -23,6 +23,10 @@ import tempfile
 
 import numpy as np
 
+# Its Keras part is written for tf.keras as tf-keras: chosen before TensorFlow
+# is imported (docs/keras3.md).
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
 SKIP = 77
 # Steps of the host algorithms (docs/timeline.md): none may run a GPU tensor.
 HOST_STEPS = ("RING_", "DIRECT_", "ONESTEP_", "LOCAL_", "CROSS_", "HIERARCHICAL_", "MPI_",
@@ -130,7 +134,7 @@ def main():
                   f"tf.function allgather {i}")
 
         # ---- Keras model.fit
-        keras = tf.keras  # tf_keras: importing ringlet.tensorflow sets TF_USE_LEGACY_KERAS
+        keras = tf.keras  # tf-keras: chosen with TF_USE_LEGACY_KERAS at the top
         keras.utils.set_random_seed(1234 + r)  # the broadcast must make them equal
         model = keras.Sequential([keras.layers.Dense(16, activation="relu", input_shape=(8,)),
                                   keras.layers.Dense(1)])

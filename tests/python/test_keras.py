@@ -45,6 +45,17 @@ def test_both_imports_give_horovods_names_from_one_implementation():
         assert isinstance(getattr(hvd.callbacks, name), type), name
 
 
+def test_the_chosen_tf_keras_is_served():
+    """This job chooses tf-keras (TF_USE_LEGACY_KERAS=1, tf_keras imported): its
+    callbacks and tf.keras are tf-keras's; Keras 3's module stays unloaded."""
+    import sys
+
+    import tf_keras
+    assert issubclass(hvd.callbacks.MetricAverageCallback, tf_keras.callbacks.Callback)
+    assert tf.keras.Model is tf_keras.Model
+    assert "ringlet.keras.keras3" not in sys.modules
+
+
 def params(fn):
     return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()]
 

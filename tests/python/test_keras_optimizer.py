@@ -8,7 +8,7 @@ r + 1, so the average over n ranks is the same multiple of (n + 1) / 2."""
 import numpy as np
 import pytest
 
-import ringlet.keras  # noqa: F401  (selects tf-keras before tensorflow is imported)
+import ringlet.keras  # noqa: F401  (tf-keras, as the job chooses: TF_USE_LEGACY_KERAS=1)
 import tensorflow as tf
 
 

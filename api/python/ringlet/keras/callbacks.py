@@ -1,4 +1,4 @@
-"""Horovod's Keras callbacks for ``model.fit()``."""
+"""Horovod's Keras callbacks for tf-keras's ``model.fit()`` (Keras 3: keras3/callbacks.py)."""
 
 import tensorflow as tf
 import tf_keras as keras

@@ -11,9 +11,15 @@ Horovod's rules:
 - ``UpdateEpochStateCallback(state)`` sets ``state.epoch`` to the epochs
   done in all, across resets."""
 
-import tf_keras as keras
+from ringlet.common import keras_selection as _keras_selection
 
-from ringlet.tensorflow.elastic import TensorFlowKerasState, run
+if _keras_selection.choose() != _keras_selection.TF_KERAS:
+    raise ImportError(f"ringlet.keras.elastic serves tf-keras only; this process serves "
+                      f"{_keras_selection.reason()}")
+
+import tf_keras as keras  # noqa: E402
+
+from ringlet.tensorflow.elastic import TensorFlowKerasState, run  # noqa: E402
 
 
 class KerasState(TensorFlowKerasState):

@@ -1,5 +1,6 @@
-"""The Keras DistributedOptimizer: the wrapped optimizer's own class, with
-gradients reduced over the ranks where Keras computes them.
+"""The tf-keras DistributedOptimizer (Keras 3's: keras3/optimizer.py): the
+wrapped optimizer's own class, with gradients reduced over the ranks where
+Keras computes them.
 
 As in Horovod, the reduction happens in ``compute_gradients`` (and
 ``_compute_gradients``, ``get_gradients``), which ``minimize`` and so
@@ -10,45 +11,13 @@ settings, so ``from_config`` (as ``load_model`` uses it) gives a distributed
 optimizer too.
 """
 
-import dataclasses
-
 import tensorflow as tf
 
-from ringlet.common.basics import Average, Sum
-from ringlet.common.process_sets import global_process_set
+from ringlet.common.basics import Average
 from ringlet.keras.aggregation import GradientAggregation
+from ringlet.keras.settings import Settings, check  # noqa: F401  (the names tf_keras_api uses)
 from ringlet.tensorflow.compression import Compression
 from ringlet.tensorflow.gradient_tape import GradientReduction, scaled_down
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """DistributedOptimizer's arguments, checked."""
-
-    name: object = None
-    compression: object = Compression.none
-    sparse_as_dense: bool = False
-    gradient_predivide_factor: float = 1.0
-    op: object = Average
-    backward_passes_per_step: int = 1
-    average_aggregated_gradients: bool = False
-    groups: object = None
-    process_set: object = global_process_set
-    scale_local_gradients: bool = True
-    device_dense: str = ""
-    device_sparse: str = ""
-
-
-def check(op, groups, backward_passes_per_step=1):
-    """Refuses what Horovod's Keras optimizers refuse, with its exception types."""
-    if op != Average and op != Sum:
-        raise ValueError(f"DistributedOptimizer: op must be Average or Sum, not {op!r}")
-    if groups is not None and not (isinstance(groups, list) or groups > 0):
-        raise ValueError(f"DistributedOptimizer: groups must be a positive integer or a list "
-                         f"of lists of tf.Variable, not {groups!r}")
-    if int(backward_passes_per_step) < 1:
-        raise ValueError(f"DistributedOptimizer: backward_passes_per_step must be at least 1, "
-                         f"not {backward_passes_per_step}")
 
 
 class CallableList(list):
@@ -75,7 +44,8 @@ class _DistributedOptimizer:
         self._name = settings.name or f"Distributed{type(self).__name__}"
         # A gradient predivide factor only splits an average; with Sum, Horovod ignores it.
         predivide = settings.gradient_predivide_factor if settings.op == Average else 1.0
-        self._allreduce_grads = GradientReduction(settings.compression, settings.sparse_as_dense,
+        self._allreduce_grads = GradientReduction(settings.compression or Compression.none,
+                                                  settings.sparse_as_dense,
                                                   settings.op, predivide, settings.process_set,
                                                   device_dense=settings.device_dense,
                                                   device_sparse=settings.device_sparse)

@@ -1,14 +1,15 @@
 """``import ringlet.tensorflow as hvd``: horovod.tensorflow's API on Ringlet,
 eager, inside ``tf.function`` and in ``tf.compat.v1`` graphs and sessions.
 
-Importing it selects the Keras 2 API (tf-keras) for ``tf.keras`` unless
-``TF_USE_LEGACY_KERAS`` says otherwise: Horovod's scripts are written for it,
-and Ringlet does not serve Keras 3 yet.
+Keras: where the program chose tf-keras (``TF_USE_LEGACY_KERAS=1``, or
+``tf_keras`` imported first), importing this sets ``TF_USE_LEGACY_KERAS=1``
+(unless set) so that ``tf.keras`` is tf-keras; otherwise ``tf.keras`` stays
+Keras 3 (ringlet.common.keras_selection).
 """
 
-import os
+from ringlet.common import keras_selection as _keras_selection
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+_keras_selection.choose()  # before TensorFlow reads TF_USE_LEGACY_KERAS
 
 try:
     import tensorflow as tf

@@ -12,6 +12,7 @@ from ringlet.common import basics as _basics
 from ringlet.common.process_sets import global_process_set, id_of as _set_id
 from ringlet.tensorflow.compression import Compression
 from ringlet.tensorflow.mpi_ops import Average, _elastic_job, _size_of, grouped_allreduce
+from ringlet.tensorflow.util import ref_of
 
 
 def check_groups(num_groups, groups):
@@ -79,10 +80,10 @@ class GradientReduction:
         if not isinstance(self.groups, list):
             return [c for c in _even_chunks(present, self.groups) if c]
         # Variables by identity: two may share a name.
-        where = {variables[i].ref(): i for i in present}
+        where = {ref_of(variables[i]): i for i in present}
         chunks = []
         for group in self.groups:
-            chunk = [where.pop(v.ref()) for v in group if v.ref() in where]
+            chunk = [where.pop(ref_of(v)) for v in group if ref_of(v) in where]
             if chunk:
                 chunks.append(chunk)
         return chunks + [[i] for i in where.values()]
@@ -138,7 +139,7 @@ def reduce_shared(reduction, grads, sources, local_refs, scale_local, name,
     """``grads`` (of ``sources``) reduced, but for those of the sources whose ``ref()``
     is in ``local_refs``: these stay local, divided by the set's size when
     ``scale_local``."""
-    shared = [i for i, s in enumerate(sources) if s.ref() not in local_refs]
+    shared = [i for i, s in enumerate(sources) if ref_of(s) not in local_refs]
     reduced = reduction([grads[i] for i in shared], name, [sources[i] for i in shared],
                         use_generic_names)
     out = list(grads)
@@ -146,7 +147,7 @@ def reduce_shared(reduction, grads, sources, local_refs, scale_local, name,
         out[i] = r
     if scale_local and local_refs:
         for i, s in enumerate(sources):
-            if s.ref() in local_refs and out[i] is not None:
+            if ref_of(s) in local_refs and out[i] is not None:
                 out[i] = scaled_down(out[i], reduction)
     return out
 
@@ -157,7 +158,7 @@ class _DistributedGradientTape:
     def register_local_source(self, source):
         """Marks ``source`` as this rank's own: its gradient is not reduced (and is
         divided by the set's size when scale_local_gradients)."""
-        self._local_sources.add(source.ref())
+        self._local_sources.add(ref_of(source))
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False,
                  **kwargs):
@@ -173,7 +174,7 @@ class _DistributedGradientTape:
         grads = self.gradient(target, sources, output_gradients, use_generic_names)
         local, shared = [], []
         for s, g in zip(sources, grads):
-            (local if s.ref() in self._local_sources else shared).append((s, g))
+            (local if ref_of(s) in self._local_sources else shared).append((s, g))
         return local, shared
 
 

@@ -26,11 +26,22 @@ def _cache(f):
     return cached
 
 
+def ref_of(variable):
+    """A hashable reference to a variable (or tensor) by identity: its ``ref()``; for
+    a Keras 3 variable, which has none, that of the tf.Variable it holds."""
+    if hasattr(variable, "ref"):
+        return variable.ref()
+    value = getattr(variable, "value", None)
+    if hasattr(value, "ref"):
+        return value.ref()
+    raise TypeError(f"{type(variable).__name__} is not a TensorFlow variable or tensor")
+
+
 def vars_to_refs(variables):
     """Variables (in nested lists) as hashable references, in nested tuples."""
     if isinstance(variables, list):
         return tuple(vars_to_refs(v) for v in variables)
-    return variables.ref()
+    return ref_of(variables)
 
 
 def refs_to_vars(refs):

@@ -1,0 +1,103 @@
+"""Keras 3 on TensorFlow: the seam's functions (ringlet.keras.keras3.backends)
+over ringlet.tensorflow's ops, eager and inside the ``tf.function`` that
+``model.fit`` traces.
+
+A Keras 3 variable is not a tf.Variable: it holds one (``.value``), which is
+what TensorFlow's ops read and assign.
+
+Ringlet's ops have no XLA lowering: a collective inside an XLA-compiled
+function (``model.compile(jit_compile=True)``) is refused while the function
+is traced, naming the fix, rather than failing in XLA's compiler.
+"""
+
+import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
+
+from ringlet.tensorflow import functions as _functions
+from ringlet.tensorflow import mpi_ops as _ops
+from ringlet.tensorflow.compression import Compression  # noqa: F401  (hvd.Compression)
+from ringlet.tensorflow.functions import allgather_object, broadcast_object  # noqa: F401
+from ringlet.tensorflow.mpi_ops import barrier, join  # noqa: F401
+from ringlet.tensorflow.gradient_tape import GradientReduction, reduce_shared
+from ringlet.tensorflow.util import ref_of
+
+
+def _check_not_xla(what):
+    graph = tf.compat.v1.get_default_graph()
+    if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(graph):
+        raise RuntimeError(
+            f"ringlet.keras: {what} inside an XLA-compiled function (jit_compile=True): "
+            f"Ringlet's TensorFlow ops have no XLA kernel. Compile the model with "
+            f"model.compile(..., jit_compile=False) (Keras's default on machines without "
+            f"a GPU), or, in a custom loop, compute the gradients in a jit_compile "
+            f"function and reduce them outside it")
+
+
+def _tf_variable(variable):
+    return variable.value if not isinstance(variable, tf.Variable) and hasattr(
+        variable, "value") else variable
+
+
+class GradientReducer:
+    """DistributedOptimizer's reduction (ringlet.tensorflow's GradientReduction: one
+    grouped allreduce per call, IndexedSlices by allgather unless sparse_as_dense)."""
+
+    def __init__(self, settings, name):
+        predivide = settings.gradient_predivide_factor if settings.op == _ops.Average else 1.0
+        self._reduction = GradientReduction(settings.compression or Compression.none,
+                                            settings.sparse_as_dense, settings.op, predivide,
+                                            settings.process_set,
+                                            device_dense=settings.device_dense,
+                                            device_sparse=settings.device_sparse)
+        self._scale_local = settings.scale_local_gradients
+        self._local = set()
+        self._name = name
+
+    def register_local_var(self, variable):
+        self._local.add(ref_of(variable))
+
+    def __call__(self, grads, variables):
+        _check_not_xla("DistributedOptimizer reduces the gradients")
+        return reduce_shared(self._reduction, list(grads), list(variables), self._local,
+                             self._scale_local, self._name)
+
+
+def _tensor(value):
+    if isinstance(value, (tf.Tensor, tf.IndexedSlices)):
+        return value
+    return tf.convert_to_tensor(_tf_variable(value))
+
+
+def allreduce(value, name, op, prescale_factor, postscale_factor, compression, process_set):
+    _check_not_xla("allreduce")
+    return _ops.allreduce(_tensor(value), name=name, op=op, prescale_factor=prescale_factor,
+                          postscale_factor=postscale_factor, compression=compression,
+                          process_set=process_set)
+
+
+def allgather(value, name, process_set):
+    _check_not_xla("allgather")
+    return _ops.allgather(_tensor(value), name=name, process_set=process_set)
+
+
+def broadcast(value, root_rank, name, process_set):
+    _check_not_xla("broadcast")
+    return _ops.broadcast(_tensor(value), root_rank, name=name, process_set=process_set)
+
+
+def reducescatter(value, name, op, process_set):
+    _check_not_xla("reducescatter")
+    return _ops.reducescatter(_tensor(value), name=name, op=op, process_set=process_set)
+
+
+def broadcast_variables(variables, root_rank, process_set):
+    """``root_rank``'s values assigned to ``variables`` (Keras or TensorFlow ones) in one
+    grouped collective."""
+    _check_not_xla("broadcast_variables")
+    return _functions.broadcast_variables([_tf_variable(v) for v in variables], root_rank,
+                                          process_set)
+
+
+def cond(pred, true_fn, false_fn):
+    """tf.cond: both branches traced, the one ``pred`` names run (at once when eager)."""
+    return tf.cond(pred, true_fn, false_fn)
