@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <vector>
@@ -90,16 +91,15 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override;
 
   // Not served yet: each refuses by name (NotImplementedError in Python).
-  // Ringlet's API has no point-to-point calls; allgather_coalesced is
-  // deprecated in torch.distributed.
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                                                     std::vector<at::Tensor>& inputs,
-                                                     const c10d::AllgatherOptions& opts) override;
+  // Ringlet's API has no point-to-point calls.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
@@ -112,7 +112,8 @@ class Backend : public c10d::Backend {
     std::string what;
     c10::intrusive_ptr<Work> work;
   };
-  Collective begin(c10d::OpType type, std::vector<at::Tensor> outputs);
+  Collective begin(c10d::OpType type, std::vector<at::Tensor> outputs,
+                   const std::optional<std::vector<at::Tensor>>& inputs);
 
   std::string group_name_;
   int process_set_;
