@@ -459,6 +459,37 @@ def test_scatter_from_every_root():
         assert torch.equal(out, values(root * 10 + rank(), (4,), torch.int64))
 
 
+def test_all_gather_coalesced():
+    """The deprecated list-of-lists gather (Gloo serves it): outs[r][j] is rank
+    r's tensor j (one dtype, as PyTorch requires), an empty tensor among them."""
+    import warnings
+    n = size()
+    for dtype in (torch.float64, torch.bool):
+        shapes = [(2, 3), (0,), (5,)]
+        ins = [values(rank(), s, dtype) for s in shapes]
+        outs = [[torch.empty(s, dtype=dtype) for s in shapes] for _ in range(n)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # its deprecation
+            dist.all_gather_coalesced(outs, ins)
+        for r in range(n):
+            for j, s in enumerate(shapes):
+                assert torch.equal(outs[r][j], values(r, s, dtype))
+
+
+def test_profiler_records_collectives_with_input_shapes():
+    """torch.profiler sees each collective as "ringlet:<op>", with the shapes
+    of its inputs (as Gloo's records have them)."""
+    t = torch.ones(2, 3)
+    outs = [torch.empty(4) for _ in range(size())]
+    with torch.autograd.profiler.profile(record_shapes=True) as prof:
+        dist.all_reduce(t)
+        dist.all_gather(outs, torch.ones(4))
+    events = {e.name: e for e in prof.function_events if e.name.startswith("ringlet:")}
+    assert events["ringlet:all_reduce"].input_shapes == [[2, 3]]
+    assert events["ringlet:all_gather"].input_shapes == [[4]]
+    assert events["ringlet:all_reduce"].is_async
+
+
 def test_coalesced_gathers_and_reduce_scatters():
     """What FSDP2 calls: several all_gather_into_tensor / reduce_scatter_tensor
     under one coalescing manager, completed by one Work."""

@@ -51,6 +51,8 @@ const char* op_title(c10d::OpType type) {
       return "scatter";
     case c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED:
       return "all_gather_into_tensor_coalesced";
+    case c10d::OpType::ALLGATHER_COALESCED:
+      return "all_gather_coalesced";
     case c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED:
       return "reduce_scatter_tensor_coalesced";
     default:
@@ -88,6 +90,8 @@ const char* profiling_title(c10d::OpType type) {
       return "ringlet:scatter";
     case c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED:
       return "ringlet:all_gather_into_tensor_coalesced";
+    case c10d::OpType::ALLGATHER_COALESCED:
+      return "ringlet:all_gather_coalesced";
     case c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED:
       return "ringlet:reduce_scatter_tensor_coalesced";
     default:
@@ -125,19 +129,20 @@ void Backend::shutdown() {
   if (owns_runtime_ && --runtime_owners == 0 && ringlet::is_initialized()) ringlet::shutdown();
 }
 
-Backend::Collective Backend::begin(c10d::OpType type, std::vector<at::Tensor> outputs) {
+Backend::Collective Backend::begin(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                   const std::optional<std::vector<at::Tensor>>& inputs) {
   Collective c;
   const uint64_t sequence = sequence_++;
   c.name = "torch." + group_name_ + "." + std::to_string(sequence) + "." + op_title(type);
   c.what = std::string(op_title(type)) + " #" + std::to_string(sequence) + " of process group '" +
            group_name_ + "' on rank " + std::to_string(getRank());
-  c.work =
-      c10::make_intrusive<Work>(getRank(), type, profiling_title(type), std::move(outputs), c.what);
+  c.work = c10::make_intrusive<Work>(getRank(), type, profiling_title(type), std::move(outputs),
+                                     c.what, inputs);
   return c;
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions&) {
-  Collective c = begin(c10d::OpType::BARRIER, std::vector<at::Tensor>{});
+  Collective c = begin(c10d::OpType::BARRIER, std::vector<at::Tensor>{}, std::nullopt);
   (void)c.name;  // a barrier is unnamed in Ringlet: one at a time per process set
   auto handle = submit(c.what, [&] { return ringlet::barrier_async(process_set_); });
   c.work->start({handle}, nullptr);
@@ -153,20 +158,15 @@ namespace {
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, "ringlet: ", op,
       " is not served yet by the ringlet backend (served: all_reduce, all_reduce_coalesced, "
-      "all_gather, all_gather_into_tensor and its coalesced form, reduce_scatter, "
-      "reduce_scatter_tensor and its coalesced form, all_to_all, all_to_all_single, "
-      "broadcast, reduce, gather, scatter, barrier, send, recv from a named rank); a process "
-      "group of another backend serves it");
+      "all_gather and its coalesced form, all_gather_into_tensor and its coalesced form, "
+      "reduce_scatter, reduce_scatter_tensor and its coalesced form, all_to_all, "
+      "all_to_all_single, broadcast, reduce, gather, scatter, barrier, send, recv from a named "
+      "rank); a process group of another backend serves it");
   std::abort();  // unreachable: the check throws
 }
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
-                                                            std::vector<at::Tensor>&,
-                                                            const c10d::AllgatherOptions&) {
-  not_served("allgather_coalesced");
-}
 c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(std::vector<at::Tensor>&, int) {
   not_served("recv from any source");
 }

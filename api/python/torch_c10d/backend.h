@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <tuple>
@@ -93,6 +94,9 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override;
@@ -110,11 +114,7 @@ class Backend : public c10d::Backend {
 
   // Not served yet: each refuses by name (NotImplementedError in Python).
   // A Ringlet transfer is named by both its ranks, which a receive from any
-  // source does not know; allgather_coalesced is deprecated in
-  // torch.distributed.
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                                                     std::vector<at::Tensor>& inputs,
-                                                     const c10d::AllgatherOptions& opts) override;
+  // source does not know.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
@@ -125,7 +125,8 @@ class Backend : public c10d::Backend {
     std::string what;
     c10::intrusive_ptr<Work> work;
   };
-  Collective begin(c10d::OpType type, std::vector<at::Tensor> outputs);
+  Collective begin(c10d::OpType type, std::vector<at::Tensor> outputs,
+                   const std::optional<std::vector<at::Tensor>>& inputs);
   // all_reduce (keep) and reduce (keep on the root) with BAND, BOR or BXOR
   // (bitwise.cc).
   c10::intrusive_ptr<c10d::Work> bitwise_allreduce(at::Tensor user, const c10d::ReduceOp& op,

@@ -24,7 +24,7 @@ c10::intrusive_ptr<c10d::Work> Backend::bitwise_allreduce(at::Tensor user, const
   const auto red = static_cast<c10d::ReduceOp::RedOpType>(op);
   TORCH_CHECK(at::isIntegralType(user.scalar_type(), /*includeBool=*/true), "ringlet: ", what,
               " with a bitwise ReduceOp takes integer or bool tensors, not ", user.scalar_type());
-  Collective c = begin(type, std::vector<at::Tensor>{user});
+  Collective c = begin(type, std::vector<at::Tensor>{user}, std::vector<at::Tensor>{user});
   at::Tensor buf = staged(user);
   std::vector<int64_t> handles;
   if (buf.numel() > 0) {

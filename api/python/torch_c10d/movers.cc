@@ -19,7 +19,7 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(std::vector<at::Tensor>& tenso
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "ringlet: broadcast root ",
               opts.rootRank, " is not a rank of the group of ", getSize());
   TORCH_CHECK(opts.rootTensor == 0, "ringlet: broadcast root tensor must be 0");
-  Collective c = begin(c10d::OpType::BROADCAST, tensors);
+  Collective c = begin(c10d::OpType::BROADCAST, tensors, tensors);
   at::Tensor user = tensors[0];
   at::Tensor buf = staged(user);
   const int root = global_ranks_[opts.rootRank];
@@ -44,7 +44,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<std::vector<at::Te
                 "ringlet: all_gather's outputs must match its input (", input.scalar_type(), ", ",
                 input.numel(), " elements), not ", out.scalar_type(), ", ", out.numel());
   }
-  Collective c = begin(c10d::OpType::ALLGATHER, outputs[0]);
+  Collective c = begin(c10d::OpType::ALLGATHER, outputs[0], inputs);
   at::Tensor buf = staged(input);
   auto handle =
       submit(c.what, [&] { return ringlet::allgather_async(c.name, as_bytes(buf), process_set_); });
@@ -70,7 +70,8 @@ c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::
               "ringlet: all_gather_into_tensor's output holds ", output.numel(),
               " elements, not the group's size times the input's (", getSize(), " x ",
               input.numel(), ")");
-  Collective c = begin(c10d::OpType::_ALLGATHER_BASE, std::vector<at::Tensor>{output});
+  Collective c = begin(c10d::OpType::_ALLGATHER_BASE, std::vector<at::Tensor>{output},
+                       std::vector<at::Tensor>{input});
   at::Tensor buf = staged(input);
   auto handle =
       submit(c.what, [&] { return ringlet::allgather_async(c.name, as_bytes(buf), process_set_); });
@@ -100,7 +101,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
                 " ", outputs[i].scalar_type(), ") is not the group's size times its input (",
                 getSize(), " x ", inputs[i].numel(), " ", inputs[i].scalar_type(), ")");
   }
-  Collective c = begin(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs);
+  Collective c = begin(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs, inputs);
   std::vector<at::Tensor> bufs;
   std::vector<int64_t> handles;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -117,6 +118,59 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
                   results[i].data.size(), " bytes for output ", i, " of ", outs[i].nbytes(),
                   ": the ranks' inputs differ in size");
       copy_into(outs[i], results[i].data.data(), results[i].data.size());
+    }
+  });
+  return c.work;
+}
+
+// all_gather_coalesced (deprecated in torch.distributed, served by Gloo):
+// outputs[r][j] is rank r's inputs[j]; one allgather per input, one Work.
+c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(), "ringlet: all_gather_coalesced needs ",
+              getSize(), " output lists, one per rank, not ", outputs.size());
+  for (const auto& in : inputs) check_tensor(in, "all_gather_coalesced");
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    TORCH_CHECK(outputs[r].size() == inputs.size(), "ringlet: all_gather_coalesced's output list ",
+                r, " holds ", outputs[r].size(), " tensors, not one per input (", inputs.size(),
+                ")");
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      check_tensor(outputs[r][j], "all_gather_coalesced");
+      TORCH_CHECK(outputs[r][j].scalar_type() == inputs[j].scalar_type() &&
+                      outputs[r][j].sizes() == inputs[j].sizes(),
+                  "ringlet: all_gather_coalesced's output ", j, " of rank ", r, " (",
+                  outputs[r][j].scalar_type(), " ", outputs[r][j].sizes(),
+                  ") does not match input ", j, " (", inputs[j].scalar_type(), " ",
+                  inputs[j].sizes(), ")");
+    }
+  }
+  std::vector<at::Tensor> flat_outputs;
+  for (const auto& list : outputs)
+    flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
+  Collective c = begin(c10d::OpType::ALLGATHER_COALESCED, flat_outputs, inputs);
+  std::vector<at::Tensor> bufs;
+  std::vector<size_t> gathered;  // the inputs with bytes to gather, in handle order
+  std::vector<int64_t> handles;
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    if (inputs[j].nbytes() == 0) continue;
+    bufs.push_back(staged(inputs[j]));
+    gathered.push_back(j);
+    handles.push_back(submit(c.what, [&] {
+      return ringlet::allgather_async(c.name + "." + std::to_string(j), as_bytes(bufs.back()),
+                                      process_set_);
+    }));
+  }
+  std::vector<std::vector<at::Tensor>> outs = outputs;
+  c.work->start(handles, [outs, bufs, gathered](std::vector<ringlet::Result>& results) mutable {
+    for (size_t h = 0; h < gathered.size(); ++h) {
+      const size_t j = gathered[h];
+      const size_t each = bufs[h].nbytes();
+      const auto& data = results[h].data;
+      TORCH_CHECK(data.size() == each * outs.size(), "the ranks gathered ", data.size(),
+                  " bytes for input ", j, ", not ", outs.size(), " x ", each,
+                  ": the ranks' inputs differ in size");
+      for (size_t r = 0; r < outs.size(); ++r) copy_into(outs[r][j], data.data() + r * each, each);
     }
   });
   return c.work;
@@ -160,7 +214,8 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Te
   };
   std::vector<int64_t> send = split_bytes(input, input_splits, "input");
   std::vector<int64_t> expect = split_bytes(output, output_splits, "output");
-  Collective c = begin(c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output});
+  Collective c = begin(c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output},
+                       std::vector<at::Tensor>{input});
   at::Tensor buf = staged(input);
   auto handle = submit(
       c.what, [&] { return ringlet::alltoall_async(c.name, as_bytes(buf), send, process_set_); });
@@ -195,7 +250,7 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(std::vector<at::Tensor>& output
     expect.push_back(static_cast<int64_t>(outputs[i].nbytes()));
     flat.push_back(inputs[i].reshape({-1}));
   }
-  Collective c = begin(c10d::OpType::ALLTOALL, outputs);
+  Collective c = begin(c10d::OpType::ALLTOALL, outputs, inputs);
   at::Tensor buf = at::cat(flat);
   auto handle = submit(
       c.what, [&] { return ringlet::alltoall_async(c.name, as_bytes(buf), send, process_set_); });
@@ -240,7 +295,7 @@ c10::intrusive_ptr<c10d::Work> Backend::gather(std::vector<std::vector<at::Tenso
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "ringlet: gather takes output tensors only on the root (rank ", opts.rootRank, ")");
   }
-  Collective c = begin(c10d::OpType::GATHER, outs);
+  Collective c = begin(c10d::OpType::GATHER, outs, inputs);
   at::Tensor buf = staged(input);
   std::vector<int64_t> send(n, 0);
   send[opts.rootRank] = static_cast<int64_t>(buf.nbytes());
@@ -291,7 +346,8 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(std::vector<at::Tensor>& outputs
                 "ringlet: scatter takes input tensors only on the root (rank ", opts.rootRank, ")");
     buf = at::empty({0}, out.options());
   }
-  Collective c = begin(c10d::OpType::SCATTER, outputs);
+  Collective c = begin(c10d::OpType::SCATTER, outputs,
+                       root ? std::optional<std::vector<at::Tensor>>(inputs[0]) : std::nullopt);
   auto handle = submit(
       c.what, [&] { return ringlet::alltoall_async(c.name, as_bytes(buf), send, process_set_); });
   c.work->start({handle}, [out, buf](std::vector<ringlet::Result>& results) mutable {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,10 @@ Backend::Collective Backend::begin_transfer(c10d::OpType type, int peer, int tag
   c.what = std::string(op) + " #" + std::to_string(count) + " from rank " + std::to_string(from) +
            " to rank " + std::to_string(to) + " (tag " + std::to_string(tag) +
            ") of process group '" + group_name_ + "' on rank " + std::to_string(getRank());
+  std::optional<std::vector<at::Tensor>> inputs;
+  if (sends) inputs = tensors;
   c.work = c10::make_intrusive<Work>(getRank(), type, sends ? "ringlet:send" : "ringlet:recv",
-                                     std::move(tensors), c.what);
+                                     std::move(tensors), c.what, inputs);
   return c;
 }
 

@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(std::vector<at::Tensor>& tenso
     return bitwise_allreduce(tensors[0], opts.reduceOp, c10d::OpType::ALLREDUCE, true);
   }
   const Reduction r = resolve(tensors[0].scalar_type(), opts.reduceOp, "all_reduce");
-  Collective c = begin(c10d::OpType::ALLREDUCE, tensors);
+  Collective c = begin(c10d::OpType::ALLREDUCE, tensors, tensors);
   at::Tensor user = tensors[0];
   at::Tensor buf = staged(user);
   std::vector<int64_t> handles;
@@ -66,7 +66,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
                 tensors[0].scalar_type(), " and ", t.scalar_type());
   }
   const Reduction r = resolve(tensors[0].scalar_type(), opts.reduceOp, "all_reduce_coalesced");
-  Collective c = begin(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+  Collective c = begin(c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors);
   std::vector<at::Tensor> users, bufs;
   std::vector<std::string> names;
   std::vector<ringlet::Tensor> views;
@@ -104,7 +104,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(std::vector<at::Tensor>& tensors,
                              opts.rootRank == getRank());
   }
   const Reduction r = resolve(tensors[0].scalar_type(), opts.reduceOp, "reduce");
-  Collective c = begin(c10d::OpType::REDUCE, tensors);
+  Collective c = begin(c10d::OpType::REDUCE, tensors, tensors);
   at::Tensor user = tensors[0];
   at::Tensor buf = staged(user);
   const bool root = opts.rootRank == getRank();
@@ -136,7 +136,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(std::vector<at::Tensor>& 
                 out.numel(), " elements), not ", in.scalar_type(), ", ", in.numel());
   }
   const Reduction r = resolve(out.scalar_type(), opts.reduceOp, "reduce_scatter");
-  Collective c = begin(c10d::OpType::REDUCE_SCATTER, outputs);
+  Collective c = begin(c10d::OpType::REDUCE_SCATTER, outputs, inputs[0]);
   std::vector<at::Tensor> flat;
   for (const auto& in : inputs[0]) flat.push_back(in.reshape({-1}));
   at::Tensor rows = at::cat(flat);
@@ -162,7 +162,8 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
               " elements, not the group's size times the output's (", getSize(), " x ",
               output.numel(), ")");
   const Reduction r = resolve(output.scalar_type(), opts.reduceOp, "reduce_scatter_tensor");
-  Collective c = begin(c10d::OpType::_REDUCE_SCATTER_BASE, std::vector<at::Tensor>{output});
+  Collective c = begin(c10d::OpType::_REDUCE_SCATTER_BASE, std::vector<at::Tensor>{output},
+                       std::vector<at::Tensor>{input});
   at::Tensor rows = staged(input);
   std::vector<int64_t> handles;
   if (output.numel() > 0) {
@@ -192,7 +193,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
     reductions.push_back(
         resolve(inputs[i].scalar_type(), opts.reduceOp, "reduce_scatter_tensor_coalesced"));
   }
-  Collective c = begin(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs);
+  Collective c = begin(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs, inputs);
   std::vector<at::Tensor> outs, rows;
   std::vector<int64_t> handles;
   for (size_t i = 0; i < inputs.size(); ++i) {

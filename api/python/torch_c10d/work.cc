@@ -45,8 +45,9 @@ void CompletionThread::run() {
 // Work
 
 Work::Work(int rank, c10d::OpType type, const char* profiling_title,
-           std::vector<at::Tensor> outputs, std::string what)
-    : c10d::Work(rank, type, profiling_title),
+           std::vector<at::Tensor> outputs, std::string what,
+           const std::optional<std::vector<at::Tensor>>& inputs)
+    : c10d::Work(rank, type, profiling_title, inputs),
       outputs_(std::move(outputs)),
       what_(std::move(what)),
       future_(

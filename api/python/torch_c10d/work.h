@@ -19,6 +19,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
@@ -52,8 +53,10 @@ class Work : public c10d::Work {
   using Finish = std::function<void(std::vector<ringlet::Result>&)>;
 
   // `what` names the collective in errors: "all_reduce #3 of process group 0".
+  // `inputs`: the op's input tensors, whose shapes the profiler's record of
+  // the collective holds (as Gloo's and NCCL's do).
   Work(int rank, c10d::OpType type, const char* profiling_title, std::vector<at::Tensor> outputs,
-       std::string what);
+       std::string what, const std::optional<std::vector<at::Tensor>>& inputs);
 
   // Follows the handles (in the order Finish expects their results). With no
   // handles the Work completes at once (after Finish).
