@@ -70,38 +70,48 @@ def test_a_wrong_call_is_an_invalid_argument(rtf):
 
 @pytest.mark.parametrize("kind", ["allgather", "reducescatter", "allreduce"])
 def test_an_op_refused_partway_fails_once_what_it_submitted_completed(rtf, kind):
-    # The op's second member repeats the first's name, which is still in
-    # flight, so its submission is refused after the first went in. The
-    # first still reads the op's inputs (and writes its outputs) until it
-    # completes, which needs rank 1: the op must not end, letting TensorFlow
-    # free those buffers, before then.
+    # On rank 0 the op's second member repeats the first's name, which is
+    # still in flight, so its submission is refused after the first went in.
+    # The first still reads the op's inputs (and writes its outputs) until it
+    # completes, which needs the other ranks, late on purpose: the op must not
+    # end, letting TensorFlow free those buffers, before then. The late ranks
+    # submit the first member alone (were they to repeat it too, theirs could
+    # complete before their second went in, which would then wait for a
+    # partner that never comes).
     from ringlet.tensorflow import ops
     import time
     x = tf.fill([4, 3], float(rtf.rank() + 1))
     name = f"partway_{kind}"
+    members = 2 if rtf.rank() == 0 else 1
     if kind == "allgather":
         def run():
-            return ops.library.ringlet_allgather([x, x], process_set_id=0,
-                                                 tensor_names=[name, name])
+            return ops.library.ringlet_allgather([x] * members, process_set_id=0,
+                                                 tensor_names=[name] * members)
     else:
         op = getattr(ops.library, f"ringlet_{kind}")
         extra = {"as_group": False} if kind == "allreduce" else {}
 
         def run():
-            return op([x, x], reduce_op=0, prescale_factor=1.0, postscale_factor=1.0,
-                      process_set_id=0, tensor_names=[name, name], **extra)
+            return op([x] * members, reduce_op=0, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set_id=0, tensor_names=[name] * members, **extra)
     late = 1.0
     rtf.barrier()
-    if rtf.rank() == 1:
-        time.sleep(late)
-    started = time.monotonic()
-    with pytest.raises(tf.errors.InvalidArgumentError) as failed:
-        run()
-    took = time.monotonic() - started
-    assert "already in flight" in failed.value.message, failed.value.message
     if rtf.rank() == 0:
-        assert took > late / 2, f"the op ended {took:.3f} s in, before rank 1 submitted"
-    # The first member ran on both ranks: its name is free, and the job goes on.
+        started = time.monotonic()
+        with pytest.raises(tf.errors.InvalidArgumentError) as failed:
+            run()
+        took = time.monotonic() - started
+        assert "already in flight" in failed.value.message, failed.value.message
+        assert took > late / 2, f"the op ended {took:.3f} s in, before the others submitted"
+    else:
+        time.sleep(late)
+        (out,) = run()
+        if kind == "allreduce":
+            total = rtf.size() * (rtf.size() + 1) / 2
+            assert np.array_equal(out.numpy(), np.full([4, 3], total))
+        elif kind == "allgather":
+            assert out.shape == (4 * rtf.size(), 3)
+    # The first member ran on every rank: its name is free, and the job goes on.
     assert np.array_equal(rtf.allreduce(tf.ones([2]), name=name, op=rtf.Sum).numpy(),
                           np.full(2, float(rtf.size())))
 
