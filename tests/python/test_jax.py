@@ -376,7 +376,9 @@ def test_io_callback_where_jax_has_no_buffer_callback(rj, monkeypatch):
 
 def test_results_are_adopted_without_a_copy(rj):
     """An allreduce's or broadcast's result is the buffer the collective wrote, adopted
-    by JAX (DLPack), and serves the next result of its size once JAX lets go of it."""
+    by JAX, and serves the next result of its size once JAX lets go of it. It is
+    uncommitted, as JAX's own arrays are: a jit-compiled function runs on it without
+    compiling again."""
     from ringlet.jax import arrays
 
     def in_pool(array):
@@ -392,4 +394,11 @@ def test_results_are_adopted_without_a_copy(rj):
     again = rj.allreduce(x * 2, op=rj.Sum, name="adopted")
     assert again.unsafe_buffer_pointer() == address
     assert np.allclose(again, 2 * sum(range(1, rj.size() + 1)))
+    assert not again.committed
+    double = jax.jit(lambda a: a * 2)
+    double(x)
+    compiled = double._cache_size()
+    double(again)
+    double(rj.broadcast(x, 0, name="adopted.broadcast"))
+    assert double._cache_size() == compiled, "a result made the function compile again"
     assert in_pool(rj.broadcast(x.astype(jnp.bfloat16), 0, name="adopted.bf16"))

@@ -1,7 +1,10 @@
-"""ringlet.keras on Keras 3 (TensorFlow backend): DistributedOptimizer,
-the callbacks in model.fit, a custom loop with DistributedGradientTape, the
-collectives on Keras tensors and load_model, each checked against values
-computed here. Run in a job of its own: tf-keras and Keras 3 are never served
+"""ringlet.keras on Keras 3, on the backend KERAS_BACKEND names (TensorFlow,
+PyTorch or JAX; one job each): DistributedOptimizer, the callbacks in
+model.fit, a custom loop in the backend's own idiom, the collectives on Keras
+tensors and load_model, each checked against values computed here. On
+TensorFlow and PyTorch the steps run uncompiled (an XLA-compiled TensorFlow
+step is refused by name); on JAX they run as Keras compiles them by default,
+with jax.jit. Run in a job of its own: tf-keras and Keras 3 are never served
 in one process."""
 
 import os
@@ -14,9 +17,13 @@ import pytest
 from keras import ops
 
 import ringlet.keras as hvd
-import ringlet.tensorflow as rtf
-import tensorflow as tf
 from ringlet.keras.keras3.optimizer import _DistributedOptimizer
+
+BACKEND = keras.backend.backend()
+# model.compile's arguments: Keras's default on JAX (jit), uncompiled elsewhere.
+COMPILE = {} if BACKEND == "jax" else {"jit_compile": False}
+only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow",
+                                     reason="TensorFlow's own (tf.function, XLA)")
 
 
 @pytest.fixture
@@ -27,9 +34,14 @@ def rk3():
     hvd.shutdown()
 
 
-def test_keras3_is_served():
+def test_keras3_is_served(rk3):
     assert keras.__version__.split(".")[0] == "3"
     assert issubclass(hvd.callbacks.BroadcastGlobalVariablesCallback, keras.callbacks.Callback)
+    assert hvd.DistributedOptimizer.__module__ == "ringlet.keras.keras3.api"
+    assert type(hvd.allreduce(keras.ops.ones((2,)), name="served")) is type(
+        keras.ops.ones((2,))), "collectives return the backend's own tensors"
+    if BACKEND != "tensorflow":
+        return
     import ringlet.tensorflow.keras as tf_hvd
     assert tf_hvd.callbacks is hvd.callbacks
     assert tf_hvd.DistributedOptimizer is hvd.DistributedOptimizer
@@ -75,7 +87,7 @@ def test_fit_with_callbacks_ends_alike_and_averages_metrics(rk3):
     model = mnist_model(seed=r)  # different starts: the broadcast makes them one
     opt = rk3.DistributedOptimizer(keras.optimizers.SGD(0.01 * n, momentum=0.9))
     model.compile(optimizer=opt, loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"], jit_compile=False)
+                  metrics=["accuracy"], **COMPILE)
     x, y = mnist_data(r)
     local, averaged = Logs(), Logs()
     history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[
@@ -100,6 +112,7 @@ def test_fit_with_callbacks_ends_alike_and_averages_metrics(rk3):
     assert history.history["lr"][-1] == pytest.approx(0.01 * n)
 
 
+@only_tensorflow
 def test_xla_compiled_step_is_refused_by_name(rk3):
     model = mnist_model(seed=0)
     model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.SGD(0.01)),
@@ -138,7 +151,7 @@ def test_backward_passes_per_step_applies_every_second_batch(rk3, average, run_e
     model.compile(optimizer=rk3.DistributedOptimizer(
         keras.optimizers.SGD(lr), backward_passes_per_step=2,
         average_aggregated_gradients=average), loss=linear_loss, run_eagerly=run_eagerly,
-        jit_compile=False)
+        **COMPILE)
     x = np.full((8, 2), r + 1.0, np.float32)  # this rank's gradient: r + 1 in each entry
     kernels = Kernels()
     model.fit(x, np.zeros((8, 1), np.float32), batch_size=2, epochs=1, shuffle=False,
@@ -158,7 +171,7 @@ def test_reduction_arguments(rk3, settings):
     lr = 0.25
     model = linear_model()
     model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.SGD(lr), **settings),
-                  loss=linear_loss, jit_compile=False)
+                  loss=linear_loss, **COMPILE)
     model.fit(np.full((2, 2), r + 1.0, np.float32), np.zeros((2, 1), np.float32),
               batch_size=2, epochs=1, verbose=0)
     total = sum(k + 1.0 for k in range(n))
@@ -172,7 +185,7 @@ def test_partial_distributed_optimizer_keeps_local_layers_local(rk3):
     model = linear_model()
     opt = rk3.PartialDistributedOptimizer(keras.optimizers.SGD(lr),
                                           local_layers=model.layers[0])
-    model.compile(optimizer=opt, loss=linear_loss, jit_compile=False)
+    model.compile(optimizer=opt, loss=linear_loss, **COMPILE)
     model.fit(np.full((2, 2), r + 1.0, np.float32), np.zeros((2, 1), np.float32),
               batch_size=2, epochs=1, verbose=0)
     # Not averaged: this rank's own gradient, divided by the ranks' number.
@@ -181,14 +194,15 @@ def test_partial_distributed_optimizer_keeps_local_layers_local(rk3):
 
 @pytest.mark.parametrize("sparse_as_dense", [False, True])
 def test_sparse_gradients(rk3, sparse_as_dense):
-    """Rank r looks up row r only: its gradient is one row (IndexedSlices), 1/2 in each
-    of its two entries; averaged, each looked-up row moves by 1/(2n)."""
+    """Rank r looks up row r only: its gradient is one row (on TensorFlow
+    IndexedSlices, dense elsewhere), 1/2 in each of its two entries; averaged, each
+    looked-up row moves by 1/(2n)."""
     n, r = rk3.size(), rk3.rank()
     model = keras.Sequential([keras.Input((1,), dtype="int32"),
                               keras.layers.Embedding(4, 2, embeddings_initializer="zeros")])
     model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.SGD(1.0),
                                                      sparse_as_dense=sparse_as_dense),
-                  loss=linear_loss, jit_compile=False)
+                  loss=linear_loss, **COMPILE)
     model.fit(np.array([[r]], np.int32), np.zeros((1, 1, 2), np.float32), batch_size=1,
               verbose=0)
     want = np.zeros((4, 2), np.float32)
@@ -199,7 +213,7 @@ def test_sparse_gradients(rk3, sparse_as_dense):
 def test_learning_rate_schedule(rk3):
     model = linear_model()
     model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.SGD(1.0)),
-                  loss=linear_loss, jit_compile=False)
+                  loss=linear_loss, **COMPILE)
     seen = []
 
     class Rates(keras.callbacks.Callback):
@@ -212,7 +226,10 @@ def test_learning_rate_schedule(rk3):
     assert np.allclose(seen, [1.0, 1.0, 0.5, 0.5, 0.05, 0.05], rtol=1e-6)
 
 
+@only_tensorflow
 def test_custom_loop_with_distributed_gradient_tape(rk3):
+    import ringlet.tensorflow as rtf
+    import tensorflow as tf
     n, r = rk3.size(), rk3.rank()
     keras.utils.set_random_seed(r)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
@@ -238,6 +255,63 @@ def test_custom_loop_with_distributed_gradient_tape(rk3):
     assert np.array_equal(every, np.broadcast_to(every[0], every.shape))
 
 
+def dense_without_bias(rk3):
+    """A Dense(1) layer whose kernel starts random on each rank and is then rank 0's."""
+    keras.utils.set_random_seed(rk3.rank())
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
+    rk3.broadcast_variables(model.variables, root_rank=0)
+    return model, model.layers[0].kernel.numpy().copy()
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="PyTorch's own loop")
+def test_custom_loop_on_torch(rk3):
+    import torch
+    n, r = rk3.size(), rk3.rank()
+    model, start = dense_without_bias(rk3)
+    opt = rk3.DistributedOptimizer(keras.optimizers.SGD(0.5))
+    loss = torch.mean(model(torch.full((3, 2), r + 1.0)))
+    loss.backward()
+    grads = [v.value.grad for v in model.trainable_variables]
+    assert np.allclose(grads[0].numpy(), r + 1.0)  # this rank's own
+    with torch.no_grad():
+        opt.apply(grads, model.trainable_variables)
+    mean_gradient = sum(k + 1.0 for k in range(n)) / n
+    assert np.allclose(model.layers[0].kernel.numpy(), start - 0.5 * mean_gradient, rtol=1e-6)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX's own loop")
+def test_custom_loop_on_jax_in_jit(rk3):
+    """Keras's stateless calls inside the program's own jax.jit: the reduction runs
+    inside the compiled step, every run of it."""
+    import jax
+    import jax.numpy as jnp
+    n, r = rk3.size(), rk3.rank()
+    model, start = dense_without_bias(rk3)
+    opt = rk3.DistributedOptimizer(keras.optimizers.SGD(0.5))
+    opt.build(model.trainable_variables)
+
+    def loss_of(trainable, non_trainable, x):
+        y, _ = model.stateless_call(trainable, non_trainable, x)
+        return jnp.mean(y)
+
+    @jax.jit
+    def step(trainable, non_trainable, optimizer_state, x):
+        grads = jax.grad(loss_of)(trainable, non_trainable, x)
+        trainable, optimizer_state = opt.stateless_apply(optimizer_state, grads, trainable)
+        return trainable, optimizer_state, grads
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    optimizer_state = [v.value for v in opt.variables]
+    x = jnp.full((3, 2), r + 1.0)
+    mean_gradient = sum(k + 1.0 for k in range(n)) / n
+    for run in range(1, 3):
+        trainable, optimizer_state, grads = step(trainable, non_trainable, optimizer_state, x)
+        assert np.allclose(np.asarray(grads[0]), r + 1.0)  # this rank's own
+        assert np.allclose(np.asarray(trainable[0]), start - run * 0.5 * mean_gradient,
+                           rtol=1e-6), run
+
+
 def test_collectives_on_keras_tensors(rk3):
     n, r = rk3.size(), rk3.rank()
     value = ops.full((2, 3), float(r + 1))
@@ -259,7 +333,7 @@ def test_checkpoint_saved_on_rank_0_loads_distributed(rk3, tmp_path):
     path = rk3.broadcast_object(str(tmp_path / "best.keras"), root_rank=0)
     model = mnist_model(seed=0)
     model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.Adam(0.001)),
-                  loss="sparse_categorical_crossentropy", jit_compile=False)
+                  loss="sparse_categorical_crossentropy", **COMPILE)
     checkpoint = rk3.callbacks.BestModelCheckpoint(monitor="loss")
     checkpoint.filepath = path
     x, y = mnist_data(r, samples=32)
@@ -280,7 +354,8 @@ def test_checkpoint_saved_on_rank_0_loads_distributed(rk3, tmp_path):
         assert np.array_equal(every, np.broadcast_to(every[0], every.shape)), i
     # The file names Keras's own class: it loads without Ringlet too.
     plain = keras.models.load_model(path)
-    assert type(plain.optimizer) is keras.optimizers.Adam
+    assert isinstance(plain.optimizer, keras.optimizers.Adam)  # the backend's own Adam
+    assert not isinstance(plain.optimizer, _DistributedOptimizer)
 
 
 def _import_in_a_new_process(code, **environment):
@@ -299,7 +374,7 @@ def test_unserved_backend_is_named_at_import():
     # Keras's numpy backend: a real one, and light to import.
     other = _import_in_a_new_process("import ringlet.keras", KERAS_BACKEND="numpy")
     assert other.returncode != 0
-    assert "ImportError: ringlet.keras serves Keras 3 on the tensorflow backend only" in \
-        other.stderr, other.stderr[-2000:]
+    assert ("ImportError: ringlet.keras serves Keras 3 on the jax, tensorflow, torch "
+            "backends only") in other.stderr, other.stderr[-2000:]
     assert "'numpy' backend" in other.stderr
     assert f"keras {keras.__version__}, tensorflow " in other.stderr

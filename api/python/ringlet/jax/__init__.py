@@ -14,6 +14,7 @@ except ImportError as e:
                       "pip install 'jax[cpu]' optax)") from e
 
 from ringlet.common.api import *  # noqa: F401,F403  (Horovod's shared names)
+from ringlet.jax.compression import Compression  # noqa: F401
 from ringlet.jax.mpi_ops import (  # noqa: F401
     allgather, allgather_object, allreduce, alltoall, barrier, broadcast, broadcast_object,
     broadcast_parameters, grouped_allreduce, join, reducescatter)

@@ -9,11 +9,11 @@ callback is handed) goes as a DLPack view of its memory that
 bfloat16 through DLPack.
 
 Out: a collective that writes its result (allreduce, broadcast) writes into a
-buffer allocated here (or one JAX let go of), aligned to 64 bytes and
-labelled with the dtype, which ``jax.dlpack.from_dlpack`` then adopts without
-a copy (JAX's CPU client adopts external memory only at that alignment;
-elsewhere it copies); inside a compiled program, into the program's own
-output buffer. The results the
+buffer allocated here (or one JAX let go of), aligned to 64 bytes, which
+``jax.device_put`` then adopts without a copy (JAX's CPU client adopts host
+memory only at that alignment; elsewhere it copies) as an uncommitted array,
+as JAX's own are; inside a compiled program, into the program's own output
+buffer. The results the
 runtime allocates itself (allgather, alltoall, reducescatter) come back as
 its byte arrays, relabelled the same way; JAX copies them where their address
 is not so aligned.
@@ -102,10 +102,11 @@ def labelled(data, dtype, shape):
 
 
 def output(dtype, shape):
-    """A writable host buffer for a collective's result, as a DLPack view of ``dtype``
-    (one the core reduces) that ``to_jax`` adopts once the collective wrote it."""
+    """A writable host array of ``dtype`` and ``shape`` for a collective's result
+    (pass ``writable(it)`` to the bindings), which ``to_jax`` adopts once the
+    collective wrote it."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * jnp.dtype(dtype).itemsize
-    return labelled(aligned_bytes(nbytes), dtype, shape)
+    return aligned_bytes(nbytes).view(jnp.dtype(dtype)).reshape(shape)
 
 
 def bytes_of(array):
@@ -158,9 +159,12 @@ def as_bytes(array, call, full_name):
     return host.reshape(host.shape + (1,)).view(np.uint8)
 
 
-def to_jax(view):
-    """A labelled host view (or numpy bytes) as a jax.Array: adopted where aligned."""
-    return jax.dlpack.from_dlpack(view)
+def to_jax(array):
+    """A host array (numpy, of a jax dtype) as a jax.Array, adopted without a copy
+    where aligned. Uncommitted, as ``jnp.asarray`` makes arrays: a jit-compiled
+    function that takes it reuses what it compiled for arrays made by JAX, where a
+    committed one (what ``jax.dlpack.from_dlpack`` gives) makes it compile again."""
+    return jax.device_put(array)
 
 
 def from_bytes(data, dtype, shape):
@@ -168,7 +172,8 @@ def from_bytes(data, dtype, shape):
     if data is None or data.size == 0:
         return jnp.zeros(shape, dtype)
     if reducible(dtype):
-        return to_jax(labelled(data, dtype, shape))
+        return to_jax(np.ascontiguousarray(data).reshape(-1).view(jnp.dtype(dtype))
+                      .reshape(shape))
     # Moved as bytes: numpy relabels them (JAX takes no bool or complex through a
     # byte view's DLPack), then JAX copies them in.
     return jnp.asarray(data.view(jnp.dtype(dtype)).reshape(shape))

@@ -74,8 +74,9 @@ def _allreduce_now(arrays, names, core_op, prescale_factor, postscale_factor, se
     for array, name in zip(arrays, names):
         _arrays.check_reducible(array.dtype, "allreduce", name)
     inputs = [_arrays.as_input(a, "allreduce", n) for a, n in zip(arrays, names)]
-    views = ([_arrays.output(a.dtype, a.shape) for a in arrays] if outputs is None
-             else [_arrays.writable(o) for o in outputs])
+    results = [_arrays.output(a.dtype, a.shape) for a in arrays] if outputs is None \
+        else outputs
+    views = [_arrays.writable(o) for o in results]
     by_dtype = {}
     for index, array in enumerate(arrays):
         by_dtype.setdefault(jnp.dtype(array.dtype), []).append(index)
@@ -89,7 +90,7 @@ def _allreduce_now(arrays, names, core_op, prescale_factor, postscale_factor, se
             handles.append(_handles.register(h, lambda data, shape, splits: None, inputs[i],
                                              views[i]))
     _handles.wait_all(handles, _handles.synchronize)
-    return None if outputs is not None else [_arrays.to_jax(v) for v in views]
+    return None if outputs is not None else [_arrays.to_jax(r) for r in results]
 
 
 def _grouped_allreduce(tree, base, op, prescale_factor, postscale_factor, process_set):
@@ -208,7 +209,7 @@ def _broadcast_now(array, root_rank, full_name, set_id, into=None):
     if into is not None:
         return None
     if _arrays.reducible(dtype):
-        return _arrays.to_jax(buffer)
+        return _arrays.to_jax(raw.view(dtype).reshape(shape))
     return jnp.asarray(raw.view(dtype).reshape(shape))
 
 

@@ -6,7 +6,7 @@ horovod.tensorflow.keras together, on Ringlet, for the Keras the program chose
 - tf-keras (the Keras 2 API), where ``TF_USE_LEGACY_KERAS=1`` is set or
   ``tf_keras`` was imported first: ringlet.keras.tf_keras_api;
 - otherwise Keras 3, on the backends ringlet.keras.keras3.backends serves
-  (TensorFlow): ringlet.keras.keras3.
+  (TensorFlow, PyTorch, JAX): ringlet.keras.keras3.
 
 ``hvd.callbacks`` (``ringlet.keras.callbacks``) is the chosen one's module.
 """

@@ -1,10 +1,11 @@
 """ringlet.keras for Keras 3 (what ``import keras`` is with TensorFlow 2.16 and
 later): Horovod's Keras API over the backend Keras runs on, through one seam
-(``backends``); served: TensorFlow.
+(``backends``); served: TensorFlow, PyTorch and JAX.
 
-Not served on Keras 3: ``hvd.elastic``
-(tf-keras only), XLA-compiled steps around Ringlet's collectives
-(``jit_compile=True``; refused while traced, naming the fix).
+Not served on Keras 3: ``hvd.elastic`` (tf-keras only); on TensorFlow,
+XLA-compiled steps around Ringlet's collectives (``jit_compile=True``; refused
+while traced, naming the fix). On JAX the compiled step (Keras's default
+there) is served.
 """
 
 from ringlet.common.api import *  # noqa: F401,F403  (Horovod's shared names)

@@ -11,19 +11,23 @@ A backend module provides:
 - ``allreduce``, ``allgather``, ``broadcast``, ``reducescatter`` on backend
   tensors (Horovod's arguments);
 - ``broadcast_variables(variables, root_rank, process_set)`` on Keras variables;
-- ``cond(pred, true_fn, false_fn)``, that runs collectives in its branches;
+- ``is_sparse(grad)`` and ``densify(grad)``, for the backend's sparse gradients;
+- ``cond(pred, true_fn, false_fn, state)``, that runs collectives in its
+  branches, which may assign the Keras variables of ``state``;
 - ``Compression``, ``barrier``, ``join``, ``broadcast_object``,
   ``allgather_object`` as the backend's Horovod module has them.
 
-Served: TensorFlow. Keras 3's other backends (PyTorch, JAX) fit the same
-functions over ringlet.torch's and ringlet.jax's collectives.
+Served: TensorFlow (over ringlet.tensorflow), PyTorch (ringlet.torch) and JAX
+(ringlet.jax).
 """
 
 import importlib
 import importlib.metadata
 import os
 
-_SERVED = {"tensorflow": "ringlet.keras.keras3.tensorflow_backend"}
+_SERVED = {"tensorflow": "ringlet.keras.keras3.tensorflow_backend",
+           "torch": "ringlet.keras.keras3.torch_backend",
+           "jax": "ringlet.keras.keras3.jax_backend"}
 
 
 def _version(distribution):
@@ -52,8 +56,8 @@ def load(keras):
     backend = keras.backend.backend()
     if backend not in _SERVED:
         raise ImportError(
-            f"ringlet.keras serves Keras 3 on the {', '.join(sorted(_SERVED))} backend only, "
+            f"ringlet.keras serves Keras 3 on the {', '.join(sorted(_SERVED))} backends only, "
             f"and this process runs Keras {version} on the '{backend}' backend "
             f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND', '')!r}; {versions_seen()}). "
-            f"Use KERAS_BACKEND=tensorflow")
+            f"Use KERAS_BACKEND=tensorflow, torch or jax")
     return importlib.import_module(_SERVED[backend])

@@ -9,6 +9,7 @@ import numpy as np
 from ringlet.common import basics as _basics
 from ringlet.common.process_sets import global_process_set
 from ringlet.keras.keras3 import api as _api
+from ringlet.keras.keras3 import optimizer as _optimizer
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
@@ -41,8 +42,10 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         shared = [v for v in self.model.variables if id(v) not in self._local_vars]
         _api.broadcast_variables(shared, self.root_rank, self.process_set)
         if self.model.optimizer is not None:
-            _api.broadcast_variables(self.model.optimizer.variables, self.root_rank,
-                                     self.process_set)
+            own = {id(v) for v in _optimizer.rank_own_variables(self.model.optimizer)}
+            _api.broadcast_variables(
+                [v for v in self.model.optimizer.variables if id(v) not in own],
+                self.root_rank, self.process_set)
         self.broadcast_done = True
 
 

@@ -11,9 +11,12 @@ gradients.
 running sums; the N-th pass reduces the sums (divided by N with
 ``average_aggregated_gradients``), applies them and clears the sums; the
 other passes only count the optimizer's ``iterations``, so that learning rate
-schedules keep their pace (Horovod's rule). The sums are the optimizer's own
-but not among its ``variables``: a broadcast of the optimizer's state must not
-overwrite a rank's local sums.
+schedules keep their pace (Horovod's rule). The sums and the pass counter are
+among the optimizer's ``variables``, as Keras keeps its own gradient
+accumulators: a stateless backend (JAX) carries only those from step to step,
+and a checkpoint keeps them. They are each rank's own, though:
+``rank_own_variables`` names them, and BroadcastGlobalVariablesCallback leaves
+them out.
 
 The class keeps the wrapped class's name and module, so a saved model loads
 without Ringlet, and carries its settings, so ``from_config`` gives a
@@ -28,8 +31,7 @@ from ringlet.keras.settings import Settings
 
 
 class _Aggregation:
-    """This rank's running sum of each gradient and the passes counted, kept off the
-    optimizer's tracked variables (a plain holder, which Keras's tracker skips)."""
+    """This rank's running sum of each gradient and the passes counted."""
 
     def __init__(self, passes, average, sparse_as_dense):
         self.passes = passes
@@ -38,21 +40,22 @@ class _Aggregation:
         self.sums = None
         self.counter = None
 
-    def build(self, variables):
-        # Initializers by name: Keras makes the values where variables may be made,
-        # even when the optimizer is built inside a traced step.
-        self.sums = [keras.Variable("zeros", shape=v.shape, dtype=v.dtype, trainable=False,
-                                    name="ringlet_gradient_sum") for v in variables]
-        self.counter = keras.Variable("zeros", shape=(), dtype="int32", trainable=False,
-                                      name="ringlet_backward_passes")
+    def build(self, optimizer, variables):
+        self.sums = [optimizer.add_variable_from_reference(v, name="ringlet_gradient_sum")
+                     for v in variables]
+        self.counter = optimizer.add_variable(shape=(), dtype="int32",
+                                              name="ringlet_backward_passes")
 
-    def dense(self, grad):
-        if hasattr(grad, "indices"):  # the backend's sparse gradient (tf.IndexedSlices)
+    def variables(self):
+        return [] if self.sums is None else self.sums + [self.counter]
+
+    def dense(self, grad, backend):
+        if backend.is_sparse(grad):
             if not self.sparse_as_dense:
                 raise ValueError(
                     "DistributedOptimizer: a sparse gradient cannot be summed over backward "
                     "passes: pass sparse_as_dense=True with backward_passes_per_step > 1")
-            return ops.convert_to_tensor(grad)
+            return backend.densify(grad)
         return grad
 
 
@@ -80,7 +83,7 @@ class _DistributedOptimizer:
                 settings.backward_passes_per_step, settings.average_aggregated_gradients,
                 settings.sparse_as_dense)
             if self.built:
-                self._ringlet_aggregation.build(self._trainable_variables)
+                self._ringlet_aggregation.build(self, self._trainable_variables)
 
     def register_local_var(self, var):
         """Keeps ``var``'s gradient on this rank: not reduced over the ranks, only
@@ -90,7 +93,7 @@ class _DistributedOptimizer:
     def build(self, variables):
         super().build(variables)
         if self._ringlet_aggregation is not None and self._ringlet_aggregation.sums is None:
-            self._ringlet_aggregation.build(variables)
+            self._ringlet_aggregation.build(self, variables)
 
     def apply(self, grads, trainable_variables=None):
         """Applies ``grads`` reduced over the ranks (every N-th pass with
@@ -117,7 +120,7 @@ class _DistributedOptimizer:
         present = [i for i, g in enumerate(grads) if g is not None]
         sums = [agg.sums[self._get_variable_index(variables[i])] for i in present]
         for i, total in zip(present, sums):
-            total.assign_add(agg.dense(grads[i]))
+            total.assign_add(agg.dense(grads[i], self._ringlet_backend))
         agg.counter.assign_add(1)
         present_vars = [variables[i] for i in present]
 
@@ -128,14 +131,25 @@ class _DistributedOptimizer:
                 reduced = [r / agg.passes for r in reduced]
             base.apply(reduced, present_vars)
             for total in sums:
-                total.assign(ops.zeros_like(total))
+                total.assign(ops.zeros(total.shape, total.dtype))
             agg.counter.assign(0)
 
         def count_only():
             self._iterations.assign_add(1)
 
+        # What either branch may read or assign, for a backend that runs the
+        # branches statelessly (JAX).
+        state = self.variables + [v for v in self._trainable_variables]
         self._ringlet_backend.cond(ops.equal(agg.counter, agg.passes), reduce_and_apply,
-                                   count_only)
+                                   count_only, state)
+
+
+def rank_own_variables(optimizer):
+    """The variables of ``optimizer`` that hold this rank's own running sums (none
+    unless it is distributed with backward_passes_per_step > 1): a broadcast of
+    the optimizer's state leaves them out."""
+    aggregation = getattr(optimizer, "_ringlet_aggregation", None)
+    return [] if aggregation is None else aggregation.variables()
 
 
 def distributed_class(base, settings, backend):

@@ -98,6 +98,16 @@ def broadcast_variables(variables, root_rank, process_set):
                                           process_set)
 
 
-def cond(pred, true_fn, false_fn):
-    """tf.cond: both branches traced, the one ``pred`` names run (at once when eager)."""
+def is_sparse(grad):
+    return isinstance(grad, tf.IndexedSlices)
+
+
+def densify(grad):
+    return tf.convert_to_tensor(grad)
+
+
+def cond(pred, true_fn, false_fn, state=()):
+    """tf.cond: both branches traced, the one ``pred`` names run (at once when eager);
+    TensorFlow's variables are assigned in place, so ``state`` is not needed."""
+    del state
     return tf.cond(pred, true_fn, false_fn)
