@@ -2,8 +2,9 @@
 and model.fit(), with Horovod's callbacks. Launch with
 `ringletrun -np 2 python examples/keras3_mnist.py`.
 
-Keras 3 runs on the backend KERAS_BACKEND names; ringlet.keras serves the
-TensorFlow one (another is refused at import, by name). Without --data-dir
+Keras 3 runs on the backend KERAS_BACKEND names; ringlet.keras serves
+TensorFlow, PyTorch and JAX (`KERAS_BACKEND=jax ringletrun -np 2 python
+examples/keras3_mnist.py`). Without --data-dir
 it trains on a synthetic MNIST-shaped set. --check makes it exit non-zero
 unless the loss fell and every rank ends with the same weights."""
 
@@ -53,9 +54,11 @@ def main():
         keras.layers.Dense(10, activation="softmax")])
     scaled_lr = args.lr * hvd.size()
     opt = hvd.DistributedOptimizer(keras.optimizers.SGD(scaled_lr, momentum=0.9))
-    # Ringlet's collectives run outside XLA: the step is compiled without it.
+    # On TensorFlow, Ringlet's collectives run outside XLA: the step is compiled
+    # without it. On JAX they run inside the jit-compiled step, Keras's default.
     model.compile(loss="sparse_categorical_crossentropy", optimizer=opt,
-                  metrics=["accuracy"], jit_compile=False)
+                  metrics=["accuracy"],
+                  jit_compile="auto" if keras.backend.backend() == "jax" else False)
 
     callbacks = [
         # Every rank starts from rank 0's weights and optimizer state.
