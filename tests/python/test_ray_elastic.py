@@ -125,8 +125,10 @@ def test_a_new_host_grows_the_job_and_callbacks_get_rank_0s_epochs(ray_cluster, 
     out = str(tmp_path)
 
     def add_host():
+        # Ray starts its workers slowly on a loaded machine: minutes, at times.
         wait_for("training at 2 workers",
-                 lambda: any(p[1] >= 4 for p in records(out, "hostA_0", "progress")))
+                 lambda: any(p[1] >= 4 for p in records(out, "hostA_0", "progress")),
+                 timeout=300)
         executor.discovery.set("hostA:2\nhostC:1\n")
 
     grower = threading.Thread(target=add_host)
