@@ -1,18 +1,22 @@
-"""Keras 3 `model.fit` on the TensorFlow backend: ringlet.keras against
+"""Keras 3 training steps on the TensorFlow backend: ringlet.keras against
 TensorFlow's own `tf.distribute.MultiWorkerMirroredStrategy` (its CPU
-collectives over gRPC), the same model, per-rank batch and data. One mode per
-job; run both in turn:
+collectives over gRPC), the same model, per-rank batch and data, the same
+tf.function step (a tape, then the Keras optimizer's `apply`, which reduces
+the gradients). One mode per job; run them in turn:
 
     for mode in ringlet mwms ringlet mwms; do
       ringletrun -np 2 python bench/python/keras3_fit_bench.py --mode $mode
     done
+    ringletrun -np 2 python bench/python/keras3_fit_bench.py --mode ringlet --fit
 
-Each rank trains on its own synthetic batches (MWMS with auto-sharding off,
-so that both modes see the same data per rank). The first epoch compiles
-and warms up; a step's time is the median of the later epochs' steps on rank
-0, and steps/s its inverse. ringletrun gives every rank RINGLET_RANK and
-RINGLET_SIZE; MWMS takes its cluster from TF_CONFIG, which this script writes
-from them (workers on localhost from --port up).
+A custom loop, because Keras 3.15's `model.fit` fails under MWMS (its
+metrics' reduction asks for axis 0 of a scalar); `--fit` times ringlet.keras
+in `model.fit` as well. Each rank trains on its own synthetic batches (MWMS
+with auto-sharding off, so that both modes see the same data per rank). The
+first epoch compiles and warms up; a step's time is the median of the later
+epochs' steps on rank 0, and steps/s its inverse. ringletrun gives every
+rank RINGLET_RANK and RINGLET_SIZE; MWMS takes its cluster from TF_CONFIG,
+which this script writes from them (workers on localhost from --port up).
 """
 
 import argparse
@@ -32,6 +36,8 @@ def parse_args():
     p.add_argument("--epochs", type=int, default=3, help="the first one is not measured")
     p.add_argument("--width", type=int, default=256, help="the dense layer's width")
     p.add_argument("--port", type=int, default=23456)
+    p.add_argument("--fit", action="store_true",
+                   help="ringlet only: model.fit instead of the custom loop")
     return p.parse_args()
 
 
@@ -71,6 +77,32 @@ class StepTimes:
         self.callback = Callback()
 
 
+def custom_step(tf, model, optimizer):
+    """One training step as a tf.function: the loss's gradients applied by
+    ``optimizer`` (which reduces them over the ranks)."""
+    loss_of = tf.keras.losses.SparseCategoricalCrossentropy()
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_of(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+    return step
+
+
+def timed(run_step, steps, epochs):
+    """Every step's wall time, by epoch."""
+    times = []
+    for _ in range(epochs):
+        times.append([])
+        for _ in range(steps):
+            started = time.perf_counter()
+            run_step()
+            times[-1].append(time.perf_counter() - started)
+    return times
+
+
 def main():
     args = parse_args()
     rank = int(os.environ.get("RINGLET_RANK", "0"))
@@ -84,7 +116,6 @@ def main():
             "task": {"type": "worker", "index": rank}})
         import keras
         import tensorflow as tf
-        keras.config.disable_traceback_filtering()
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = \
@@ -92,38 +123,51 @@ def main():
         # MWMS splits the global batch over the workers: each gets args.batch.
         dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(
             args.batch * size).repeat().with_options(options)
+        batches = iter(strategy.experimental_distribute_dataset(dataset))
         with strategy.scope():
             model = model_of(keras, args.width)
-            model.compile(optimizer=keras.optimizers.SGD(0.01 * size, momentum=0.9),
-                          loss="sparse_categorical_crossentropy", jit_compile=False)
-            # Keras 3.15 builds a model under a strategy from the first batch
-            # reduced over the replicas, which fails for an (x, y) pair under
-            # MWMS (PerReplica values in a tuple); built here from a local batch
-            # instead, the same variables.
-            model._symbolic_build(data_batch=(x[:args.batch], y[:args.batch]))
-        model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-        callbacks = []
-        fit_input = {"x": dataset, "steps_per_epoch": args.steps}
+            optimizer = keras.optimizers.SGD(0.01 * size, momentum=0.9)
+            step = custom_step(tf, model, optimizer)
+
+        @tf.function
+        def distributed_step(batch):
+            return strategy.run(step, args=batch)
+
+        epochs = timed(lambda: distributed_step(next(batches)), args.steps, args.epochs)
+        mode = "MultiWorkerMirroredStrategy, custom loop"
     else:
         import keras
+        import tensorflow as tf
         import ringlet.keras as hvd
         hvd.init()
         model = model_of(keras, args.width)
-        model.compile(optimizer=hvd.DistributedOptimizer(
-            keras.optimizers.SGD(0.01 * size, momentum=0.9)),
-            loss="sparse_categorical_crossentropy", jit_compile=False)
-        callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
-        fit_input = {"x": x, "y": y, "batch_size": args.batch}
+        optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * size, momentum=0.9))
+        if args.fit:
+            model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy",
+                          jit_compile=False)
+            times = StepTimes(keras)
+            model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0,
+                      shuffle=False, callbacks=[
+                          hvd.callbacks.BroadcastGlobalVariablesCallback(0), times.callback])
+            epochs = times.epochs
+            mode = "ringlet.keras, model.fit"
+        else:
+            step = tf.function(custom_step(tf, model, optimizer))
+            dataset = iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch)
+                           .repeat())
+            hvd.broadcast_variables(model.variables, root_rank=0)
+            epochs = timed(lambda: step(*next(dataset)), args.steps, args.epochs)
+            mode = "ringlet.keras, custom loop"
 
-    times = StepTimes(keras)
-    model.fit(epochs=args.epochs, verbose=0, shuffle=False,
-              callbacks=callbacks + [times.callback], **fit_input)
-    measured = [t for epoch in times.epochs[1:] for t in epoch]
-    step = statistics.median(measured)
+    # Both modes keep the ranks' weights one: the sums agree on every rank.
+    checksum = sum(float(np.asarray(w, np.float64).sum()) for w in model.get_weights())
+    print(f"rank {rank}: weights sum to {checksum:.6f}", flush=True)
+    measured = [t for epoch in epochs[1:] for t in epoch]
+    step_time = statistics.median(measured)
     if rank == 0:
         parameters = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-        print(f"{args.mode}: np={size}, {parameters} parameters, batch {args.batch} per rank: "
-              f"median step {step * 1e3:.1f} ms, {1 / step:.2f} steps/s "
+        print(f"{mode}: np={size}, {parameters} parameters, batch {args.batch} per rank: "
+              f"median step {step_time * 1e3:.1f} ms, {1 / step_time:.2f} steps/s "
               f"({len(measured)} steps)", flush=True)
 
 
