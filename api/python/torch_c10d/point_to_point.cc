@@ -42,8 +42,9 @@ Backend::Collective Backend::begin_transfer(c10d::OpType type, int peer, int tag
   c.what = std::string(op) + " #" + std::to_string(count) + " from rank " + std::to_string(from) +
            " to rank " + std::to_string(to) + " (tag " + std::to_string(tag) +
            ") of process group '" + group_name_ + "' on rank " + std::to_string(getRank());
-  std::optional<std::vector<at::Tensor>> inputs;
-  if (sends) inputs = tensors;
+  // The profiler's record of a send or a recv shows its tensor's shape, as
+  // Gloo's does for both.
+  std::optional<std::vector<at::Tensor>> inputs = tensors;
   c.work = c10::make_intrusive<Work>(getRank(), type, sends ? "ringlet:send" : "ringlet:recv",
                                      std::move(tensors), c.what, inputs);
   return c;
