@@ -177,9 +177,16 @@ inline std::vector<std::string> rank_lines(const std::string& text, int rank,
 
 // True when the process is gone (or a zombie nobody in this container reaps).
 inline bool process_gone(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string content((std::istreambuf_iterator<char>(stat)), {});
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buf[4096];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  // A process reaped between the open and the read reads as an error (ESRCH),
+  // which a stream would throw as an exception.
+  if (n <= 0) return true;
+  const std::string content(buf, static_cast<size_t>(n));
   auto close_paren = content.rfind(')');
   return close_paren != std::string::npos && content.size() > close_paren + 2 &&
          content[close_paren + 2] == 'Z';
