@@ -139,7 +139,7 @@ class _DistributedOptimizer:
 
         # What either branch may read or assign, for a backend that runs the
         # branches statelessly (JAX).
-        state = self.variables + [v for v in self._trainable_variables]
+        state = self.variables + list(self._trainable_variables)
         self._ringlet_backend.cond(ops.equal(agg.counter, agg.passes), reduce_and_apply,
                                    count_only, state)
 
