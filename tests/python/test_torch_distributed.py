@@ -1,5 +1,6 @@
 """The ringlet backend of torch.distributed, run by every rank of a torchrun
-job (or of a ringletrun job, through init_method="ringlet://"): every served
+job (or of a ringletrun job, with no MASTER_ADDR: env:// then meets through
+Ringlet's launch, as init_method="ringlet://" does): every served
 collective against values worked out here from every rank's input, async
 work and futures, refusals by name, and DDP training against Gloo's."""
 
@@ -22,11 +23,9 @@ def under_ringletrun():
     return bool(os.environ.get("RINGLET_RENDEZVOUS")) and not os.environ.get("MASTER_ADDR")
 
 
-def init():
-    if under_ringletrun():
-        dist.init_process_group("ringlet", init_method="ringlet://")
-    else:
-        dist.init_process_group("ringlet")  # torchrun: env://
+def init(**kwargs):
+    # torchrun: env:// through its variables; ringletrun: env:// through Ringlet's.
+    dist.init_process_group("ringlet", **kwargs)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -672,7 +671,7 @@ def test_destroy_stops_ringlet_and_init_starts_it_again():
     from ringlet import _ringlet
     dist.destroy_process_group()
     assert not _ringlet.is_initialized()  # the backend started it: it stopped with the group
-    init()
+    init(**({"init_method": "ringlet://"} if under_ringletrun() else {}))
     t = torch.full((3,), float(rank()))
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((3,), float(sum(range(size())))))
@@ -696,6 +695,19 @@ def test_group_on_the_programs_own_runtime():
     hvd.barrier()
     hvd.shutdown()
     init()  # for the module's teardown
+
+
+def test_launch_and_arguments_that_disagree_refused():
+    """Under ringletrun, a rank or world size given to init_process_group must
+    be Ringlet's."""
+    if not under_ringletrun():
+        pytest.skip("env:// meets through Ringlet's launch under ringletrun alone")
+    dist.destroy_process_group()
+    with pytest.raises(ValueError, match=r"world_size=7, but Ringlet's launch makes this "
+                                         rf"process rank {int(os.environ['RINGLET_RANK'])} of"):
+        init(world_size=7, rank=int(os.environ["RINGLET_RANK"]))
+    init(world_size=int(os.environ["RINGLET_SIZE"]), rank=int(os.environ["RINGLET_RANK"]))
+    assert dist.get_world_size() == int(os.environ["RINGLET_SIZE"])
 
 
 def test_runtime_of_another_shape_refused():

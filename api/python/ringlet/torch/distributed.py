@@ -221,6 +221,7 @@ def _ringlet_rendezvous(url, timeout=datetime.timedelta(minutes=30), **kwargs):
     """init_method="ringlet://": Ringlet meets the ranks, rank 0 serves
     PyTorch's store on a free port and tells the others where."""
     global _started_here
+    from urllib.parse import parse_qs, urlparse
     from torch.distributed import TCPStore
     from ringlet import _ringlet
     from ringlet.common import basics
@@ -229,6 +230,13 @@ def _ringlet_rendezvous(url, timeout=datetime.timedelta(minutes=30), **kwargs):
         basics.init()
         _started_here = True
     rank, size = _ringlet.rank(), _ringlet.size()
+    # init_process_group(rank=..., world_size=...) arrive in the query.
+    query = {k: v[-1] for k, v in parse_qs(urlparse(url).query).items()}
+    for name, ours in (("rank", rank), ("world_size", size)):
+        if name in query and int(query[name]) != ours:
+            raise ValueError(
+                f"ringlet: init_process_group was given {name}={query[name]}, but Ringlet's "
+                f"launch makes this process rank {rank} of {size}")
     if rank == 0:
         host = "127.0.0.1" if _ringlet.local_size() == size else _routable_address()
         store = TCPStore(host, 0, size, True, timeout, wait_for_workers=False)
@@ -238,6 +246,31 @@ def _ringlet_rendezvous(url, timeout=datetime.timedelta(minutes=30), **kwargs):
         store = TCPStore(host, port, size, False, timeout)
     yield (store, rank, size)
     raise RuntimeError("ringlet:// rendezvous cannot be used again: initialize anew")
+
+
+def _launched_for_ringlet():
+    """True where Ringlet can start with no help from PyTorch's store: it runs
+    already (hvd.init()), or a launcher gave its rendezvous (ringletrun, Spark,
+    Ray) or meets the ranks through MPI (mpirun, srun)."""
+    from ringlet import _ringlet
+    from ringlet.common import basics
+    return (_ringlet.is_initialized() or bool(os.environ.get("RINGLET_RENDEZVOUS"))
+            or basics.mpi_enabled())
+
+
+def _env_or_launcher_rendezvous(env_rendezvous):
+    """torch's env:// (init_process_group's default), falling back to
+    ringlet:// where MASTER_ADDR is not set and Ringlet's launcher started
+    the job: `ringletrun -np 4 python train.py` with a plain
+    init_process_group("ringlet") (or "gloo") then needs no torchrun
+    variables."""
+    def handler(url, timeout=datetime.timedelta(minutes=30), **kwargs):
+        if not os.environ.get("MASTER_ADDR") and _launched_for_ringlet():
+            return _ringlet_rendezvous(url, timeout=timeout, **kwargs)
+        return env_rendezvous(url, timeout=timeout, **kwargs)
+
+    handler._ringlet_falls_back = True
+    return handler
 
 
 def register():
@@ -268,6 +301,12 @@ def register():
         register_rendezvous_handler("ringlet", _ringlet_rendezvous)
     except RuntimeError:
         pass  # registered already
+    import importlib
+    handlers = getattr(importlib.import_module("torch.distributed.rendezvous"),
+                       "_rendezvous_handlers", None)
+    env_rendezvous = handlers.get("env") if isinstance(handlers, dict) else None
+    if env_rendezvous is not None and not getattr(env_rendezvous, "_ringlet_falls_back", False):
+        handlers["env"] = _env_or_launcher_rendezvous(env_rendezvous)
 
 
 register()
