@@ -7,6 +7,13 @@ over Ringlet's (above 1: Ringlet is faster).
 
     torchrun --standalone --nproc-per-node 2 bench/python/torch_distributed_bench.py \
         [--op all_reduce|all_gather_into_tensor|reduce_scatter_tensor] [4K 64M]
+
+--per-call SIZE: what one synchronous all_reduce costs, back to back with no
+barrier between calls (p50 over 3000 calls, at the slowest rank's p50):
+through torch.distributed (dist.all_reduce), through the backend beneath it
+(the C++ Backend's allreduce and wait, without torch's Python and
+dispatcher), and through ringlet.torch (hvd.allreduce_); compare with
+`ringlet-bench allreduce -b SIZE -e SIZE --tensors 1 -n 3000` (the C++ API).
 """
 
 import argparse
@@ -44,18 +51,51 @@ def make_call(op, nbytes, size):
     return lambda group: dist.reduce_scatter_tensor(out, x, group=group)
 
 
+def per_call(nbytes, calls=3000, warmup=300):
+    """p50 of back-to-back synchronous all_reduces, in us, at the slowest rank."""
+    import ringlet.torch as hvd
+    x = torch.ones(max(1, nbytes // 4))
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    ways = {"dist.all_reduce": lambda: dist.all_reduce(x),
+            "backend allreduce+wait": lambda: backend.allreduce([x]).wait(),
+            "hvd.allreduce_": lambda: hvd.allreduce_(x, op=hvd.Sum, name="per_call")}
+    p50s = {}
+    for way, call in ways.items():
+        times = []
+        for i in range(warmup + calls):
+            start = time.perf_counter()
+            call()
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+        p50 = torch.tensor([statistics.median(times) * 1e6], dtype=torch.float64)
+        dist.all_reduce(p50, op=dist.ReduceOp.MAX)
+        p50s[way] = p50.item()
+    return p50s
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--op", default="all_reduce",
                    choices=["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"])
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--iters", type=int, default=0, help="per size (0: by size)")
+    p.add_argument("--per-call", metavar="SIZE", help="per-call cost at SIZE (see above)")
     p.add_argument("sizes", nargs="*", default=["4K", "64M"])
     args = p.parse_args()
     lo, hi = parse_size(args.sizes[0]), parse_size(args.sizes[-1])
 
     dist.init_process_group("ringlet")
     rank, size = dist.get_rank(), dist.get_world_size()
+    if args.per_call:
+        torch.set_num_threads(1)
+        p50s = per_call(parse_size(args.per_call))
+        if rank == 0:
+            print(f"# synchronous all_reduce of {args.per_call}, float32, np={size}, back to "
+                  "back: p50 in us (the slowest rank's)")
+            for way, us in p50s.items():
+                print(f"{way:>24} {us:>8.1f}")
+        dist.destroy_process_group()
+        return
     groups = {"ringlet": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     if rank == 0:
         print(f"# {args.op}, float32, np={size}, torch {torch.__version__}; times in us "

@@ -86,17 +86,25 @@ std::map<std::string, std::vector<int>> CacheCoordinator::waiting(
   std::map<std::string, std::vector<int>> out;
   size_t longest = 0;
   for (const RankMessage& m : messages) longest = std::max(longest, m.cached_bits.size());
-  for (size_t slot = 0; slot < longest * 8; ++slot) {
-    std::vector<int> missing;
-    bool some = false;
-    for (size_t r = 0; r < messages.size(); ++r) {
-      const bool bit = bit_of(messages[r].cached_bits, slot);
-      some |= bit;
-      if (!bit && !joined[r]) missing.push_back(global_ranks[r]);
+  // Runs every cycle over the whole span (the cache's capacity once full):
+  // only the slots some rank set are looked at.
+  for (size_t byte = 0; byte < longest; ++byte) {
+    uint8_t some = 0;
+    for (const RankMessage& m : messages) {
+      if (byte < m.cached_bits.size()) some |= m.cached_bits[byte];
     }
-    const CachedResponse* cached = cache_.at(static_cast<uint32_t>(slot));
-    if (!some || missing.empty() || !cached) continue;
-    out[cached->meta.name] = std::move(missing);
+    for (size_t bit = 0; some != 0 && bit < 8; ++bit) {
+      if (((some >> bit) & 1) == 0) continue;
+      const size_t slot = byte * 8 + bit;
+      std::vector<int> missing;
+      for (size_t r = 0; r < messages.size(); ++r) {
+        if (!bit_of(messages[r].cached_bits, slot) && !joined[r])
+          missing.push_back(global_ranks[r]);
+      }
+      const CachedResponse* cached = cache_.at(static_cast<uint32_t>(slot));
+      if (missing.empty() || !cached) continue;
+      out[cached->meta.name] = std::move(missing);
+    }
   }
   return out;
 }

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 namespace ringlet::core::runtime {
 namespace {
 
@@ -79,6 +83,28 @@ TEST(CacheCoordinator, AJoinedRankCountsAsHavingSetEveryBit) {
   r0.set_bits(msgs[0]);
   EXPECT_EQ(r0.agreed(msgs, {false, true}).size(), 1u);
   EXPECT_TRUE(r0.waiting(msgs, {false, true}, {0, 1}).empty());
+}
+
+// A full cache of many names: waiting() names exactly the slots some rank
+// set and not every rank, wherever they fall in the bit vectors, and vectors
+// of different lengths (a rank whose cache spans fewer slots) count as unset
+// past their end.
+TEST(CacheCoordinator, WaitingFindsEverySlotSomeRanksSetInAFullCache) {
+  constexpr int kNames = 1000;
+  CacheCoordinator r0(1024), r1(1024);
+  std::vector<Metadata> names;
+  for (int i = 0; i < kNames; ++i) names.push_back(allreduce("t" + std::to_string(i), 1));
+  for (const Metadata& m : names) cache_on_both(r0, r1, m);
+  std::vector<RankMessage> msgs(2);
+  for (int i : {0, 7, 8, 500, 998, 999}) r0.report(names[i], msgs[0]);
+  for (int i : {7, 501}) r1.report(names[i], msgs[1]);
+  r0.set_bits(msgs[0]);
+  r1.set_bits(msgs[1]);
+  msgs[1].cached_bits.resize(63);  // slots 504 and up: unset on rank 1
+  const auto waiting = r0.waiting(msgs, kNoneJoined, {0, 1});
+  const std::map<std::string, std::vector<int>> want = {
+      {"t0", {1}}, {"t8", {1}}, {"t500", {1}}, {"t501", {0}}, {"t998", {1}}, {"t999", {1}}};
+  EXPECT_EQ(waiting, want);  // t7: set by both, it runs
 }
 
 TEST(CacheCoordinator, ChangedMetadataGoesInFullAndErasesTheSlot) {

@@ -59,6 +59,7 @@ void Work::start(const std::vector<int64_t>& handles, Finish finish) {
   results_.resize(handles.size());
   pending_ = handles.size();
   if (handles.empty()) {
+    claimed_ = true;
     c10::intrusive_ptr<Work> self = c10::intrusive_ptr<Work>::reclaim_copy(this);
     CompletionThread::get().post([self] { self->complete(); });
     return;
@@ -74,17 +75,45 @@ void Work::start(const std::vector<int64_t>& handles, Finish finish) {
 
 // On Ringlet's runtime thread (or this one): brief, no call into Ringlet.
 void Work::on_handle(size_t index, ringlet::Result result, std::exception_ptr error) {
-  bool last = false;
+  bool post = false;
   {
     std::lock_guard<std::mutex> lock(handles_mutex_);
     results_[index] = std::move(result);
     if (error && !first_error_) first_error_ = error;
-    last = --pending_ == 0;
+    if (--pending_ == 0) {
+      if (waiters_ > 0) {
+        handles_done_.notify_all();  // a waiter completes it
+      } else {
+        claimed_ = post = true;
+      }
+    }
   }
-  if (last) {
+  if (post) {
     c10::intrusive_ptr<Work> self = c10::intrusive_ptr<Work>::reclaim_copy(this);
     CompletionThread::get().post([self] { self->complete(); });
   }
+}
+
+bool Work::wait(std::chrono::milliseconds timeout) {
+  bool complete_here = false;
+  {
+    std::unique_lock<std::mutex> lock(handles_mutex_);
+    if (!claimed_) {
+      ++waiters_;
+      const auto done = [&] { return pending_ == 0; };
+      if (timeout == kNoTimeout) {
+        handles_done_.wait(lock, done);
+      } else {
+        handles_done_.wait_for(lock, timeout, done);
+      }
+      --waiters_;
+      // Done while this thread waited: Ringlet's thread left it to a waiter.
+      // Not done (timed out): with no waiter left, the last handle posts it.
+      if (pending_ == 0 && !claimed_) claimed_ = complete_here = true;
+    }
+  }
+  if (complete_here) complete();
+  return c10d::Work::wait(timeout);
 }
 
 namespace {

@@ -7,8 +7,10 @@
 // Ringlet calls back on its runtime's thread, where callbacks must be brief
 // and must not call into Ringlet; copying results out and completing the
 // Future (which runs the Future's callbacks, such as a DDP communication
-// hook's continuation that starts the next collective) happen instead on one
-// completion thread of this process.
+// hook's continuation that starts the next collective) happen instead on the
+// thread that waits for the Work, where one does (a synchronous call's: one
+// wake-up from Ringlet's thread, as Ringlet's own synchronize() costs), or
+// else on one completion thread of this process.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -62,6 +64,10 @@ class Work : public c10d::Work {
   // handles the Work completes at once (after Finish).
   void start(const std::vector<int64_t>& handles, Finish finish);
 
+  // Completes the Work on this thread once its handles have, unless the
+  // completion thread took it first; then c10d::Work's wait.
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
@@ -74,10 +80,13 @@ class Work : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   Finish finish_;
 
-  std::mutex handles_mutex_;  // guards the three below, written by Ringlet's thread
+  std::mutex handles_mutex_;  // guards the five below, written by Ringlet's thread
   std::vector<ringlet::Result> results_;
   size_t pending_ = 0;
   std::exception_ptr first_error_;
+  int waiters_ = 0;        // threads in wait() that will complete the Work
+  bool claimed_ = false;   // a thread is completing it (complete() runs once)
+  std::condition_variable handles_done_;
 };
 
 }  // namespace ringlet::torch_c10d
