@@ -626,6 +626,7 @@ void wait(int64_t handle, std::chrono::milliseconds timeout) {
   with_runtime(
       "wait",
       [&](Runtime& rt) {
+        rt.flush();
         switch (rt.wait(handle, checked_timeout(timeout))) {
           case core::runtime::HandleTable::Waited::kCompleted:
             return;
@@ -646,10 +647,15 @@ bool wait_for(int64_t handle, std::chrono::milliseconds timeout) {
   return with_runtime(
       "wait_for",
       [&](Runtime& rt) {
+        rt.flush();
         return rt.wait(handle, checked_timeout(timeout)) !=
                core::runtime::HandleTable::Waited::kTimedOut;
       },
       /*start=*/false);
+}
+
+void flush() {
+  with_runtime("flush", [](Runtime& rt) { rt.flush(); }, /*start=*/false);
 }
 
 Result synchronize(int64_t handle) {

@@ -246,8 +246,18 @@ HandleTable::Waited Runtime::wait(Handle h, std::chrono::nanoseconds timeout) co
   return handles_.wait(h, timeout, peer_timeout_);
 }
 
+void Runtime::flush() {
+  std::lock_guard lock(mu_);
+  // An idle loop wakes on the next enqueue by itself; an empty queue holds
+  // nothing back.
+  if (queue_.empty() || loop_idle_ || flush_requested_) return;
+  flush_requested_ = true;
+  work_cv_.notify_one();
+}
+
 Result Runtime::synchronize(Handle h) {
   nvtx::Range range("SYNCHRONIZE");
+  flush();
   return handles_.take(h, peer_timeout_);
 }
 
@@ -256,6 +266,7 @@ Result Runtime::synchronize(Handle h, const std::function<bool()>& interrupted) 
   // run within it.
   constexpr std::chrono::milliseconds kSlice{50};
   nvtx::Range range("SYNCHRONIZE");
+  flush();
   while (handles_.wait(h, kSlice, peer_timeout_) == HandleTable::Waited::kTimedOut) {
     if (interrupted && interrupted()) {
       throw RuntimeError(ErrorKind::kShutdown, rank_,
@@ -420,11 +431,12 @@ void Runtime::loop() {
           while (!shutdown_requested_) {
             const auto now = Clock::now();
             const auto quiet_at = last_enqueue_ + kBurstGap;
-            if (now >= quiet_at || now >= limit) break;
+            if (now >= quiet_at || now >= limit || flush_requested_) break;
             work_cv_.wait_until(lock, std::min(quiet_at, limit));
           }
         }
         fresh.swap(queue_);
+        flush_requested_ = false;
         for (PendingSetChange& c : set_change_queue_) {
           mine.set_changes.push_back(c.change);
           sent_set_changes_.push_back(std::move(c));

@@ -198,6 +198,10 @@ class Runtime {
     handles_.take_then(h, std::move(then));
   }
   void release(Handle h) { handles_.release(h); }
+  // A thread is about to wait for what it submitted: no more submissions are
+  // coming from it, so the loop stops waiting out the burst gap for more to
+  // fuse with them. synchronize() calls it.
+  void flush();
 
   // Stops the loop on every rank (see above), fails what is left, and
   // releases the communicator. Idempotent.
@@ -319,6 +323,9 @@ class Runtime {
   Clock::time_point last_enqueue_{};
   bool shutdown_requested_ = false;
   bool loop_idle_ = false;
+  // A caller waits for a handle (synchronize()): its burst is over, and the
+  // loop stops holding back the queue for more (flush()).
+  bool flush_requested_ = false;
   bool join_requested_ = false;                   // join() until every rank joined
   Handle join_handle_ = 0;                        // the loop waits for work (wake it)
   std::map<int32_t, uint64_t> barrier_sequence_;  // per set

@@ -206,6 +206,12 @@ void wait(int64_t handle, std::chrono::milliseconds timeout);
 // either way: for callers that wait in slices and do other work between them
 // (a binding serving its signals).
 bool wait_for(int64_t handle, std::chrono::milliseconds timeout);
+// Ends this thread's burst of submissions: the runtime stops holding back
+// what was submitted for more to fuse with it (after each submission it
+// otherwise waits a few microseconds for the next). synchronize(), wait() and
+// wait_for() do it themselves; a caller that waits another way (for
+// synchronize_then's callback) calls it before it waits.
+void flush();
 // Waits for the handle, releases it, and returns its result or throws Error.
 Result synchronize(int64_t handle);
 // synchronize() that asks `interrupted`, on this thread, every 50 ms while

@@ -95,6 +95,14 @@ void Work::on_handle(size_t index, ringlet::Result result, std::exception_ptr er
 }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
+  // Nothing more comes from this thread to fuse with what it waits for. Only
+  // a hint: a runtime already stopped has nothing to hold back.
+  if (!isCompleted()) {
+    try {
+      ringlet::flush();
+    } catch (const ringlet::Error&) {
+    }
+  }
   bool complete_here = false;
   {
     std::unique_lock<std::mutex> lock(handles_mutex_);
