@@ -655,7 +655,8 @@ bool wait_for(int64_t handle, std::chrono::milliseconds timeout) {
 }
 
 void flush() {
-  with_runtime("flush", [](Runtime& rt) { rt.flush(); }, /*start=*/false);
+  with_runtime(
+      "flush", [](Runtime& rt) { rt.flush(); }, /*start=*/false);
 }
 
 Result synchronize(int64_t handle) {

@@ -120,7 +120,8 @@ TEST_F(ApiTest, UnservedSettingsAreRefusedAtInitByName) {
     setenv(c.name, c.value, 1);
     EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG) << c.name << "=" << c.value;
     for (const std::string& piece : c.said) {
-      EXPECT_NE(last_error().find(piece), std::string::npos) << piece << " missing from: " << last_error();
+      EXPECT_NE(last_error().find(piece), std::string::npos)
+          << piece << " missing from: " << last_error();
     }
     EXPECT_EQ(ringlet_is_initialized(), 0);
     try {
@@ -155,7 +156,8 @@ TEST_F(ApiTest, MpiOperationsServeOneProcessAndRefuseOtherLaunchers) {
   setenv("RINGLET_ALGORITHM", "direct", 1);
   EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG);
   for (const char* piece : {"RINGLET_ALGORITHM=direct", "HOROVOD_CPU_OPERATIONS=MPI", "auto"}) {
-    EXPECT_NE(last_error().find(piece), std::string::npos) << piece << " missing from: " << last_error();
+    EXPECT_NE(last_error().find(piece), std::string::npos)
+        << piece << " missing from: " << last_error();
   }
   unsetenv("RINGLET_ALGORITHM");
 
@@ -168,7 +170,8 @@ TEST_F(ApiTest, MpiOperationsServeOneProcessAndRefuseOtherLaunchers) {
   EXPECT_EQ(ringlet_init(), RINGLET_ERR_CONFIG);
   for (const char* piece : {"on rank 1", "HOROVOD_CPU_OPERATIONS=MPI", "started by ringletrun",
                             "started by mpirun", "accepted here: RING"}) {
-    EXPECT_NE(last_error().find(piece), std::string::npos) << piece << " missing from: " << last_error();
+    EXPECT_NE(last_error().find(piece), std::string::npos)
+        << piece << " missing from: " << last_error();
   }
   EXPECT_EQ(ringlet_is_initialized(), 0);
   for (const char* name : {"RINGLET_RANK", "RINGLET_SIZE", "RINGLET_RENDEZVOUS", "RINGLET_SECRET",
@@ -453,6 +456,32 @@ TEST_F(ApiTest, WaitOnACompletedAndAReleasedHandle) {
   EXPECT_TRUE(ringlet::poll(h));
   EXPECT_NO_THROW(ringlet::synchronize(h));
   EXPECT_THROW(ringlet::wait(h, std::chrono::milliseconds(1)), ringlet::Error);  // released
+}
+
+// flush() only ends the burst: what was submitted before it runs, fused or
+// not, with its results right; before init() it is refused as every call is.
+TEST_F(ApiTest, FlushEndsTheBurstAndWhatWasSubmittedCompletes) {
+  try {
+    ringlet::flush();
+    FAIL() << "flush before init was accepted";
+  } catch (const ringlet::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("flush called before init()"), std::string::npos)
+        << e.what();
+  }
+  ringlet::init_with_runtime();
+  float x[3][2] = {{1, 2}, {3, 4}, {5, 6}};
+  std::vector<int64_t> handles;
+  for (int i = 0; i < 3; ++i) {
+    const ringlet::Tensor t{x[i], ringlet::DataType::kFloat32, {2}};
+    handles.push_back(
+        ringlet::allreduce_async("f" + std::to_string(i), t, t, ringlet::ReduceOp::kSum));
+  }
+  ringlet::flush();
+  ringlet::flush();  // twice, or with nothing queued: nothing to do
+  for (int64_t h : handles) EXPECT_NO_THROW(ringlet::synchronize(h));
+  EXPECT_EQ(x[0][1], 2);  // one rank: the sum is the tensor
+  EXPECT_EQ(x[2][0], 5);
+  ringlet::flush();
 }
 
 // What a caller that waits in slices needs: a timed wait that leaves the

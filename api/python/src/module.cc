@@ -151,12 +151,12 @@ NB_MODULE(_ringlet, m) {
             out ? tensor_view(*out, "allreduce_async", name, stream, device) : in_view;
         const int64_t h = allreduce_async(name, in_view, out_view, reduce_op(op), prescale,
                                           postscale, process_set);
-        hold_until_synchronized(h, {{in}, out ? std::vector<nb::ndarray<>>{*out}
-                                              : std::vector<nb::ndarray<>>{}});
+        hold_until_synchronized(
+            h, {{in}, out ? std::vector<nb::ndarray<>>{*out} : std::vector<nb::ndarray<>>{}});
         return h;
       },
-      "name"_a, "input"_a, "output"_a.none(), "op"_a, "prescale"_a, "postscale"_a,
-      "process_set"_a, "stream"_a = 0, "device"_a = -1);
+      "name"_a, "input"_a, "output"_a.none(), "op"_a, "prescale"_a, "postscale"_a, "process_set"_a,
+      "stream"_a = 0, "device"_a = -1);
   m.def(
       "grouped_allreduce_async",
       [](const std::vector<std::string>& names, const std::vector<Input>& ins,

@@ -84,8 +84,8 @@ class Work : public c10d::Work {
   std::vector<ringlet::Result> results_;
   size_t pending_ = 0;
   std::exception_ptr first_error_;
-  int waiters_ = 0;        // threads in wait() that will complete the Work
-  bool claimed_ = false;   // a thread is completing it (complete() runs once)
+  int waiters_ = 0;       // threads in wait() that will complete the Work
+  bool claimed_ = false;  // a thread is completing it (complete() runs once)
   std::condition_variable handles_done_;
 };
 
