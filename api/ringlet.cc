@@ -626,7 +626,6 @@ void wait(int64_t handle, std::chrono::milliseconds timeout) {
   with_runtime(
       "wait",
       [&](Runtime& rt) {
-        rt.flush();
         switch (rt.wait(handle, checked_timeout(timeout))) {
           case core::runtime::HandleTable::Waited::kCompleted:
             return;
@@ -647,7 +646,6 @@ bool wait_for(int64_t handle, std::chrono::milliseconds timeout) {
   return with_runtime(
       "wait_for",
       [&](Runtime& rt) {
-        rt.flush();
         return rt.wait(handle, checked_timeout(timeout)) !=
                core::runtime::HandleTable::Waited::kTimedOut;
       },

@@ -241,8 +241,9 @@ void Runtime::barrier(int32_t process_set) {
 }
 
 // The caller's time blocked on the others shows in Nsight beside its kernels.
-HandleTable::Waited Runtime::wait(Handle h, std::chrono::nanoseconds timeout) const {
+HandleTable::Waited Runtime::wait(Handle h, std::chrono::nanoseconds timeout) {
   nvtx::Range range("WAIT");
+  flush();
   return handles_.wait(h, timeout, peer_timeout_);
 }
 

@@ -184,7 +184,7 @@ class Runtime {
   bool poll(Handle h) const { return handles_.poll(h); }
   // Waits up to `timeout` for synchronize() not to block (HandleTable::wait,
   // with the peer timeout as the grace after the loop ended).
-  HandleTable::Waited wait(Handle h, std::chrono::nanoseconds timeout) const;
+  HandleTable::Waited wait(Handle h, std::chrono::nanoseconds timeout);
   // The failure synchronize() throws for a handle wait() found abandoned.
   RuntimeError abandoned(Handle h) const { return handles_.abandoned(h, peer_timeout_); }
   // Waits, releases the handle, and returns its result or throws RuntimeError.
@@ -200,7 +200,7 @@ class Runtime {
   void release(Handle h) { handles_.release(h); }
   // A thread is about to wait for what it submitted: no more submissions are
   // coming from it, so the loop stops waiting out the burst gap for more to
-  // fuse with them. synchronize() calls it.
+  // fuse with them. wait() and synchronize() call it.
   void flush();
 
   // Stops the loop on every rank (see above), fails what is left, and
@@ -323,7 +323,7 @@ class Runtime {
   Clock::time_point last_enqueue_{};
   bool shutdown_requested_ = false;
   bool loop_idle_ = false;
-  // A caller waits for a handle (synchronize()): its burst is over, and the
+  // A caller waits for a handle (wait(), synchronize()): its burst is over, and the
   // loop stops holding back the queue for more (flush()).
   bool flush_requested_ = false;
   bool join_requested_ = false;                   // join() until every rank joined

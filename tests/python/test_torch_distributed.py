@@ -291,6 +291,23 @@ def test_barrier():
     assert work.is_completed()
 
 
+def test_wait_with_a_timeout_that_runs_out_then_without():
+    """A wait that times out leaves the Work to complete later, once."""
+    from datetime import timedelta
+    dist.barrier()
+    if rank() == 0:
+        time.sleep(1.0)
+    t = values(rank(), (8,), torch.float32)
+    work = dist.all_reduce(t, async_op=True)
+    if rank() != 0:
+        with pytest.raises(RuntimeError, match="(?i)timed out"):
+            work.wait(timeout=timedelta(milliseconds=100))
+    assert work.wait()
+    want = reduce_all([values(r, (8,), torch.float32) for r in range(size())], "sum")
+    torch.testing.assert_close(t.double(), want)
+    assert work.is_completed() and work.is_success()
+
+
 def test_async_does_not_block_and_future_completes():
     # Rank 0 joins 0.5 s late: the others' async call must return at once.
     if rank() == 0:
@@ -702,10 +719,17 @@ def test_launch_and_arguments_that_disagree_refused():
     be Ringlet's."""
     if not under_ringletrun():
         pytest.skip("env:// meets through Ringlet's launch under ringletrun alone")
+    rank_before, size_before = rank(), size()
     dist.destroy_process_group()
-    with pytest.raises(ValueError, match=r"world_size=7, but Ringlet's launch makes this "
-                                         rf"process rank {int(os.environ['RINGLET_RANK'])} of"):
+    with pytest.raises(ValueError, match=rf"of {size_before}: rank 0 was given world_size=7; "
+                                         r"rank 1 was given world_size=7"):
         init(world_size=7, rank=int(os.environ["RINGLET_RANK"]))
+    # Only rank 1 wrong: every rank raises, naming it, rather than rank 0
+    # waiting for it at PyTorch's store.
+    wrong = int(os.environ["RINGLET_RANK"]) + (1 if rank_before == 1 else 0)
+    with pytest.raises(ValueError, match=r"disagree with Ringlet's launch.*: rank 1 was given "
+                                         rf"rank=2$"):
+        init(world_size=size_before, rank=wrong)
     init(world_size=int(os.environ["RINGLET_SIZE"]), rank=int(os.environ["RINGLET_RANK"]))
     assert dist.get_world_size() == int(os.environ["RINGLET_SIZE"])
 

@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/exception.h>
 
+#include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace ringlet::torch_c10d {
@@ -103,6 +105,8 @@ bool Work::wait(std::chrono::milliseconds timeout) {
     } catch (const ringlet::Error&) {
     }
   }
+  // One deadline for both waits: the handles', then c10d::Work's.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool complete_here = false;
   {
     std::unique_lock<std::mutex> lock(handles_mutex_);
@@ -112,7 +116,7 @@ bool Work::wait(std::chrono::milliseconds timeout) {
       if (timeout == kNoTimeout) {
         handles_done_.wait(lock, done);
       } else {
-        handles_done_.wait_for(lock, timeout, done);
+        handles_done_.wait_until(lock, deadline, done);
       }
       --waiters_;
       // Done while this thread waited: Ringlet's thread left it to a waiter.
@@ -121,7 +125,11 @@ bool Work::wait(std::chrono::milliseconds timeout) {
     }
   }
   if (complete_here) complete();
-  return c10d::Work::wait(timeout);
+  if (timeout == kNoTimeout) return c10d::Work::wait(timeout);
+  // kNoTimeout is 0 ms: a deadline already passed waits 1 ms more, not forever.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return c10d::Work::wait(std::max(left, std::chrono::milliseconds(1)));
 }
 
 namespace {

@@ -225,18 +225,24 @@ def _ringlet_rendezvous(url, timeout=datetime.timedelta(minutes=30), **kwargs):
     from torch.distributed import TCPStore
     from ringlet import _ringlet
     from ringlet.common import basics
-    from ringlet.torch.functions import broadcast_object
+    from ringlet.torch.functions import allgather_object, broadcast_object
     if not _ringlet.is_initialized():
         basics.init()
         _started_here = True
     rank, size = _ringlet.rank(), _ringlet.size()
-    # init_process_group(rank=..., world_size=...) arrive in the query.
+    # init_process_group(rank=..., world_size=...) arrive in the query. Every
+    # rank learns of every rank's disagreement and raises alike: a rank left
+    # to build PyTorch's store alone would wait out the group's timeout.
     query = {k: v[-1] for k, v in parse_qs(urlparse(url).query).items()}
-    for name, ours in (("rank", rank), ("world_size", size)):
-        if name in query and int(query[name]) != ours:
-            raise ValueError(
-                f"ringlet: init_process_group was given {name}={query[name]}, but Ringlet's "
-                f"launch makes this process rank {rank} of {size}")
+    mine = [f"{name}={query[name]}" for name, ours in (("rank", rank), ("world_size", size))
+            if name in query and int(query[name]) != ours]
+    disagreeing = [f"rank {r} was given {', '.join(given)}"
+                   for r, given in enumerate(allgather_object(mine, name="torch.rendezvous.check"))
+                   if given]
+    if disagreeing:
+        raise ValueError(
+            f"ringlet: init_process_group's arguments disagree with Ringlet's launch, which "
+            f"makes these processes ranks 0 to {size - 1} of {size}: {'; '.join(disagreeing)}")
     if rank == 0:
         host = "127.0.0.1" if _ringlet.local_size() == size else _routable_address()
         store = TCPStore(host, 0, size, True, timeout, wait_for_workers=False)
