@@ -341,6 +341,56 @@ def test_mismatch_fails_naming_the_op():
     assert torch.equal(s, torch.full((2,), float(size())))
 
 
+def test_more_collectives_in_flight_than_names_in_the_window():
+    """Collectives' names repeat with the group's step, so that Ringlet's
+    response cache serves them; a name still in flight on a rank is waited
+    for there, never submitted twice: 300 at once, then every result."""
+    shapes = [(1 + i % 5,) for i in range(300)]
+    tensors = [values(rank(), shape, torch.float32) for shape in shapes]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    for work in works:
+        assert work.wait()
+    for shape, t in zip(shapes, tensors):
+        want = reduce_all([values(r, shape, torch.float32) for r in range(size())], "sum")
+        torch.testing.assert_close(t.double(), want)
+
+
+def test_a_repeating_step_is_agreed_through_the_response_cache(tmp_path):
+    """A step of three all_reduces of three shapes, 200 times on a new group:
+    once the ranks agree on the step's period, each name holds the same
+    collective every step, and the ranks agree on it by response-cache bit
+    instead of negotiating it anew. Rank 0's timeline opens a NEGOTIATE span
+    only for a collective negotiated in full."""
+    import json
+    from ringlet.common import basics
+    group = dist.new_group(backend="ringlet")
+    timeline = tmp_path / f"timeline.{rank()}.json"
+    basics.start_timeline(str(timeline))
+    steps, shapes = 200, [(5,), (7,), (11,)]
+    for step in range(steps):
+        for shape in shapes:
+            t = values(rank(), shape, torch.float32)
+            dist.all_reduce(t, group=group)
+            if step % 50 == 0:
+                want = reduce_all([values(r, shape, torch.float32) for r in range(size())], "sum")
+                torch.testing.assert_close(t.double(), want)
+    basics.stop_timeline()
+    dist.destroy_process_group(group)
+    if rank() != 0:
+        return
+    events = json.loads(timeline.read_text())
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    negotiated = [e for e in events if e.get("ph") == "B" and e.get("name") == "NEGOTIATE_ALLREDUCE"
+                  and names.get(e["pid"], "").startswith("torch.")]
+    calls = steps * len(shapes)
+    # The first window's names are new (64 of them), and the window that
+    # follows the agreement (66 = 22 steps) may start anew once.
+    assert len(negotiated) <= 64 + 66 + 8, (
+        f"{len(negotiated)} of {calls} all_reduces negotiated in full: the repeating step was "
+        "not served by the response cache")
+
+
 @pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool, torch.complex64])
 def test_send_recv_around_the_ring(dtype):
     """Each rank sends to the next and receives from the previous: the even
@@ -530,6 +580,27 @@ def test_coalesced_gathers_and_reduce_scatters():
         full = reduce_all([values(r, (length,), dtype) for r in range(n)], "sum")
         part = length // n
         check_close(outs[k], full[rank() * part:(rank() + 1) * part], dtype)
+
+
+def test_groups_made_and_destroyed_in_a_loop_reuse_one_process_set():
+    """A group of some ranks made and destroyed again and again: each works,
+    and the Ringlet process set of those ranks is added once, then taken
+    again, so the sets do not grow with the loop."""
+    from ringlet.common import process_sets
+    members = list(range(size() - 1))
+    sets_before = None
+    for i in range(4):
+        g = dist.new_group(ranks=members)
+        if i == 0:
+            sets_before = dict(process_sets._registered)
+        assert process_sets._registered == sets_before
+        if rank() in members:
+            t = values(rank(), (3,), torch.float32)
+            dist.all_reduce(t, group=g)
+            want = reduce_all([values(r, (3,), torch.float32) for r in members], "sum")
+            torch.testing.assert_close(t.double(), want)
+            dist.destroy_process_group(g)
+    dist.barrier()
 
 
 def test_second_group_on_every_rank_runs_beside_the_first():

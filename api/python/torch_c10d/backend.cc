@@ -107,7 +107,8 @@ Backend::Backend(int rank, int size, std::string group_name, int process_set,
       group_name_(std::move(group_name)),
       process_set_(process_set),
       global_ranks_(std::move(global_ranks)),
-      owns_runtime_(owns_runtime) {
+      owns_runtime_(owns_runtime),
+      names_(group_name_, process_set) {
   TORCH_CHECK(ringlet::is_initialized(), "ringlet: the backend needs Ringlet initialized");
   TORCH_CHECK(static_cast<int>(global_ranks_.size()) == size, "ringlet: process group of ", size,
               " ranks given ", global_ranks_.size(), " global ranks");
@@ -129,15 +130,42 @@ void Backend::shutdown() {
   if (owns_runtime_ && --runtime_owners == 0 && ringlet::is_initialized()) ringlet::shutdown();
 }
 
+namespace {
+
+// What a call's slot would hold the next step if the step repeats: its op,
+// dtypes and shapes (collective_names.h).
+uint64_t signature(c10d::OpType type, const std::vector<at::Tensor>& outputs,
+                   const std::optional<std::vector<at::Tensor>>& inputs) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the words below
+  const auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  const auto tensors = [&](const std::vector<at::Tensor>& list) {
+    mix(list.size());
+    for (const at::Tensor& t : list) {
+      mix(static_cast<uint64_t>(t.scalar_type()));
+      mix(static_cast<uint64_t>(t.dim()));
+      for (int64_t d : t.sizes()) mix(static_cast<uint64_t>(d));
+    }
+  };
+  mix(static_cast<uint64_t>(type));
+  tensors(outputs);
+  if (inputs) tensors(*inputs);
+  return h;
+}
+
+}  // namespace
+
 Backend::Collective Backend::begin(c10d::OpType type, std::vector<at::Tensor> outputs,
                                    const std::optional<std::vector<at::Tensor>>& inputs) {
+  const uint64_t sequence = names_.sequence();
   Collective c;
-  const uint64_t sequence = sequence_++;
-  c.name = "torch." + group_name_ + "." + std::to_string(sequence) + "." + op_title(type);
   c.what = std::string(op_title(type)) + " #" + std::to_string(sequence) + " of process group '" +
            group_name_ + "' on rank " + std::to_string(getRank());
+  CollectiveNames::Taken taken =
+      submit(c.what, [&] { return names_.take(signature(type, outputs, inputs), op_title(type)); });
+  c.name = std::move(taken.name);
   c.work = c10::make_intrusive<Work>(getRank(), type, profiling_title(type), std::move(outputs),
                                      c.what, inputs);
+  c.work->hold_until_settled(std::move(taken.lease));
   return c;
 }
 

@@ -5,10 +5,12 @@
 // PyTorch's store or ringletrun's variables); a backend is a view of one of
 // its process sets, so several process groups on the same ranks share it.
 //
-// Collectives are named "torch.<group>.<sequence>.<op>": every rank of a
-// process group calls its collectives in the same order (torch.distributed's
-// rule), so the same sequence number names the same collective everywhere,
-// and two groups' names never meet.
+// Collectives are named "torch.<group>.<slot>.<op>", the slot a function of
+// the sequence number that repeats with the group's step, so that Ringlet's
+// response cache serves them (collective_names.h): every rank of a process
+// group calls its collectives in the same order (torch.distributed's rule),
+// so the same sequence number names the same collective everywhere, and two
+// groups' names never meet.
 //
 // Served here: host (CPU) tensors. Data that is only moved (broadcast,
 // allgather, alltoall) goes as bytes, so every dtype is served; reductions
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "ringlet/ringlet.h"
+#include "torch_c10d/collective_names.h"
 #include "torch_c10d/work.h"
 
 namespace ringlet::torch_c10d {
@@ -53,7 +56,7 @@ class Backend : public c10d::Backend {
   ~Backend() override;
 
   const std::string getBackendName() const override { return "ringlet"; }
-  uint64_t getSequenceNumberForGroup() override { return sequence_; }
+  uint64_t getSequenceNumberForGroup() override { return names_.sequence(); }
   void shutdown() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -118,8 +121,9 @@ class Backend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
-  // A collective's name ("torch.<group>.<sequence>.<op>"), its description
-  // for errors ("all_reduce #3 of process group '0' on rank 1") and its Work.
+  // A collective's name ("torch.<group>.<slot>.<op>"), its description for
+  // errors ("all_reduce #3 of process group '0' on rank 1") and its Work,
+  // which holds the name's slot until it has run.
   struct Collective {
     std::string name;
     std::string what;
@@ -141,7 +145,7 @@ class Backend : public c10d::Backend {
   std::vector<int> global_ranks_;
   bool owns_runtime_;
   std::atomic<bool> released_{false};
-  uint64_t sequence_ = 0;
+  CollectiveNames names_;
   std::mutex transfers_mutex_;
   std::map<std::tuple<int, int, int>, uint64_t> transfers_;  // (from, to, tag) -> count so far
   uint64_t monitored_barriers_ = 0;

@@ -61,6 +61,7 @@ void Work::start(const std::vector<int64_t>& handles, Finish finish) {
   results_.resize(handles.size());
   pending_ = handles.size();
   if (handles.empty()) {
+    held_.reset();
     claimed_ = true;
     c10::intrusive_ptr<Work> self = c10::intrusive_ptr<Work>::reclaim_copy(this);
     CompletionThread::get().post([self] { self->complete(); });
@@ -78,11 +79,13 @@ void Work::start(const std::vector<int64_t>& handles, Finish finish) {
 // On Ringlet's runtime thread (or this one): brief, no call into Ringlet.
 void Work::on_handle(size_t index, ringlet::Result result, std::exception_ptr error) {
   bool post = false;
+  std::shared_ptr<void> settled;  // dropped after the lock
   {
     std::lock_guard<std::mutex> lock(handles_mutex_);
     results_[index] = std::move(result);
     if (error && !first_error_) first_error_ = error;
     if (--pending_ == 0) {
+      settled = std::move(held_);
       if (waiters_ > 0) {
         handles_done_.notify_all();  // a waiter completes it
       } else {

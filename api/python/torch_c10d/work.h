@@ -20,6 +20,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -64,6 +65,10 @@ class Work : public c10d::Work {
   // handles the Work completes at once (after Finish).
   void start(const std::vector<int64_t>& handles, Finish finish);
 
+  // Keeps `held` (the lease of its collective's name) until the handles have
+  // completed on Ringlet's side, or the Work goes without starting.
+  void hold_until_settled(std::shared_ptr<void> held) { held_ = std::move(held); }
+
   // Completes the Work on this thread once its handles have, unless the
   // completion thread took it first; then c10d::Work's wait.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -79,6 +84,7 @@ class Work : public c10d::Work {
   std::string what_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   Finish finish_;
+  std::shared_ptr<void> held_;
 
   std::mutex handles_mutex_;  // guards the five below, written by Ringlet's thread
   std::vector<ringlet::Result> results_;
