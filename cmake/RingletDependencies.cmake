@@ -147,6 +147,22 @@ print(int(bool(tf.sysconfig.get_build_info().get('is_cuda_build'))))"
     if(RINGLET_TENSORFLOW_FRAMEWORK)
       set(_tensorflow_found ON)
     endif()
+    # XLA kernels (tensorflow_ops/xla_ops.cc) need tf2xla's headers and
+    # library (pip's TensorFlow ships both) and the hash libraries XLA's
+    # headers include (apt: libhighwayhash-dev, libfarmhash-dev).
+    find_library(RINGLET_TENSORFLOW_CC NAMES libtensorflow_cc.so.2
+                 PATHS ${_tf_lib_dir} NO_DEFAULT_PATH)
+    find_path(RINGLET_HIGHWAYHASH_INCLUDE highwayhash/highwayhash.h)
+    find_path(RINGLET_FARMHASH_INCLUDE farmhash.h)
+    set(RINGLET_TENSORFLOW_XLA OFF)
+    if(RINGLET_TENSORFLOW_CC AND RINGLET_HIGHWAYHASH_INCLUDE AND RINGLET_FARMHASH_INCLUDE AND
+       EXISTS ${RINGLET_TENSORFLOW_INCLUDE}/tensorflow/compiler/tf2xla/xla_op_kernel.h AND
+       EXISTS ${RINGLET_TENSORFLOW_INCLUDE}/xla/ffi/api/ffi.h)
+      set(RINGLET_TENSORFLOW_XLA ON)
+    else()
+      message(STATUS "Ringlet: TensorFlow's ops without XLA kernels (needs libtensorflow_cc, "
+                     "tf2xla's headers, highwayhash and farmhash headers)")
+    endif()
     # GPU kernels need a TensorFlow built with CUDA (pip's on Linux is), the
     # stream executor's header for its stream's CUstream, and the core's
     # device collectives.

@@ -14,6 +14,7 @@ packages=(
   libcli11-dev
   nlohmann-json3-dev
   libdlpack-dev
+  libhighwayhash-dev libfarmhash-dev
   libssl-dev
   iproute2 util-linux
   slurmd slurmctld slurm-client munge

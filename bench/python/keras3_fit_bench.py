@@ -8,6 +8,7 @@ the gradients). One mode per job; run them in turn:
       ringletrun -np 2 python bench/python/keras3_fit_bench.py --mode $mode
     done
     ringletrun -np 2 python bench/python/keras3_fit_bench.py --mode ringlet --fit
+    ringletrun -np 2 python bench/python/keras3_fit_bench.py --mode ringlet --jit-compile
 
 A custom loop, because Keras 3.15's `model.fit` fails under MWMS (its
 metrics' reduction asks for axis 0 of a scalar); `--fit` times ringlet.keras
@@ -38,6 +39,8 @@ def parse_args():
     p.add_argument("--port", type=int, default=23456)
     p.add_argument("--fit", action="store_true",
                    help="ringlet only: model.fit instead of the custom loop")
+    p.add_argument("--jit-compile", action="store_true",
+                   help="ringlet only: the step XLA-compiled (Ringlet's XLA kernels)")
     return p.parse_args()
 
 
@@ -144,20 +147,20 @@ def main():
         optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * size, momentum=0.9))
         if args.fit:
             model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy",
-                          jit_compile=False)
+                          jit_compile=args.jit_compile)
             times = StepTimes(keras)
             model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0,
                       shuffle=False, callbacks=[
                           hvd.callbacks.BroadcastGlobalVariablesCallback(0), times.callback])
             epochs = times.epochs
-            mode = "ringlet.keras, model.fit"
+            mode = "ringlet.keras, model.fit" + (", XLA" if args.jit_compile else "")
         else:
-            step = tf.function(custom_step(tf, model, optimizer))
+            step = tf.function(custom_step(tf, model, optimizer), jit_compile=args.jit_compile)
             dataset = iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch)
                            .repeat())
             hvd.broadcast_variables(model.variables, root_rank=0)
             epochs = timed(lambda: step(*next(dataset)), args.steps, args.epochs)
-            mode = "ringlet.keras, custom loop"
+            mode = "ringlet.keras, custom loop" + (", XLA" if args.jit_compile else "")
 
     # Both modes keep the ranks' weights one: the sums agree on every rank.
     checksum = sum(float(np.asarray(w, np.float64).sum()) for w in model.get_weights())

@@ -2,9 +2,9 @@
 PyTorch or JAX; one job each): DistributedOptimizer, the callbacks in
 model.fit, a custom loop in the backend's own idiom, the collectives on Keras
 tensors and load_model, each checked against values computed here. On
-TensorFlow and PyTorch the steps run uncompiled (an XLA-compiled TensorFlow
-step is refused by name); on JAX they run as Keras compiles them by default,
-with jax.jit. Run in a job of its own: tf-keras and Keras 3 are never served
+TensorFlow the steps run uncompiled, or XLA-compiled in a job of its own
+(RINGLET_TEST_JIT_COMPILE=1); on PyTorch uncompiled; on JAX as Keras
+compiles them by default, with jax.jit. Run in a job of its own: tf-keras and Keras 3 are never served
 in one process."""
 
 import os
@@ -20,8 +20,11 @@ import ringlet.keras as hvd
 from ringlet.keras.keras3.optimizer import _DistributedOptimizer
 
 BACKEND = keras.backend.backend()
-# model.compile's arguments: Keras's default on JAX (jit), uncompiled elsewhere.
-COMPILE = {} if BACKEND == "jax" else {"jit_compile": False}
+# model.compile's arguments: Keras's default on JAX (jit); on TensorFlow,
+# XLA-compiled where RINGLET_TEST_JIT_COMPILE=1 (a job of its own), uncompiled
+# otherwise; uncompiled on PyTorch.
+JIT = BACKEND == "tensorflow" and os.environ.get("RINGLET_TEST_JIT_COMPILE") == "1"
+COMPILE = {} if BACKEND == "jax" else {"jit_compile": JIT}
 only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow",
                                      reason="TensorFlow's own (tf.function, XLA)")
 
@@ -113,13 +116,37 @@ def test_fit_with_callbacks_ends_alike_and_averages_metrics(rk3):
 
 
 @only_tensorflow
-def test_xla_compiled_step_is_refused_by_name(rk3):
-    model = mnist_model(seed=0)
-    model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.SGD(0.01)),
-                  loss="sparse_categorical_crossentropy", jit_compile=True)
-    x, y = mnist_data(rk3.rank(), samples=8)
-    with pytest.raises(RuntimeError, match="jit_compile=False"):
-        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+def test_xla_compiled_step_reduces_through_xla_kernels(rk3):
+    """model.compile(jit_compile=True): the step, the gradients' allreduce
+    included, is one XLA program (Ringlet's XLA kernels); the ranks' mean
+    gradient is applied. Sparse gradients, which need an allgather, are
+    refused by name unless reduced as dense."""
+    n, r = rk3.size(), rk3.rank()
+    lr = 0.25
+    model = linear_model()
+    model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.SGD(lr)),
+                  loss=linear_loss, jit_compile=True)
+    model.fit(np.full((2, 2), r + 1.0, np.float32), np.zeros((2, 1), np.float32),
+              batch_size=2, epochs=2, verbose=0)
+    assert model.jit_compile
+    mean = sum(k + 1.0 for k in range(n)) / n
+    assert np.allclose(model.layers[0].kernel.numpy(), -2 * lr * mean, rtol=1e-6, atol=0)
+
+    for sparse_as_dense in (False, True):
+        embedding = keras.Sequential([keras.Input((1,), dtype="int32"),
+                                      keras.layers.Embedding(4, 2, embeddings_initializer="zeros")])
+        embedding.compile(optimizer=rk3.DistributedOptimizer(
+            keras.optimizers.SGD(1.0), sparse_as_dense=sparse_as_dense), loss=linear_loss,
+            jit_compile=True)
+        data = (np.array([[r]], np.int32), np.zeros((1, 1, 2), np.float32))
+        if not sparse_as_dense:
+            with pytest.raises(RuntimeError, match="sparse_as_dense=True"):
+                embedding.fit(*data, batch_size=1, verbose=0)
+            continue
+        embedding.fit(*data, batch_size=1, verbose=0)
+        want = np.zeros((4, 2), np.float32)
+        want[:n] = -1.0 / (2 * n)
+        assert np.allclose(embedding.layers[0].embeddings.numpy(), want, rtol=1e-6, atol=0)
 
 
 def linear_loss(y_true, y_pred):
@@ -203,8 +230,12 @@ def test_sparse_gradients(rk3, sparse_as_dense):
     model.compile(optimizer=rk3.DistributedOptimizer(keras.optimizers.SGD(1.0),
                                                      sparse_as_dense=sparse_as_dense),
                   loss=linear_loss, **COMPILE)
-    model.fit(np.array([[r]], np.int32), np.zeros((1, 1, 2), np.float32), batch_size=1,
-              verbose=0)
+    data = (np.array([[r]], np.int32), np.zeros((1, 1, 2), np.float32))
+    if JIT and not sparse_as_dense:  # an allgather, which XLA cannot compile
+        with pytest.raises(RuntimeError, match="sparse_as_dense=True"):
+            model.fit(*data, batch_size=1, verbose=0)
+        return
+    model.fit(*data, batch_size=1, verbose=0)
     want = np.zeros((4, 2), np.float32)
     want[:n] = -1.0 / (2 * n)
     assert np.allclose(model.layers[0].embeddings.numpy(), want, rtol=1e-6, atol=0)
@@ -364,6 +395,28 @@ def _import_in_a_new_process(code, **environment):
         env.pop(name, None)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120)
+
+
+@only_tensorflow
+def test_xla_step_without_xla_kernels_is_refused_by_name():
+    """An install whose op library has no XLA kernels (here the ops turned off:
+    the py_function path) refuses an XLA-compiled step while it is traced,
+    naming the fix (rank 0 runs a one-rank job of its own)."""
+    if os.environ.get("RINGLET_RANK", "0") != "0":
+        pytest.skip("rank 0 runs the new process for the job")
+    code = """
+import keras, numpy as np
+import ringlet.keras as hvd
+hvd.init()
+model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse",
+              jit_compile=True)
+model.fit(np.ones((2, 2), np.float32), np.ones((2, 1), np.float32), verbose=0)
+"""
+    done = _import_in_a_new_process(code, RINGLET_TENSORFLOW_OPS="0", KERAS_BACKEND="tensorflow")
+    assert done.returncode != 0
+    assert "have no XLA kernels. Compile the model with model.compile(..., jit_compile=False)" \
+        in done.stderr, done.stderr[-2000:]
 
 
 def test_unserved_backend_is_named_at_import():

@@ -30,6 +30,21 @@ def _load():
 library = _load()
 
 
+def has_xla_kernels():
+    """True where allreduce and broadcast compile inside XLA (jit_compile=True):
+    the op library was built with its XLA kernels (tensorflow_ops/xla_ops.cc,
+    which export the handlers XLA calls)."""
+    if library is None:
+        return False
+    import ctypes
+    path = os.path.join(os.path.dirname(__file__), "_ringlet_tf_ops.so")
+    try:  # loaded already by TensorFlow: this finds it, loading nothing
+        handle = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return False
+    return hasattr(handle, "ringlet_xla_allreduce")
+
+
 def _run(op, *args, **kwargs):
     """Calls an op; eagerly, its error becomes the exception the ``py_function`` path
     raises (inside a graph TensorFlow's own error reaches the caller)."""

@@ -5,9 +5,13 @@ over ringlet.tensorflow's ops, eager and inside the ``tf.function`` that
 A Keras 3 variable is not a tf.Variable: it holds one (``.value``), which is
 what TensorFlow's ops read and assign.
 
-Ringlet's ops have no XLA lowering: a collective inside an XLA-compiled
-function (``model.compile(jit_compile=True)``) is refused while the function
-is traced, naming the fix, rather than failing in XLA's compiler.
+Inside an XLA-compiled function (``model.compile(jit_compile=True)``)
+allreduce and broadcast run through their XLA kernels
+(``tensorflow_ops/xla_ops.cc``), and so does DistributedOptimizer's
+reduction of dense gradients. The collectives whose output shape XLA cannot
+know before the ranks meet (allgather, reducescatter, and so sparse gradients
+unless ``sparse_as_dense=True``) are refused while the function is traced,
+naming the fix, rather than failing in XLA's compiler.
 """
 
 import tensorflow as tf
@@ -22,15 +26,30 @@ from ringlet.tensorflow.gradient_tape import GradientReduction, reduce_shared
 from ringlet.tensorflow.util import ref_of
 
 
-def _check_not_xla(what):
+def _in_xla():
     graph = tf.compat.v1.get_default_graph()
-    if not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(graph):
+    return not tf.executing_eagerly() and control_flow_util.GraphOrParentsInXlaContext(graph)
+
+
+def _check_xla_kernels(what):
+    """In an XLA-compiled function, refuses by name where this install's op
+    library has no XLA kernels (built without tf2xla's headers, or
+    RINGLET_TENSORFLOW_OPS=0)."""
+    from ringlet.tensorflow import ops
+    if _in_xla() and not ops.has_xla_kernels():
         raise RuntimeError(
             f"ringlet.keras: {what} inside an XLA-compiled function (jit_compile=True): "
-            f"Ringlet's TensorFlow ops have no XLA kernel. Compile the model with "
-            f"model.compile(..., jit_compile=False) (Keras's default on machines without "
-            f"a GPU), or, in a custom loop, compute the gradients in a jit_compile "
-            f"function and reduce them outside it")
+            f"this install's TensorFlow ops have no XLA kernels. Compile the model with "
+            f"model.compile(..., jit_compile=False)")
+
+
+def _check_not_xla(what, fix=""):
+    if _in_xla():
+        raise RuntimeError(
+            f"ringlet.keras: {what} inside an XLA-compiled function (jit_compile=True): "
+            f"its output's shape is known only once the ranks meet, and XLA fixes every "
+            f"shape when it compiles; only allreduce and broadcast have XLA kernels. "
+            f"{fix or 'Compile the model with model.compile(..., jit_compile=False), or call it outside the compiled function'}")
 
 
 def _tf_variable(variable):
@@ -50,6 +69,7 @@ class GradientReducer:
                                             device_dense=settings.device_dense,
                                             device_sparse=settings.device_sparse)
         self._scale_local = settings.scale_local_gradients
+        self._sparse_as_dense = settings.sparse_as_dense
         self._local = set()
         self._name = name
 
@@ -57,7 +77,11 @@ class GradientReducer:
         self._local.add(ref_of(variable))
 
     def __call__(self, grads, variables):
-        _check_not_xla("DistributedOptimizer reduces the gradients")
+        _check_xla_kernels("DistributedOptimizer reduces the gradients")
+        if not self._sparse_as_dense and any(isinstance(g, tf.IndexedSlices) for g in grads):
+            _check_not_xla("DistributedOptimizer gathers sparse gradients (IndexedSlices)",
+                           "Pass DistributedOptimizer(..., sparse_as_dense=True), which "
+                           "reduces them as dense tensors, or compile with jit_compile=False")
         return reduce_shared(self._reduction, list(grads), list(variables), self._local,
                              self._scale_local, self._name)
 
@@ -69,7 +93,7 @@ def _tensor(value):
 
 
 def allreduce(value, name, op, prescale_factor, postscale_factor, compression, process_set):
-    _check_not_xla("allreduce")
+    _check_xla_kernels("allreduce")
     return _ops.allreduce(_tensor(value), name=name, op=op, prescale_factor=prescale_factor,
                           postscale_factor=postscale_factor, compression=compression,
                           process_set=process_set)
@@ -81,7 +105,7 @@ def allgather(value, name, process_set):
 
 
 def broadcast(value, root_rank, name, process_set):
-    _check_not_xla("broadcast")
+    _check_xla_kernels("broadcast")
     return _ops.broadcast(_tensor(value), root_rank, name=name, process_set=process_set)
 
 
