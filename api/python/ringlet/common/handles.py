@@ -118,19 +118,20 @@ def wait_resuming(key, given, start):
     with the same ``given`` (a description of its tensors and arguments): then
     the result of that call's collective, still in flight, without submitting
     it a second time. A signal that interrupts this wait leaves the collective
-    to the next such call.
+    to the next such call. ``given`` is a function that describes them: it runs
+    only where a call was interrupted, never on the way of one that was not.
     """
     with _lock:
         pending = _interrupted.pop(key, None)
     # A call given other tensors is another collective: it is submitted, and
     # meets the interrupted one's name in flight if it has one.
-    handle = pending[0] if pending is not None and pending[1] == given else start()
+    handle = pending[0] if pending is not None and pending[1] == given() else start()
     try:
         return synchronize(handle)
     finally:
         with _lock:
             if handle in _in_flight:  # interrupted, not failed: resumed by the next call
-                _interrupted[key] = (handle, given)
+                _interrupted[key] = (handle, given())
 
 
 def wait_all(handles, wait):

@@ -47,12 +47,14 @@ def _stream_of(tensor):
 
 
 def _dense(tensor, call):
-    """The tensor as the core takes it: without autograd, and refused if its layout is
-    not strided (sparse, mkldnn, ...). Contiguity is the bindings' check."""
+    """The tensor as the core takes it: without autograd (detached only where
+    autograd records it: a detach costs more than the rest of a submission's
+    checks), and refused if its layout is not strided (sparse, mkldnn, ...).
+    Contiguity is the bindings' check."""
     if tensor.layout != torch.strided:
         raise ValueError(f"{call}: {tensor.layout} tensors are not supported; pass a dense "
                          f"tensor (tensor.to_dense())")
-    return tensor.detach()
+    return tensor.detach() if tensor.requires_grad else tensor
 
 
 def _check_reducible(tensor, call, full_name):
@@ -69,8 +71,10 @@ def _check_reducible(tensor, call, full_name):
 def _given(tensors, **arguments):
     """What a synchronous call was given, as a retry must give it again to resume the
     call a signal interrupted: each tensor's dtype, shape and device, and the rest.
-    Compared, never shown: a tuple, built on every call at a fraction of a string's cost."""
-    return tuple([(t.dtype, t.shape, t.device) for t in tensors]), tuple(arguments.items())
+    A function that describes them when asked: only an interrupted call asks (the
+    description cost more than the rest of the call's Python)."""
+    return lambda: (tuple([(t.dtype, t.shape, t.device) for t in tensors]),
+                    tuple(arguments.items()))
 
 
 def _wait(call, name, process_set, given, start):
