@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "device.h"
+#include "op_attributes.h"
 #include "status.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -177,23 +178,16 @@ void finish_when_done(const std::shared_ptr<Pending>& pending,
 
 class AllreduceOp : public tf::AsyncOpKernel {
  public:
-  explicit AllreduceOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
-    int op = 0;
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
-    OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+  explicit AllreduceOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c), a_(c) {
     OP_REQUIRES_OK(c, c->GetAttr("as_group", &as_group_));
-    op_ = static_cast<ReduceOp>(op);
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
     const int n = ctx->num_inputs();
-    OP_REQUIRES_ASYNC(ctx, static_cast<int>(names_.size()) == n,
-                      refusal("allreduce", names_.empty() ? std::string() : names_[0],
+    OP_REQUIRES_ASYNC(ctx, static_cast<int>(a_.names.size()) == n,
+                      refusal("allreduce", a_.names.empty() ? std::string() : a_.names[0],
                               std::to_string(n) + " tensors but " +
-                                  std::to_string(names_.size()) + " names"),
+                                  std::to_string(a_.names.size()) + " names"),
                       done);
     const OpDevice device = op_device(ctx);
     std::vector<ringlet::Tensor> ins, outs;
@@ -209,12 +203,12 @@ class AllreduceOp : public tf::AsyncOpKernel {
     std::vector<int64_t> handles;
     try {
       if (as_group_ && n > 1) {
-        handles = grouped_allreduce_async(names_, ins, outs, op_, prescale_, postscale_,
-                                          process_set_);
+        handles = grouped_allreduce_async(a_.names, ins, outs, a_.op, a_.prescale, a_.postscale,
+                                          a_.process_set);
       } else {
         for (int i = 0; i < n; ++i) {
-          handles.push_back(allreduce_async(names_[i], ins[i], outs[i], op_, prescale_,
-                                            postscale_, process_set_));
+          handles.push_back(allreduce_async(a_.names[i], ins[i], outs[i], a_.op, a_.prescale,
+                                            a_.postscale, a_.process_set));
         }
       }
     } catch (...) {
@@ -224,11 +218,7 @@ class AllreduceOp : public tf::AsyncOpKernel {
   }
 
  private:
-  ReduceOp op_ = ReduceOp::kAvg;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
-  int process_set_ = 0;
-  std::vector<std::string> names_;
+  const ReductionAttributes a_;
   // The core numbers groups in the order they are submitted, which is the same
   // on every rank only for ops run eagerly; in a graph the members go alone.
   bool as_group_ = true;
@@ -315,40 +305,32 @@ class AllgatherOp : public tf::AsyncOpKernel {
 // reducescatter per input, submitted together.
 class ReducescatterOp : public tf::AsyncOpKernel {
  public:
-  explicit ReducescatterOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
-    int op = 0;
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
-    OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
-    op_ = static_cast<ReduceOp>(op);
-  }
+  explicit ReducescatterOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c), a_(c) {}
 
   void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
     const int n = ctx->num_inputs();
-    OP_REQUIRES_ASYNC(ctx, static_cast<int>(names_.size()) == n,
-                      refusal("reducescatter", names_.empty() ? std::string() : names_[0],
+    OP_REQUIRES_ASYNC(ctx, static_cast<int>(a_.names.size()) == n,
+                      refusal("reducescatter", a_.names.empty() ? std::string() : a_.names[0],
                               std::to_string(n) + " tensors but " +
-                                  std::to_string(names_.size()) + " names"),
+                                  std::to_string(a_.names.size()) + " names"),
                       done);
     const OpDevice device = op_device(ctx);
     Outputs outputs;
     for (int i = 0; i < n; ++i) {
       OP_REQUIRES_ASYNC(ctx, ctx->input(i).dims() >= 1,
-                        refusal("reducescatter", names_[i],
+                        refusal("reducescatter", a_.names[i],
                                 "a scalar has no first dimension to scatter"),
                         done);
       outputs.where.push_back(placed(device, output_memory_types()[i]));
-      outputs.who.push_back(subject("reducescatter", names_[i]));
+      outputs.who.push_back(subject("reducescatter", a_.names[i]));
     }
     std::vector<int64_t> handles;
     try {
       for (int i = 0; i < n; ++i) {
         const ringlet::Tensor view =
             reduced_view(ctx->input(i), placed(device, input_memory_types()[i]));
-        handles.push_back(reducescatter_async(names_[i], view, op_, prescale_, postscale_,
-                                              process_set_));
+        handles.push_back(reducescatter_async(a_.names[i], view, a_.op, a_.prescale, a_.postscale,
+                                              a_.process_set));
       }
     } catch (...) {
       return fail_after(ctx, std::move(done), handles);
@@ -362,11 +344,7 @@ class ReducescatterOp : public tf::AsyncOpKernel {
   }
 
  private:
-  ReduceOp op_ = ReduceOp::kAvg;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
-  int process_set_ = 0;
-  std::vector<std::string> names_;
+  const ReductionAttributes a_;
 };
 
 // ------------------------------------------------------------------- alltoall
@@ -444,15 +422,11 @@ class AlltoallOp : public tf::AsyncOpKernel {
 
 class BroadcastOp : public tf::AsyncOpKernel {
  public:
-  explicit BroadcastOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
-    OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &name_));
-  }
+  explicit BroadcastOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c), a_(c) {}
 
   void ComputeAsync(tf::OpKernelContext* ctx, Done done) override {
     const tf::Tensor& in = ctx->input(0);
-    OP_REQUIRES_OK_ASYNC(ctx, movable("broadcast", name_, in.dtype()), done);
+    OP_REQUIRES_OK_ASYNC(ctx, movable("broadcast", a_.name, in.dtype()), done);
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, in.shape(), &out),
                          done);
@@ -464,15 +438,15 @@ class BroadcastOp : public tf::AsyncOpKernel {
       // before the submission records the ready event there); elsewhere the
       // output is overwritten.
       const bool copy = out->tensor_data().data() != in.tensor_data().data() &&
-                        in.NumElements() > 0 && rank() == root_;
+                        in.NumElements() > 0 && rank() == a_.root;
       if (copy) {
         OP_REQUIRES_OK_ASYNC(ctx,
                              copy_within(where, const_cast<char*>(out->tensor_data().data()),
                                          in.tensor_data().data(), in.TotalBytes(),
-                                         subject("broadcast", name_)),
+                                         subject("broadcast", a_.name)),
                              done);
       }
-      handle = broadcast_async(name_, moved_view(*out, where), root_, process_set_);
+      handle = broadcast_async(a_.name, moved_view(*out, where), a_.root, a_.process_set);
     } catch (...) {
       return fail_now(ctx, done);
     }
@@ -480,9 +454,7 @@ class BroadcastOp : public tf::AsyncOpKernel {
   }
 
  private:
-  int root_ = 0;
-  int process_set_ = 0;
-  std::string name_;
+  const BroadcastAttributes a_;
 };
 
 }  // namespace

@@ -11,9 +11,10 @@
 //
 // The call is marked as having a side effect: XLA never drops it (a rank
 // that skipped a collective would leave the others waiting), duplicates it
-// or merges two of them. Every rank runs the same compiled program, so its
-// collectives come in the same order on every rank; Ringlet's names (the
-// ops' tensor names) match them up whatever the order.
+// or merges two of them. Each call waits for its collective before it
+// returns, so two calls that ranks ran in different orders would each wait
+// for the other until Ringlet's stall deadline names them; every rank runs
+// the same program, compiled alike, so they come in the same order.
 //
 // Allgather, reducescatter and alltoall have no XLA kernel: their output's
 // shape is known only once the ranks have met, and XLA fixes every shape
@@ -22,12 +23,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "op_attributes.h"
 #include "ringlet/ringlet.h"
+#include "status.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
 #include "xla/ffi/api/ffi.h"
@@ -75,11 +79,17 @@ std::vector<std::string> split_names(std::string_view joined) {
   return names;
 }
 
-ffi::Error failed(std::string_view call, const std::string& name, const std::string& cause) {
-  return ffi::Error(ffi::ErrorCode::kInternal,
+// The error TensorFlow raises: the code its eager kernel's status has for
+// the same cause (status_of), and a message naming the tensor and the rank.
+ffi::Error failed(std::string_view call, const std::string& name, const absl::Status& cause) {
+  return ffi::Error(static_cast<ffi::ErrorCode>(cause.code()),
                     "ringlet: " + std::string(call) + " of '" + name + "' on rank " +
                         std::to_string(ringlet::is_initialized() ? ringlet::rank() : -1) +
-                        " failed in an XLA-compiled function: " + cause);
+                        " failed in an XLA-compiled function: " + std::string(cause.message()));
+}
+
+ffi::Error failed(std::string_view call, const std::string& name, std::exception_ptr error) {
+  return failed(call, name, status_of(error));
 }
 
 // Waits for every handle (none is left behind on a failure) and reports the
@@ -90,8 +100,8 @@ ffi::Error wait_all(std::string_view call, const std::vector<std::string>& names
   for (size_t i = 0; i < handles.size(); ++i) {
     try {
       ringlet::synchronize(handles[i]);
-    } catch (const std::exception& e) {
-      if (first.success()) first = failed(call, names[i], e.what());
+    } catch (...) {
+      if (first.success()) first = failed(call, names[i], std::current_exception());
     }
   }
   return first;
@@ -110,8 +120,8 @@ ffi::Error allreduce(ffi::RemainingArgs args, ffi::RemainingRets rets, std::stri
   const std::vector<std::string> names = split_names(joined);
   if (names.size() != args.size() || rets.size() != args.size()) {
     return failed("allreduce", names.empty() ? std::string() : names[0],
-                  std::to_string(args.size()) + " tensors but " + std::to_string(names.size()) +
-                      " names");
+                  absl::InvalidArgumentError(std::to_string(args.size()) + " tensors but " +
+                                             std::to_string(names.size()) + " names"));
   }
   std::vector<int64_t> handles;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -119,21 +129,23 @@ ffi::Error allreduce(ffi::RemainingArgs args, ffi::RemainingRets rets, std::stri
     auto out = rets.get<ffi::AnyBuffer>(i);
     if (!in.has_value() || !out.has_value()) {
       wait_all("allreduce", names, handles);
-      return failed("allreduce", names[i], "XLA passed no buffer");
+      return failed("allreduce", names[i], absl::InternalError("XLA passed no buffer"));
     }
     const std::optional<DataType> dtype = ringlet_dtype(in->element_type());
     if (!dtype) {
       wait_all("allreduce", names, handles);
-      return failed("allreduce", names[i], "its dtype cannot be reduced");
+      return failed("allreduce", names[i],
+                    absl::InvalidArgumentError("its dtype cannot be reduced"));
     }
     try {
       handles.push_back(ringlet::allreduce_async(
           names[i], view(in->untyped_data(), *dtype, in->dimensions()),
           view((*out)->untyped_data(), *dtype, (*out)->dimensions()), static_cast<ReduceOp>(op),
           prescale, postscale, static_cast<int>(process_set)));
-    } catch (const std::exception& e) {
+    } catch (...) {
+      const std::exception_ptr error = std::current_exception();
       wait_all("allreduce", names, handles);
-      return failed("allreduce", names[i], e.what());
+      return failed("allreduce", names[i], error);
     }
   }
   return wait_all("allreduce", names, handles);
@@ -142,20 +154,21 @@ ffi::Error allreduce(ffi::RemainingArgs args, ffi::RemainingRets rets, std::stri
 ffi::Error broadcast(ffi::AnyBuffer in, ffi::Result<ffi::AnyBuffer> out, std::string_view name,
                      int64_t root, int64_t process_set) {
   const std::string tensor(name);
-  // In place on the output: the root's bytes are sent, the others' replaced.
   const size_t bytes = in.size_bytes();
-  if (bytes > 0 && out->untyped_data() != in.untyped_data())
-    std::memcpy(out->untyped_data(), in.untyped_data(), bytes);
   int64_t handle = 0;
   try {
+    // In place on the output: the root's bytes are sent, the others'
+    // replaced, so only the root's output needs its input.
+    if (bytes > 0 && ringlet::rank() == root && out->untyped_data() != in.untyped_data())
+      std::memcpy(out->untyped_data(), in.untyped_data(), bytes);
     ringlet::Tensor t;
     t.data = out->untyped_data();
     t.dtype = DataType::kUInt8;
     t.shape = {static_cast<int64_t>(bytes)};
     handle = ringlet::broadcast_async(tensor, t, static_cast<int>(root),
                                       static_cast<int>(process_set));
-  } catch (const std::exception& e) {
-    return failed("broadcast", tensor, e.what());
+  } catch (...) {
+    return failed("broadcast", tensor, std::current_exception());
   }
   return wait_all("broadcast", {tensor}, {handle});
 }
@@ -240,61 +253,45 @@ std::vector<xla::XlaOp> custom_call(tf::XlaOpKernelContext* ctx, const char* tar
 
 class AllreduceXla : public tf::XlaOpKernel {
  public:
-  explicit AllreduceXla(tf::OpKernelConstruction* c) : XlaOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op_));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
-    OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
-  }
+  explicit AllreduceXla(tf::OpKernelConstruction* c) : XlaOpKernel(c), a_(c) {}
 
   void Compile(tf::XlaOpKernelContext* ctx) override {
-    OP_REQUIRES(ctx, static_cast<int>(names_.size()) == ctx->num_inputs(),
+    OP_REQUIRES(ctx, static_cast<int>(a_.names.size()) == ctx->num_inputs(),
                 absl::InvalidArgumentError("ringlet: allreduce of " +
                                            std::to_string(ctx->num_inputs()) + " tensors but " +
-                                           std::to_string(names_.size()) + " names"));
+                                           std::to_string(a_.names.size()) + " names"));
     std::string joined;
-    for (const std::string& name : names_) {
+    for (const std::string& name : a_.names) {
       OP_REQUIRES(ctx, name.find('\n') == std::string::npos,
                   absl::InvalidArgumentError("ringlet: allreduce of '" + name +
                                              "': a tensor name with a line break"));
       joined += (joined.empty() ? "" : "\n") + name;
     }
     const std::string attributes =
-        "{names = " + mlir_string(joined) + ", reduce_op = " + i64(op_) +
-        ", prescale = " + f64(prescale_) + ", postscale = " + f64(postscale_) +
-        ", process_set = " + i64(process_set_) + "}";
+        "{names = " + mlir_string(joined) + ", reduce_op = " + i64(static_cast<int>(a_.op)) +
+        ", prescale = " + f64(a_.prescale) + ", postscale = " + f64(a_.postscale) +
+        ", process_set = " + i64(a_.process_set) + "}";
     const std::vector<xla::XlaOp> outputs = custom_call(ctx, "ringlet_allreduce", attributes);
     for (size_t i = 0; i < outputs.size(); ++i) ctx->SetOutput(static_cast<int>(i), outputs[i]);
   }
 
  private:
-  int op_ = 0;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
-  int process_set_ = 0;
-  std::vector<std::string> names_;
+  const ReductionAttributes a_;
 };
 
 class BroadcastXla : public tf::XlaOpKernel {
  public:
-  explicit BroadcastXla(tf::OpKernelConstruction* c) : XlaOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_));
-    OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &name_));
-  }
+  explicit BroadcastXla(tf::OpKernelConstruction* c) : XlaOpKernel(c), a_(c) {}
 
   void Compile(tf::XlaOpKernelContext* ctx) override {
-    const std::string attributes = "{name = " + mlir_string(name_) + ", root = " + i64(root_) +
-                                   ", process_set = " + i64(process_set_) + "}";
+    const std::string attributes = "{name = " + mlir_string(a_.name) + ", root = " +
+                                   i64(a_.root) + ", process_set = " + i64(a_.process_set) + "}";
     const std::vector<xla::XlaOp> outputs = custom_call(ctx, "ringlet_broadcast", attributes);
     if (!outputs.empty()) ctx->SetOutput(0, outputs[0]);
   }
 
  private:
-  int root_ = 0;
-  int process_set_ = 0;
-  std::string name_;
+  const BroadcastAttributes a_;
 };
 
 }  // namespace

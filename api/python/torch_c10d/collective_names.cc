@@ -30,7 +30,7 @@ CollectiveNames::CollectiveNames(std::string group_name, int process_set)
       process_set_(process_set),
       recent_(kRecent),
       slots_(std::make_shared<Slots>()) {
-  slots_->busy.assign(window_for(kLongestPeriod), false);
+  slots_->busy.assign(window_for(kLongestPeriod), false);  // the widest window
 }
 
 uint64_t CollectiveNames::period_of(const std::vector<uint64_t>& history) {

@@ -13,6 +13,7 @@ Every function here has the same signature and meaning as its namesake in
 pyfunc.py: lists of tensors in, lists out, names given whole.
 """
 
+import functools
 import os
 
 import tensorflow as tf
@@ -30,10 +31,11 @@ def _load():
 library = _load()
 
 
+@functools.cache
 def has_xla_kernels():
-    """True where allreduce and broadcast compile inside XLA (jit_compile=True):
-    the op library was built with its XLA kernels (tensorflow_ops/xla_ops.cc,
-    which export the handlers XLA calls)."""
+    """True where allreduce and broadcast compile inside XLA (jit_compile=True)
+    on the host: the op library was built with its XLA kernels
+    (tensorflow_ops/xla_ops.cc, which export the handlers XLA calls)."""
     if library is None:
         return False
     import ctypes

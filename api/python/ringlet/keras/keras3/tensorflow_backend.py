@@ -5,10 +5,10 @@ over ringlet.tensorflow's ops, eager and inside the ``tf.function`` that
 A Keras 3 variable is not a tf.Variable: it holds one (``.value``), which is
 what TensorFlow's ops read and assign.
 
-Inside an XLA-compiled function (``model.compile(jit_compile=True)``)
-allreduce and broadcast run through their XLA kernels
-(``tensorflow_ops/xla_ops.cc``), and so does DistributedOptimizer's
-reduction of dense gradients. The collectives whose output shape XLA cannot
+Inside an XLA-compiled function (``model.compile(jit_compile=True)``) on
+the host, allreduce and broadcast run through their XLA kernels
+(``tensorflow_ops/xla_ops.cc``), and so do DistributedOptimizer's reduction
+of dense gradients and broadcast_variables. The collectives whose output shape XLA cannot
 know before the ranks meet (allgather, reducescatter, and so sparse gradients
 unless ``sparse_as_dense=True``) are refused while the function is traced,
 naming the fix, rather than failing in XLA's compiler.
@@ -32,15 +32,24 @@ def _in_xla():
 
 
 def _check_xla_kernels(what):
-    """In an XLA-compiled function, refuses by name where this install's op
-    library has no XLA kernels (built without tf2xla's headers, or
-    RINGLET_TENSORFLOW_OPS=0)."""
+    """In an XLA-compiled function, refuses by name where Ringlet's XLA kernels
+    cannot serve it: this install's op library has none (built without
+    tf2xla's headers, or RINGLET_TENSORFLOW_OPS=0), or XLA compiles for a GPU
+    (the kernels serve the host; TensorFlow places a compiled function on a
+    GPU where it sees one)."""
+    if not _in_xla():
+        return
     from ringlet.tensorflow import ops
-    if _in_xla() and not ops.has_xla_kernels():
+    why = None
+    if not ops.has_xla_kernels():
+        why = "this install's TensorFlow ops have no XLA kernels"
+    elif tf.config.list_logical_devices("GPU"):
+        why = ("Ringlet's XLA kernels run on the host, and TensorFlow compiles for the "
+               "GPU it sees")
+    if why is not None:
         raise RuntimeError(
             f"ringlet.keras: {what} inside an XLA-compiled function (jit_compile=True): "
-            f"this install's TensorFlow ops have no XLA kernels. Compile the model with "
-            f"model.compile(..., jit_compile=False)")
+            f"{why}. Compile the model with model.compile(..., jit_compile=False)")
 
 
 def _check_not_xla(what, fix=""):
@@ -117,7 +126,7 @@ def reducescatter(value, name, op, process_set):
 def broadcast_variables(variables, root_rank, process_set):
     """``root_rank``'s values assigned to ``variables`` (Keras or TensorFlow ones) in one
     grouped collective."""
-    _check_not_xla("broadcast_variables")
+    _check_xla_kernels("broadcast_variables")
     return _functions.broadcast_variables([_tf_variable(v) for v in variables], root_rank,
                                           process_set)
 
