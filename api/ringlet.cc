@@ -21,10 +21,10 @@
 #include <utility>
 
 #include "core/bootstrap/launch_info.h"
-#include "core/bootstrap/mpi_bootstrap.h"
 #include "core/collectives/collectives.h"
 #include "core/communicator.h"
 #include "core/config.h"
+#include "core/mpi/mpi_bootstrap.h"
 #include "core/runtime/runtime.h"
 #include "core/timeline/timeline.h"
 #include "status_error.h"

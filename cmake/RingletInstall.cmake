@@ -28,7 +28,7 @@ install(TARGETS ringlet EXPORT RingletTargets
 install(FILES
   ${PROJECT_SOURCE_DIR}/api/include/ringlet/ringlet.h
   ${PROJECT_SOURCE_DIR}/api/include/ringlet/ringlet_c.h
-  ${PROJECT_SOURCE_DIR}/kernels/include/ringlet/types.h
+  ${PROJECT_SOURCE_DIR}/common/include/ringlet/types.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringlet)
 foreach(tool ringletrun ringlet-bench ringlet-topo)
   if(TARGET ${tool})

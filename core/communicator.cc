@@ -16,10 +16,11 @@
 #include <thread>
 
 #include "core/bootstrap/job_settings.h"
-#include "core/bootstrap/mpi_bootstrap.h"
+#include "core/bootstrap/link_plan.h"
 #include "core/bootstrap/placement.h"
-#include "core/collectives/mpi_communicator.h"
 #include "core/collectives/workspace.h"
+#include "core/mpi/mpi_bootstrap.h"
+#include "core/mpi/mpi_communicator.h"
 #include "ringlet/common/duration_text.h"
 #include "ringlet/common/hmac.h"
 #include "ringlet/common/logging.h"
@@ -142,8 +143,8 @@ std::unique_ptr<transport::Carrier> ucx_carrier(const transport::CarrierOptions&
   return transport::make_ucx_carrier(opts);
 #else
   (void)opts;
-  throw ConfigError(
-      "RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
+  check_transport_built(TransportKind::kUcx, false);  // throws
+  return nullptr;
 #endif
 }
 
@@ -187,10 +188,7 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   if (const size_t llc = llc_bytes(); llc > 0) c->workspace_->tuning.stream_min_bytes = llc / 2;
   const Deadline start = Clock::now() + config.start_timeout;
 
-  if (config.transport == TransportKind::kUcx && !kHaveUcx) {
-    throw ConfigError(
-        "RINGLET_TRANSPORT=ucx: this build has no UCX carrier (accepted: auto|shm|tcp)");
-  }
+  check_transport_built(config.transport, kHaveUcx);
   if (config.cpu_operations == CpuOperations::kMpi) check_mpi_operations(launch);
 
   if (launch.size == 1 && launch.rendezvous.empty()) {
@@ -247,26 +245,16 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   c->wait_policy_ = wait_policy(c->config_.spin_iterations, c->workspace_->tuning.oversubscribed);
   const World& w = c->world_;
 
-  if (config.transport == TransportKind::kShm && !w.single_host()) {
-    throw ConfigError("RINGLET_TRANSPORT=shm: the job spans " + std::to_string(w.cross_size) +
-                      " hosts; shared memory reaches only one (use auto or tcp)");
-  }
-
-  // Which carriers exist follows from global facts only, so that every rank
-  // creates the same ones (a carrier may publish its address collectively).
-  // auto: shm within a host, TCP across hosts. UCX only where named: over
-  // Ethernet, UCX 1.13's tcp transport moves 64 KiB and up 1.5 to 2 times
-  // slower than Ringlet's own TCP links (measured side by side), and whether
-  // every host has an RDMA device, where UCX would win, is not a fact every
-  // rank shares at this point. tcp and ucx name the carrier of every pair,
-  // within a host too (and leave the shared window out, so the host's
-  // collectives run over it).
-  bool any_shared_host = false;
-  for (const auto& ranks : w.ranks_on_host) any_shared_host |= ranks.size() > 1;
-  const TransportKind t = config.transport;
-  const bool want_shm = (t == TransportKind::kAuto || t == TransportKind::kShm) && any_shared_host;
-  const bool want_ucx = t == TransportKind::kUcx;
-  const bool want_tcp = t == TransportKind::kTcp || (t == TransportKind::kAuto && !w.single_host());
+  LinkFacts facts;
+  facts.transport = config.transport;
+  facts.interface = config.network_interface;
+  facts.have_ucx = kHaveUcx;
+  facts.address_reaching_rank0 = [&] { return c->store_->local_address(); };
+  facts.nearest_nic_address = [&] {
+    return nic_address(host, placed, w.local_rank, rendezvous_host(launch.rendezvous),
+                       c->store_->local_address());
+  };
+  const LinkPlan plan = plan_links(w, facts);
 
   transport::CarrierOptions opts;
   opts.rank = w.rank;
@@ -274,53 +262,36 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   opts.job_id = w.job_id;
   opts.store = c->store_.get();
   opts.interface = config.network_interface;
-  // Without a named interface, data links listen where this rank reaches the
-  // store from: loopback when the whole job is on one host (nothing outside
-  // it needs to connect), else the source address of the route to rank 0,
-  // which the other hosts can reach as rank 0 reached them.
-  opts.address = w.single_host() ? "127.0.0.1" : c->store_->local_address();
-  std::string address_why = w.single_host() ? "loopback: one host" : "the address reaching rank 0";
-  // Across hosts, the NIC nearest the rank where it reaches rank 0 (placement.h).
-  if (!w.single_host() && config.network_interface.empty()) {
-    const std::string nic =
-        nic_address(host, placed, w.local_rank, rendezvous_host(launch.rendezvous), opts.address);
-    if (!nic.empty() && nic != opts.address) {
-      opts.address = nic;
-      address_why = "the nearest NIC's, on rank 0's subnet";
-    }
-  }
-  if (!config.network_interface.empty()) {
-    address_why = "RINGLET_NETWORK_INTERFACE=" + config.network_interface;
-  }
+  opts.address = plan.address;
   {
     const auto key = common::secret_key(launch.secret);
     opts.secret.assign(key.begin(), key.end());
   }
-  transport::Carrier* shm = nullptr;
-  transport::Carrier* across = nullptr;  // tcp or ucx
-  if (want_shm) {
+  std::map<CarrierKind, transport::Carrier*> carrier;
+  if (plan.shm) {
     c->carriers_.push_back(transport::make_shm_carrier(opts));
-    shm = c->carriers_.back().get();
+    carrier[CarrierKind::kShm] = c->carriers_.back().get();
   }
-  if (want_tcp) {
+  if (plan.tcp) {
     c->carriers_.push_back(transport::make_tcp_carrier(opts));
-    across = c->carriers_.back().get();
+    carrier[CarrierKind::kTcp] = c->carriers_.back().get();
   }
-  if (want_ucx) {
+  if (plan.ucx) {
     c->carriers_.push_back(ucx_carrier(opts));
-    across = c->carriers_.back().get();
+    carrier[CarrierKind::kUcx] = c->carriers_.back().get();
   }
   c->carrier_of_.assign(w.size, nullptr);
   for (int peer = 0; peer < w.size; ++peer) {
-    if (peer == w.rank) continue;
-    const bool same_host = w.host_of[peer] == w.host_of[w.rank];
-    c->carrier_of_[peer] = (same_host && shm != nullptr) ? shm : across;
+    if (plan.carrier_of[peer] != CarrierKind::kNone) {
+      c->carrier_of_[peer] = carrier.at(plan.carrier_of[peer]);
+    }
   }
   c->pairs_.resize(w.size);
-  tell_transport(*c, t, opts.interface.empty() ? opts.address : "interface " + opts.interface,
-                 address_why);
+  tell_transport(*c, config.transport,
+                 opts.interface.empty() ? opts.address : "interface " + opts.interface,
+                 plan.address_why);
 
-  if (w.single_host() && (t == TransportKind::kAuto || t == TransportKind::kShm) && w.size > 1) {
+  if (plan.world_window) {
     transport::SharedWindow::Options wo;
     wo.local_rank = w.local_rank;
     wo.local_size = w.local_size;

@@ -171,7 +171,7 @@ std::vector<EnvVar> build_table() {
                                          {"ucx", TransportKind::kUcx}},
                                         &Config::transport)));
   // MPI needs the job launched by mpirun (or srun with MPI): checked at init
-  // (core/bootstrap/mpi_bootstrap.h), where the launch is known.
+  // (core/mpi/mpi_bootstrap.h), where the launch is known.
   t.push_back(row("HOROVOD_CPU_OPERATIONS", "RING", "one of RING|MPI (any case)",
                   "backend for host-memory collectives: Ringlet's own (RING), or MPI's (MPI: "
                   "the job launched by mpirun)",

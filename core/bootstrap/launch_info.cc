@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "core/config.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 
 namespace ringlet::core {
 namespace {
@@ -93,7 +93,7 @@ std::string sanitize_job_id(const std::string& raw) {
 // number). Each rank draws its own; build_world() has them all adopt rank 0's.
 std::string fresh_job_id(const std::string& launcher) {
   const std::string prefix = launcher == "mpirun" ? "ompi" : launcher;
-  return prefix + "-" + transport::random_hex(8);
+  return prefix + "-" + common::random_hex(8);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@
 #include "ringlet/common/failure.h"
 #include "ringlet/common/hmac.h"
 #include "ringlet/common/host_name.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 
 namespace ringlet::core {
 
@@ -286,7 +286,7 @@ bool StoreClient::Impl::greet(Deadline deadline, std::string& why) {
   rx.clear();
   // This end's nonce goes out before the first frame (see exchange()).
   wire::Nonce mine;
-  transport::random_bytes(mine);
+  common::random_bytes(mine);
   out = {&hmac, nonce, wire::Direction::kToServer, 0, mine};
   in = {&hmac, nonce, wire::Direction::kToClient, 0, mine};
   client_nonce_unsent = true;

@@ -33,7 +33,7 @@
 #include "core/config.h"
 #include "ringlet/common/host_name.h"
 #include "ringlet/common/logging.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 
 namespace ringlet::core {
 
@@ -154,7 +154,7 @@ struct StoreServer::Impl {
     // 8 random bytes, the pid (4 bytes, little-endian) and the host name, so
     // that a client in this very process knows the store is its own.
     std::vector<uint8_t> instance(12);
-    transport::random_bytes(std::span(instance).first(8));
+    common::random_bytes(std::span(instance).first(8));
     const auto pid = static_cast<uint32_t>(::getpid());
     for (size_t i = 0; i < 4; ++i) instance[8 + i] = static_cast<uint8_t>(pid >> (8 * i));
     const std::string machine = common::host_name();
@@ -243,7 +243,7 @@ void StoreServer::Impl::accept_all(int listener) {
     Connection& c = conns[id];
     c.fd = UniqueFd(raw);
     c.peer = peer_name(addr, len);
-    transport::random_bytes(c.in.nonce);
+    common::random_bytes(c.in.nonce);
     c.in.hmac = c.out.hmac = &hmac;
     c.out.nonce = c.in.nonce;
     open_connections.store(conns.size());

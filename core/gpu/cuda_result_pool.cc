@@ -7,7 +7,7 @@
 //   completes only once the device passed the end of that work (the
 //   finalizer saw the end event); the last owner lets go after that. A
 //   failed collective's results are never handed back
-//   (core/runtime/runtime_execute.cc keeps them to the process's end), since
+//   (core/runtime/runtime_device.cc keeps them to the process's end), since
 //   its work may never end.
 // - The result goes back on the legacy default stream, so it is free only
 //   once every read queued before it there or on any blocking stream is

@@ -330,16 +330,9 @@ std::optional<std::string> Negotiator::validate(const Entry& e) const {
   return std::nullopt;
 }
 
-std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& messages,
-                                            int64_t fusion_threshold,
-                                            std::vector<Response> cached) {
-  struct Done {
-    int64_t order;
-    int64_t arrival;
-    std::string name;
-  };
+std::vector<Negotiator::Done> Negotiator::record_arrivals(const std::vector<RankMessage>& messages,
+                                                          std::vector<Response>& errors) {
   std::vector<Done> done;
-  std::vector<Response> out;
   for (int r = 0; r < size_; ++r) {
     for (const Metadata& m : messages[r].ready) {
       Entry& e = table_[m.name];
@@ -353,7 +346,7 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
         err.kind = m.kind;
         err.names = {m.name};
         err.error = "rank " + rank_text(r) + " submitted '" + m.name + "' twice";
-        out.push_back(std::move(err));
+        errors.push_back(std::move(err));
         continue;
       }
       e.by_rank[r] = m;
@@ -364,6 +357,10 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
       }
     }
   }
+  return done;
+}
+
+void Negotiator::record_joins(const std::vector<RankMessage>& messages) {
   for (int r = 0; r < size_; ++r) {
     if (messages[r].join && !joined_[r]) {
       joined_[r] = true;
@@ -371,112 +368,106 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
       last_joined_ = r;
     }
   }
-  if (joined_count_ > 0) {
-    // Joined ranks count as submitted: anything the others all submitted runs.
-    done.clear();
-    for (const auto& [name, e] : table_) {
-      bool complete = true;
-      if (is_point_to_point(first_reported(e).kind)) {
-        complete = e.count >= 2;  // a transfer waits for its two ranks, joined or not
-      } else {
-        for (int r = 0; r < size_ && complete; ++r) complete = e.by_rank[r] || joined_[r];
-      }
-      if (complete) done.push_back({e.order, e.arrival, name});
-    }
-  }
-  // Rank 0's submission order; names rank 0 never submitted (it joined) after.
-  std::sort(done.begin(), done.end(), [](const Done& a, const Done& b) {
-    const int64_t ka = a.order < 0 ? INT64_MAX : a.order, kb = b.order < 0 ? INT64_MAX : b.order;
-    return ka != kb ? ka < kb : a.arrival < b.arrival;
-  });
+}
 
-  // Validate and turn complete entries into single responses, in order.
-  std::vector<Response> singles = std::move(cached);
-  for (const Done& d : done) {
-    auto it = table_.find(d.name);
-    Entry e = std::move(it->second);
-    table_.erase(it);
-    Response resp;
-    int ref = 0;
-    while (!e.by_rank[ref]) ++ref;
-    const Metadata& m0 = *e.by_rank[ref];
-    resp.kind = m0.kind;
-    resp.names = {d.name};
-    if (auto err = validate(e)) {
-      resp.error = *err;
-    } else if (is_point_to_point(m0.kind)) {
-      // The sender's metadata; the receiver writes into its own request's output.
-      const Metadata& sent = *e.by_rank[parties(e).first];
-      resp.kind = CollectiveKind::kSend;
-      resp.meta = {sent};
-      resp.bytes = sent.elements() * static_cast<int64_t>(dtype_size(sent.dtype));
+std::vector<Negotiator::Done> Negotiator::complete_counting_joined() const {
+  std::vector<Done> done;
+  for (const auto& [name, e] : table_) {
+    bool complete = true;
+    if (is_point_to_point(first_reported(e).kind)) {
+      complete = e.count >= 2;  // a transfer waits for its two ranks, joined or not
     } else {
-      resp.meta = {m0};
-      if (m0.kind == CollectiveKind::kAllgather || m0.kind == CollectiveKind::kAlltoall) {
-        std::vector<std::vector<int64_t>> per(size_);
-        for (int r = 0; r < size_; ++r) {
-          per[r] =
-              m0.kind == CollectiveKind::kAllgather
-                  ? std::vector<int64_t>{e.by_rank[r]->shape.empty() ? 1 : e.by_rank[r]->shape[0]}
-                  : e.by_rank[r]->splits;
-        }
-        resp.per_rank = {std::move(per)};
-      }
-      resp.bytes = m0.elements() * static_cast<int64_t>(dtype_size(m0.dtype));
-      if (m0.device >= 0) {
-        resp.devices.resize(size_, -1);
-        for (int r = 0; r < size_; ++r) {
-          if (e.by_rank[r]) resp.devices[r] = e.by_rank[r]->device;
-        }
-      }
+      for (int r = 0; r < size_ && complete; ++r) complete = e.by_rank[r] || joined_[r];
     }
-    if (!m0.group.empty() && m0.group_size > 1) {
-      Group& g = groups_[m0.group];
-      if (g.members.empty()) g.order = d.order;
-      g.members.push_back(std::move(resp));
-      if (static_cast<int32_t>(g.members.size()) < m0.group_size) continue;
-      // Complete: one response for the whole group, or one error for all.
-      Response all;
-      all.kind = CollectiveKind::kAllreduce;
-      for (const Response& r : g.members) {
-        if (!r.error.empty() && all.error.empty()) all.error = r.error;
-      }
-      std::optional<Metadata> k;  // the first valid member's (a copy: members are moved out)
-      for (Response& r : g.members) {
-        all.names.push_back(r.names[0]);
-        if (!r.error.empty()) continue;
-        const Metadata& m = r.meta[0];
-        if (!k) {
-          k = m;
-          all.devices = r.devices;
-        }
-        if (all.error.empty() && (m.kind != CollectiveKind::kAllreduce || m.dtype != k->dtype ||
-                                  m.op != k->op || r.devices != all.devices ||
-                                  m.prescale != k->prescale || m.postscale != k->postscale)) {
-          all.error = "Grouped allreduce '" + m0.group + "' mixes tensors that cannot be fused ('" +
-                      k->name + "' and '" + m.name +
-                      "' differ in dtype, op, device or scale factors)";
-        }
-        // A group's members each fit int64; their total saturates.
-        all.bytes = r.bytes > INT64_MAX - all.bytes ? INT64_MAX : all.bytes + r.bytes;
-        all.meta.push_back(std::move(r.meta[0]));
-      }
-      if (!all.error.empty()) {
-        all.meta.clear();
-        all.devices.clear();
-        std::string members;
-        for (const auto& n : all.names) members += (members.empty() ? "'" : ", '") + n + "'";
-        all.error += " (group '" + m0.group + "': " + members + ")";
-      }
-      groups_.erase(m0.group);
-      all.group = true;
-      singles.push_back(std::move(all));
-      continue;
-    }
-    singles.push_back(std::move(resp));
+    if (complete) done.push_back({e.order, e.arrival, name});
   }
+  return done;
+}
 
-  // Fuse allreduces: greedy, in order, looking ahead past other kinds.
+Response Negotiator::single_response(const std::string& name, const Entry& e) const {
+  Response resp;
+  int ref = 0;
+  while (!e.by_rank[ref]) ++ref;
+  const Metadata& m0 = *e.by_rank[ref];
+  resp.kind = m0.kind;
+  resp.names = {name};
+  if (auto err = validate(e)) {
+    resp.error = *err;
+  } else if (is_point_to_point(m0.kind)) {
+    // The sender's metadata; the receiver writes into its own request's output.
+    const Metadata& sent = *e.by_rank[parties(e).first];
+    resp.kind = CollectiveKind::kSend;
+    resp.meta = {sent};
+    resp.bytes = sent.elements() * static_cast<int64_t>(dtype_size(sent.dtype));
+  } else {
+    resp.meta = {m0};
+    if (m0.kind == CollectiveKind::kAllgather || m0.kind == CollectiveKind::kAlltoall) {
+      std::vector<std::vector<int64_t>> per(size_);
+      for (int r = 0; r < size_; ++r) {
+        per[r] =
+            m0.kind == CollectiveKind::kAllgather
+                ? std::vector<int64_t>{e.by_rank[r]->shape.empty() ? 1 : e.by_rank[r]->shape[0]}
+                : e.by_rank[r]->splits;
+      }
+      resp.per_rank = {std::move(per)};
+    }
+    resp.bytes = m0.elements() * static_cast<int64_t>(dtype_size(m0.dtype));
+    if (m0.device >= 0) {
+      resp.devices.resize(size_, -1);
+      for (int r = 0; r < size_; ++r) {
+        if (e.by_rank[r]) resp.devices[r] = e.by_rank[r]->device;
+      }
+    }
+  }
+  return resp;
+}
+
+std::optional<Response> Negotiator::add_to_group(const std::string& group, int32_t group_size,
+                                                 int64_t order, Response member) {
+  Group& g = groups_[group];
+  if (g.members.empty()) g.order = order;
+  g.members.push_back(std::move(member));
+  if (static_cast<int32_t>(g.members.size()) < group_size) return std::nullopt;
+  // Complete: one response for the whole group, or one error for all.
+  Response all;
+  all.kind = CollectiveKind::kAllreduce;
+  for (const Response& r : g.members) {
+    if (!r.error.empty() && all.error.empty()) all.error = r.error;
+  }
+  std::optional<Metadata> k;  // the first valid member's (a copy: members are moved out)
+  for (Response& r : g.members) {
+    all.names.push_back(r.names[0]);
+    if (!r.error.empty()) continue;
+    const Metadata& m = r.meta[0];
+    if (!k) {
+      k = m;
+      all.devices = r.devices;
+    }
+    if (all.error.empty() &&
+        (m.kind != CollectiveKind::kAllreduce || m.dtype != k->dtype || m.op != k->op ||
+         r.devices != all.devices || m.prescale != k->prescale || m.postscale != k->postscale)) {
+      all.error = "Grouped allreduce '" + group + "' mixes tensors that cannot be fused ('" +
+                  k->name + "' and '" + m.name + "' differ in dtype, op, device or scale factors)";
+    }
+    // A group's members each fit int64; their total saturates.
+    all.bytes = r.bytes > INT64_MAX - all.bytes ? INT64_MAX : all.bytes + r.bytes;
+    all.meta.push_back(std::move(r.meta[0]));
+  }
+  if (!all.error.empty()) {
+    all.meta.clear();
+    all.devices.clear();
+    std::string members;
+    for (const auto& n : all.names) members += (members.empty() ? "'" : ", '") + n + "'";
+    all.error += " (group '" + group + "': " + members + ")";
+  }
+  groups_.erase(group);
+  all.group = true;
+  return all;
+}
+
+// Greedy, in order, looking ahead past other kinds.
+void Negotiator::fuse_allreduces(std::vector<Response> singles, int64_t fusion_threshold,
+                                 std::vector<Response>& out) {
   std::vector<bool> used(singles.size(), false);
   for (size_t i = 0; i < singles.size(); ++i) {
     if (used[i]) continue;
@@ -508,6 +499,38 @@ std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& mess
     }
     out.push_back(std::move(resp));
   }
+}
+
+std::vector<Response> Negotiator::add_cycle(const std::vector<RankMessage>& messages,
+                                            int64_t fusion_threshold,
+                                            std::vector<Response> cached) {
+  std::vector<Response> out;
+  std::vector<Done> done = record_arrivals(messages, out);
+  record_joins(messages);
+  // Joined ranks count as submitted: anything the others all submitted runs.
+  if (joined_count_ > 0) done = complete_counting_joined();
+  // Rank 0's submission order; names rank 0 never submitted (it joined) after.
+  std::sort(done.begin(), done.end(), [](const Done& a, const Done& b) {
+    const int64_t ka = a.order < 0 ? INT64_MAX : a.order, kb = b.order < 0 ? INT64_MAX : b.order;
+    return ka != kb ? ka < kb : a.arrival < b.arrival;
+  });
+
+  // Validate and turn complete entries into single responses, in order; a
+  // group's members wait for one another and then become one response.
+  std::vector<Response> singles = std::move(cached);
+  for (const Done& d : done) {
+    auto it = table_.find(d.name);
+    const Entry e = std::move(it->second);
+    table_.erase(it);
+    Response resp = single_response(d.name, e);
+    const Metadata& m0 = first_reported(e);
+    if (m0.group.empty() || m0.group_size <= 1) {
+      singles.push_back(std::move(resp));
+    } else if (auto group = add_to_group(m0.group, m0.group_size, d.order, std::move(resp))) {
+      singles.push_back(std::move(*group));
+    }
+  }
+  fuse_allreduces(std::move(singles), fusion_threshold, out);
   if (joined_count_ == size_) {
     join_result_ = last_joined_;
     std::fill(joined_.begin(), joined_.end(), false);

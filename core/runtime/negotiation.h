@@ -151,6 +151,28 @@ class Negotiator {
     std::vector<Response> members;  // validated singles, in completion order
     int64_t order = 0;
   };
+  // A name every rank it waits for has now reported.
+  struct Done {
+    int64_t order;    // Entry::order
+    int64_t arrival;  // Entry::arrival
+    std::string name;
+  };
+
+  // add_cycle's steps. Records this cycle's reports; returns the names they
+  // completed, and adds an error response for a name reported twice.
+  std::vector<Done> record_arrivals(const std::vector<RankMessage>& messages,
+                                    std::vector<Response>& errors);
+  void record_joins(const std::vector<RankMessage>& messages);
+  // Every name complete once joined ranks count as having submitted it.
+  std::vector<Done> complete_counting_joined() const;
+  // The validated response for one complete name (an error response if invalid).
+  Response single_response(const std::string& name, const Entry& e) const;
+  // Adds a member to its group; the group's one response once all are in.
+  std::optional<Response> add_to_group(const std::string& group, int32_t group_size, int64_t order,
+                                       Response member);
+  // Appends `singles` to `out`, allreduces fused up to the threshold.
+  static void fuse_allreduces(std::vector<Response> singles, int64_t fusion_threshold,
+                              std::vector<Response>& out);
 
   std::string rank_text(int r) const {
     return std::to_string(global_ranks_.empty() ? r : global_ranks_[r]);

@@ -403,6 +403,106 @@ void Runtime::stop_timeline() {
 
 // ---------------------------------------------------------------- the loop
 
+Runtime::CycleInput Runtime::wait_for_cycle(Clock::time_point next_cycle) {
+  CycleInput in;
+  std::unique_lock lock(mu_);
+  loop_idle_ = true;
+  work_cv_.wait_until(lock, next_cycle, [&] {
+    return !queue_.empty() || !set_change_queue_.empty() || shutdown_requested_ ||
+           device_failure_.has_value();
+  });
+  // A device collective failed on the finalizer's thread: the runtime
+  // stops as it does for a collective that failed here.
+  if (device_failure_) throw RuntimeError(*device_failure_);
+  loop_idle_ = false;
+  if (!queue_.empty() && !shutdown_requested_) {
+    // Hold back while a burst is still arriving: only then can waiting
+    // put more tensors into this cycle's fusion.
+    const auto limit = Clock::now() + cycle_time_;
+    while (!shutdown_requested_) {
+      const auto now = Clock::now();
+      const auto quiet_at = last_enqueue_ + kBurstGap;
+      if (now >= quiet_at || now >= limit || flush_requested_) break;
+      work_cv_.wait_until(lock, std::min(quiet_at, limit));
+    }
+  }
+  in.fresh.swap(queue_);
+  flush_requested_ = false;
+  for (PendingSetChange& c : set_change_queue_) {
+    in.mine.set_changes.push_back(c.change);
+    sent_set_changes_.push_back(std::move(c));
+  }
+  set_change_queue_.clear();
+  in.mine.shutdown = shutdown_requested_;
+  in.mine.abort = pending_abort_;
+  in.mine.join = join_requested_ && !join_sent_;
+  join_sent_ |= in.mine.join;
+  in.tl = timeline_;
+  return in;
+}
+
+void Runtime::file_by_set(std::vector<Pending>& fresh) {
+  for (Pending& p : fresh) {
+    const int32_t id = p.request.meta.process_set;
+    if (sets_.count(id)) {
+      unreported_[id].push_back(std::move(p));
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      in_flight_.erase(p.request.meta.name);
+    }
+    handles_.fail(p.handle,
+                  common::Failure(ErrorKind::kInvalidArgument, rank_, -1,
+                                  "process set " + std::to_string(id) + " was removed before '" +
+                                      p.request.meta.name + "' ran"));
+  }
+}
+
+void Runtime::complete_join_if_agreed(ProcessSet& world) {
+  const std::optional<int32_t> last = world.negotiator->take_join_result();
+  if (!last) return;
+  Handle h;
+  {
+    std::lock_guard lock(mu_);
+    join_requested_ = false;
+    h = join_handle_;
+  }
+  join_sent_ = false;
+  Result r;
+  const int32_t v = *last;
+  r.data.resize(sizeof v);
+  std::memcpy(r.data.data(), &v, sizeof v);
+  handles_.complete(h, std::move(r));
+}
+
+void Runtime::run_other_sets(timeline::Timeline* tl) {
+  for (auto& [id, set] : sets_) {
+    if (id == 0) continue;
+    RankMessage set_mine;
+    std::vector<RankMessage> set_messages;
+    const std::vector<Response> set_responses = negotiate(*set, set_mine, set_messages, tl);
+    run_responses(*set, set_responses, tl);
+    if (set->comm->rank() == 0) inspect_stalls(*set, set_messages);
+  }
+}
+
+void Runtime::shut_down(int stopper) {
+  const std::string why =
+      "ringlet was shut down (requested by rank " + std::to_string(stopper) + ")";
+  for (auto& [id, set] : sets_) {
+    for (const auto& [name, missing] : set->negotiator->waiting()) {
+      if (reported_.count(name)) {
+        fail(name, ErrorKind::kShutdown,
+             why + " before '" + name + "' was submitted on every rank (missing on " +
+                 ranks_text(missing) + ")");
+      }
+    }
+  }
+  fail_everything(ErrorKind::kShutdown, why);
+  final_barrier();
+}
+
 void Runtime::loop() {
   // The loop's timed waits are microseconds long (the burst gap); Linux's
   // default 50 us timer slack would stretch each of them several-fold.
@@ -411,69 +511,17 @@ void Runtime::loop() {
   try {
     for (int32_t id = 1; id <= static_sets_; ++id) open_process_set(id, *set_table_.ranks(id));
     while (true) {
-      RankMessage mine;
-      std::vector<Pending> fresh;
-      std::shared_ptr<timeline::Timeline> tl;
-      {
-        std::unique_lock lock(mu_);
-        loop_idle_ = true;
-        work_cv_.wait_until(lock, next_cycle, [&] {
-          return !queue_.empty() || !set_change_queue_.empty() || shutdown_requested_ ||
-                 device_failure_.has_value();
-        });
-        // A device collective failed on the finalizer's thread: the runtime
-        // stops as it does for a collective that failed here.
-        if (device_failure_) throw RuntimeError(*device_failure_);
-        loop_idle_ = false;
-        if (!queue_.empty() && !shutdown_requested_) {
-          // Hold back while a burst is still arriving: only then can waiting
-          // put more tensors into this cycle's fusion.
-          const auto limit = Clock::now() + cycle_time_;
-          while (!shutdown_requested_) {
-            const auto now = Clock::now();
-            const auto quiet_at = last_enqueue_ + kBurstGap;
-            if (now >= quiet_at || now >= limit || flush_requested_) break;
-            work_cv_.wait_until(lock, std::min(quiet_at, limit));
-          }
-        }
-        fresh.swap(queue_);
-        flush_requested_ = false;
-        for (PendingSetChange& c : set_change_queue_) {
-          mine.set_changes.push_back(c.change);
-          sent_set_changes_.push_back(std::move(c));
-        }
-        set_change_queue_.clear();
-        mine.shutdown = shutdown_requested_;
-        mine.abort = pending_abort_;
-        mine.join = join_requested_ && !join_sent_;
-        join_sent_ |= mine.join;
-        tl = timeline_;
-      }
+      CycleInput in = wait_for_cycle(next_cycle);
       next_cycle = Clock::now() + cycle_time_;
+      timeline::Timeline* tl = in.tl.get();
       if (tl) tl->cycle_start();
-
-      // New requests by set; a set removed since they were submitted fails them.
-      for (Pending& p : fresh) {
-        const int32_t id = p.request.meta.process_set;
-        if (sets_.count(id)) {
-          unreported_[id].push_back(std::move(p));
-          continue;
-        }
-        {
-          std::lock_guard lock(mu_);
-          in_flight_.erase(p.request.meta.name);
-        }
-        handles_.fail(p.handle,
-                      common::Failure(ErrorKind::kInvalidArgument, rank_, -1,
-                                      "process set " + std::to_string(id) +
-                                          " was removed before '" + p.request.meta.name + "' ran"));
-      }
+      file_by_set(in.fresh);
 
       // The world first: it carries shutdown, stall aborts, join and the
       // process-set changes, which every rank applies at the same cycle.
       ProcessSet& world = *sets_.at(0);
       std::vector<RankMessage> messages;
-      const std::vector<Response> responses = negotiate(world, mine, messages, tl.get());
+      const std::vector<Response> responses = negotiate(world, in.mine, messages, tl);
       for (const RankMessage& m : messages) {
         if (!m.abort.empty()) {
           fail_everything(ErrorKind::kStalled, m.abort);
@@ -489,53 +537,17 @@ void Runtime::loop() {
         std::lock_guard lock(mu_);
         ++stats_.cycles;
       }
-      run_responses(world, responses, tl.get());
-      if (auto last = world.negotiator->take_join_result()) {
-        Handle h;
-        {
-          std::lock_guard lock(mu_);
-          join_requested_ = false;
-          h = join_handle_;
-        }
-        join_sent_ = false;
-        Result r;
-        const int32_t v = *last;
-        r.data.resize(sizeof v);
-        std::memcpy(r.data.data(), &v, sizeof v);
-        handles_.complete(h, std::move(r));
-      }
+      run_responses(world, responses, tl);
+      complete_join_if_agreed(world);
       if (rank_ == 0) inspect_stalls(world, messages);
-
-      if (stopper < 0) {
-        apply_set_changes(messages);
-        // Then every other set this rank is in, in the order of their ids
-        // (the same on every member, so their exchanges cannot cross).
-        for (auto& [id, set] : sets_) {
-          if (id == 0) continue;
-          RankMessage set_mine;
-          std::vector<RankMessage> set_messages;
-          const std::vector<Response> set_responses =
-              negotiate(*set, set_mine, set_messages, tl.get());
-          run_responses(*set, set_responses, tl.get());
-          if (set->comm->rank() == 0) inspect_stalls(*set, set_messages);
-        }
-        continue;
+      if (stopper >= 0) {
+        shut_down(stopper);
+        return;
       }
-
-      const std::string why =
-          "ringlet was shut down (requested by rank " + std::to_string(stopper) + ")";
-      for (auto& [id, set] : sets_) {
-        for (const auto& [name, missing] : set->negotiator->waiting()) {
-          if (reported_.count(name)) {
-            fail(name, ErrorKind::kShutdown,
-                 why + " before '" + name + "' was submitted on every rank (missing on " +
-                     ranks_text(missing) + ")");
-          }
-        }
-      }
-      fail_everything(ErrorKind::kShutdown, why);
-      final_barrier();
-      return;
+      apply_set_changes(messages);
+      // Then every other set this rank is in, in the order of their ids
+      // (the same on every member, so their exchanges cannot cross).
+      run_other_sets(tl);
     }
   } catch (const std::exception& e) {
     const common::Failure failure = failure_from(e, rank_);

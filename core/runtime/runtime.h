@@ -29,7 +29,9 @@
 // (what a submission must satisfy). runtime.cc keeps the loop and the
 // hand-off between the callers' threads and it; runtime_negotiate.cc is one
 // cycle's negotiation over a set, runtime_process_sets.cc the sets' life and
-// runtime_execute.cc the running of what was agreed.
+// runtime_execute.cc the running of what was agreed on host memory,
+// runtime_device.cc on device memory (output_layout.h: the output sizes
+// both share).
 //
 // Failures: a mismatch fails that name's handle on every rank; a name that
 // some ranks never submit fails on every rank that did after
@@ -253,7 +255,26 @@ class Runtime {
     Handle handle;
   };
 
+  // What a cycle starts from: the requests and set changes submitted since
+  // the last one, this rank's message, and the timeline of the cycle.
+  struct CycleInput {
+    RankMessage mine;
+    std::vector<Pending> fresh;
+    std::shared_ptr<timeline::Timeline> tl;
+  };
+
+  // The loop thread: one negotiation cycle after another, in these steps.
   void loop();
+  // Waits for work or the cycle's end, holding back while a burst arrives.
+  CycleInput wait_for_cycle(Clock::time_point next_cycle);
+  // Queues new requests by process set; a set removed since fails them.
+  void file_by_set(std::vector<Pending>& fresh);
+  // Completes join() once every rank has joined (the world's negotiation).
+  void complete_join_if_agreed(ProcessSet& world);
+  // Negotiates and runs every set but the world, in the order of their ids.
+  void run_other_sets(timeline::Timeline* tl);
+  // Fails what is still waiting and ends the loop at a rank's shutdown.
+  void shut_down(int stopper);
   Handle submit_set_change(SetChange change);
   // Applies the changes every rank has now asked for, in order (loop thread).
   void apply_set_changes(const std::vector<RankMessage>& world_messages);

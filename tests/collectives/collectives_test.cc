@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "core/bootstrap/launch_info.h"
-#include "core/bootstrap/mpi_bootstrap.h"
+#include "core/mpi/mpi_bootstrap.h"
 #include "core/collectives/algorithm_table.h"
 #include "core/collectives/collectives.h"
 #include "core/collectives/workspace.h"

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/bootstrap/launch_info.h"
-#include "core/bootstrap/mpi_bootstrap.h"
+#include "core/mpi/mpi_bootstrap.h"
 #include "core/collectives/collectives.h"
 #include "core/communicator.h"
 #include "core/config.h"

@@ -29,7 +29,7 @@
 #include "ringlet/common/hmac.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/store_wire.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 #include "tcp/handshake.h"
 
 namespace {
@@ -332,7 +332,7 @@ hs::Identity as_rank1(const std::vector<uint8_t>& key) {
 
 hs::Bytes32 nonce() {
   hs::Bytes32 n{};
-  ringlet::transport::random_bytes(n);
+  ringlet::common::random_bytes(n);
   return n;
 }
 
@@ -419,7 +419,7 @@ TEST_F(Stranger, DataLinkRefusesOversizedGarbage) {
   const size_t before = count_of(job_log(), kLinkRefusal);
   UniqueFd fd = dial(g_job->link);
   std::vector<uint8_t> junk(64 * 1024);
-  ringlet::transport::random_bytes(junk);
+  ringlet::common::random_bytes(junk);
   send_all(fd, junk);  // may fail part-way once the listener has closed
   EXPECT_TRUE(closed_by_peer(fd));
   EXPECT_TRUE(logged(kLinkRefusal, before + 1));

@@ -3,7 +3,7 @@
 // look at /dev/shm for segments the job left behind.
 #pragma once
 
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ struct JobDir {
   std::string dir;
   std::string job_id;
   // Carriers refuse to start without a job secret.
-  std::string secret = ringlet::transport::random_hex(32);
+  std::string secret = ringlet::common::random_hex(32);
   JobDir() {
     char path[] = "/tmp/ringlet-transport-test-XXXXXX";
     dir = ::mkdtemp(path);

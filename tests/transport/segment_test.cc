@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 #include "ringlet/transport/transport.h"
 
 namespace ringlet::transport::shm {
@@ -23,7 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string fresh_name() { return "/ringlet-segtest-" + random_hex(8); }
+std::string fresh_name() { return "/ringlet-segtest-" + common::random_hex(8); }
 
 bool exists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 

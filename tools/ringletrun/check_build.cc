@@ -102,7 +102,7 @@ std::string format_check_build(const BuildFeatures& f, std::string_view version)
   item(out, false, "MXNet (no wheel for this Python)");
   out += "\nAvailable Controllers:\n";
   item(out, true, "Ringlet store (TCP)");
-  // Under mpirun the ranks meet through MPI (core/bootstrap/mpi_bootstrap).
+  // Under mpirun the ranks meet through MPI (core/mpi/mpi_bootstrap).
   item(out, f.mpi, "MPI");
   out += "\nAvailable Tensor Operations:\n";
   item(out, true, "Ringlet ring (CPU)");

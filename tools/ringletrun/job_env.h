@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hosts.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 
 namespace ringletrun {
 
@@ -35,7 +35,7 @@ struct JobIdentity {
   std::string rendezvous;  // "<rank 0's host>:<port>", served by rank 0
 };
 
-// Draws the id and secret from ringlet/transport/random.h and finds a port
+// Draws the id and secret from ringlet/common/random.h and finds a port
 // free here, served at `rendezvous_host`. Throws std::system_error.
 JobIdentity make_job_identity(const std::string& rendezvous_host = "127.0.0.1");
 
@@ -45,7 +45,7 @@ JobIdentity make_job_identity(const std::string& rendezvous_host = "127.0.0.1");
 int pick_free_port();
 
 // `bytes` random bytes as lower-case hex, from the library's one random source.
-using ringlet::transport::random_hex;
+using ringlet::common::random_hex;
 
 // The environment of rank `rank` of `size`, placed at `place`.
 std::vector<std::string> rank_environment(const Environment& base, const JobIdentity& job, int rank,

@@ -11,7 +11,7 @@
 #include <cerrno>
 
 #include "ringlet/common/logging.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 
 namespace ringlet::transport::tcp {
 namespace {
@@ -142,7 +142,7 @@ bool Acceptor::advance(Pending& p) {
       refuse(p, why);
       return false;
     }
-    random_bytes(p.acceptor_nonce);
+    common::random_bytes(p.acceptor_nonce);
     const hs::Frame c = hs::challenge(me_, p.dialer, p.dialer_nonce, p.acceptor_nonce);
     if (!write_fully(p.fd.get(), c.data(), c.size(), send_by)) return false;
     p.challenged = true;

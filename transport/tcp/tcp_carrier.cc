@@ -24,7 +24,7 @@
 #include <cstring>
 #include <memory>
 
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 #include "store_wait.h"
 #include "tcp/acceptor.h"
 #include "tcp/handshake.h"
@@ -60,7 +60,7 @@ std::string listen_address(const CarrierOptions& options) {
 
 hs::Bytes32 fresh_nonce() {
   hs::Bytes32 n{};
-  random_bytes(n);
+  common::random_bytes(n);
   return n;
 }
 

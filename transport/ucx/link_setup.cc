@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "ringlet/common/logging.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 #include "store_wait.h"
 #include "ucx/tags.h"
 
@@ -16,7 +16,7 @@ std::string rank_text(int r) { return "rank " + std::to_string(r); }
 
 hs::Bytes32 fresh_nonce() {
   hs::Bytes32 n{};
-  random_bytes(n);
+  common::random_bytes(n);
   return n;
 }
 

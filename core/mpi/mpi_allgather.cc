@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "core/collectives/algorithms.h"
-#include "core/collectives/mpi_call.h"
+#include "core/mpi/mpi_call.h"
 #include "ringlet/kernels/cpu.h"
 
 namespace ringlet::core::collectives {

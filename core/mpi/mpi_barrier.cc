@@ -1,6 +1,6 @@
 // Barrier through MPI (HOROVOD_CPU_OPERATIONS=MPI): MPI_Barrier.
 #include "core/collectives/algorithms.h"
-#include "core/collectives/mpi_call.h"
+#include "core/mpi/mpi_call.h"
 
 namespace ringlet::core::collectives {
 

@@ -1,4 +1,4 @@
-#include "core/collectives/mpi_watchdog.h"
+#include "core/mpi/mpi_watchdog.h"
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1

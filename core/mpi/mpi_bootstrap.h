@@ -7,7 +7,7 @@
 // bootstraps as under ringletrun.
 //
 // HOROVOD_CPU_OPERATIONS=MPI. The host collectives run through MPI
-// (core/collectives/mpi_*), which needs every rank in MPI_COMM_WORLD (a job
+// (core/mpi/mpi_*), which needs every rank in MPI_COMM_WORLD (a job
 // launched by mpirun, or by srun with MPI support) and, since the runtime's
 // background thread makes the calls while init() ran on the caller's thread,
 // at least MPI_THREAD_SERIALIZED.

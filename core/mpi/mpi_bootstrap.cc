@@ -1,4 +1,4 @@
-#include "core/bootstrap/mpi_bootstrap.h"
+#include "core/mpi/mpi_bootstrap.h"
 
 #include <array>
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include "core/config.h"
 #include "ringlet/common/host_name.h"
-#include "ringlet/transport/random.h"
+#include "ringlet/common/random.h"
 
 #ifdef RINGLET_HAVE_MPI
 #include <arpa/inet.h>
@@ -112,7 +112,7 @@ MpiOwner& mpi_owner() {
 // Rank 0's draws, from the library's one random source.
 std::string random_hex(size_t bytes, int rank) {
   try {
-    return transport::random_hex(bytes);
+    return common::random_hex(bytes);
   } catch (const std::system_error& e) {
     throw ConfigError(rank, std::string("no random bytes for the job secret: ") + e.what());
   }

@@ -2,8 +2,8 @@
 // job secrets, job ids and the nonces of every handshake. The kernel's CSPRNG
 // through getrandom(2), which never returns bytes before the pool is seeded.
 //
-// Header-only so that ringletrun, which links none of the library's layers,
-// draws from the very same source.
+// Header-only so that ringletrun, which links nothing of the library but
+// common/, draws from the very same source.
 #pragma once
 
 #include <sys/random.h>
@@ -18,7 +18,7 @@
 
 #include "ringlet/common/failure.h"
 
-namespace ringlet::transport {
+namespace ringlet::common {
 
 // Fills `out` with cryptographically random bytes. Throws an internal
 // common::Failure when the kernel gives none (no getrandom(2): a kernel older
@@ -29,9 +29,8 @@ inline void random_bytes(std::span<uint8_t> out) {
     const ssize_t n = ::getrandom(out.data() + got, out.size() - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      throw common::Failure(
-          common::FailureKind::kInternal,
-          std::string("no random bytes from getrandom(2): ") + std::strerror(n < 0 ? errno : EIO));
+      throw Failure(FailureKind::kInternal, std::string("no random bytes from getrandom(2): ") +
+                                                std::strerror(n < 0 ? errno : EIO));
     }
     got += static_cast<size_t>(n);
   }
@@ -51,4 +50,4 @@ inline std::string random_hex(size_t bytes) {
   return hex;
 }
 
-}  // namespace ringlet::transport
+}  // namespace ringlet::common

@@ -1,8 +1,8 @@
 // Builds without MPI: the MPI algorithms' stand-ins. HOROVOD_CPU_OPERATIONS=MPI
-// is refused at init in such a build (core/bootstrap/mpi_bootstrap.cc), so no
+// is refused at init in such a build (core/mpi/mpi_bootstrap.cc), so no
 // communicator has an MpiCommunicator and the algorithm table never picks these.
 #include "core/collectives/algorithms.h"
-#include "core/collectives/mpi_communicator.h"
+#include "core/mpi/mpi_communicator.h"
 #include "core/config.h"
 
 namespace ringlet::core::collectives {

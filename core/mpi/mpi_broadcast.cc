@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/collectives/algorithms.h"
-#include "core/collectives/mpi_call.h"
+#include "core/mpi/mpi_call.h"
 
 namespace ringlet::core::collectives {
 

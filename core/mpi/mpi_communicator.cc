@@ -1,12 +1,12 @@
 // MPI communicators per Ringlet communicator, and what the MPI algorithms share
 // (datatypes, reduction ops, error reports).
-#include "core/collectives/mpi_communicator.h"
+#include "core/mpi/mpi_communicator.h"
 
 #include <array>
 #include <string>
 #include <vector>
 
-#include "core/collectives/mpi_call.h"
+#include "core/mpi/mpi_call.h"
 #include "ringlet/kernels/cpu.h"
 #include "ringlet/transport/transport.h"
 

@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <string>
 
-#include "core/collectives/mpi_communicator.h"
-#include "core/collectives/mpi_watchdog.h"
+#include "core/mpi/mpi_communicator.h"
+#include "core/mpi/mpi_watchdog.h"
 #include "core/collectives/workspace.h"
 #include "core/communicator.h"
 #include "ringlet/types.h"

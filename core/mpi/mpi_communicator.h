@@ -18,7 +18,7 @@ namespace ringlet::core::collectives {
 
 class MpiCommunicator {
  public:
-  // MPI must be initialized (core/bootstrap/mpi_bootstrap.h:
+  // MPI must be initialized (core/mpi/mpi_bootstrap.h:
   // start_mpi_operations). Collective over MPI_COMM_WORLD.
   static std::unique_ptr<MpiCommunicator> world();
   // Over `members` (this communicator's ranks, ascending, this rank among
