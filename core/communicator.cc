@@ -255,74 +255,83 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
                        c->store_->local_address());
   };
   const LinkPlan plan = plan_links(w, facts);
+  c->make_links(plan);
+  if (plan.world_window) c->open_world_window(start);
+  c->connect_ring_neighbours(start);
+  // From here the runtime's thread uses the store too.
+  c->store_->set_interrupt({});
+  return c;
+}
 
+void Communicator::make_links(const LinkPlan& plan) {
+  const World& w = world_;
   transport::CarrierOptions opts;
   opts.rank = w.rank;
   opts.size = w.size;
   opts.job_id = w.job_id;
-  opts.store = c->store_.get();
-  opts.interface = config.network_interface;
+  opts.store = store_.get();
+  opts.interface = config_.network_interface;
   opts.address = plan.address;
   {
-    const auto key = common::secret_key(launch.secret);
+    const auto key = common::secret_key(secret_);
     opts.secret.assign(key.begin(), key.end());
   }
   std::map<CarrierKind, transport::Carrier*> carrier;
   if (plan.shm) {
-    c->carriers_.push_back(transport::make_shm_carrier(opts));
-    carrier[CarrierKind::kShm] = c->carriers_.back().get();
+    carriers_.push_back(transport::make_shm_carrier(opts));
+    carrier[CarrierKind::kShm] = carriers_.back().get();
   }
   if (plan.tcp) {
-    c->carriers_.push_back(transport::make_tcp_carrier(opts));
-    carrier[CarrierKind::kTcp] = c->carriers_.back().get();
+    carriers_.push_back(transport::make_tcp_carrier(opts));
+    carrier[CarrierKind::kTcp] = carriers_.back().get();
   }
   if (plan.ucx) {
-    c->carriers_.push_back(ucx_carrier(opts));
-    carrier[CarrierKind::kUcx] = c->carriers_.back().get();
+    carriers_.push_back(ucx_carrier(opts));
+    carrier[CarrierKind::kUcx] = carriers_.back().get();
   }
-  c->carrier_of_.assign(w.size, nullptr);
+  carrier_of_.assign(w.size, nullptr);
   for (int peer = 0; peer < w.size; ++peer) {
     if (plan.carrier_of[peer] != CarrierKind::kNone) {
-      c->carrier_of_[peer] = carrier.at(plan.carrier_of[peer]);
+      carrier_of_[peer] = carrier.at(plan.carrier_of[peer]);
     }
   }
-  c->pairs_.resize(w.size);
-  tell_transport(*c, config.transport,
+  pairs_.resize(w.size);
+  tell_transport(*this, config_.transport,
                  opts.interface.empty() ? opts.address : "interface " + opts.interface,
                  plan.address_why);
+}
 
-  if (plan.world_window) {
-    transport::SharedWindow::Options wo;
-    wo.local_rank = w.local_rank;
-    wo.local_size = w.local_size;
-    wo.global_ranks = w.ranks_on_host[w.cross_rank];
-    wo.bytes_per_rank = config.shm_window_bytes;
-    wo.job_id = w.job_id;
-    // Named, not numbered by creation in this process: a process that
-    // re-initialized (an elastic job's survivor) has made windows before,
-    // and a worker new to the job has not.
-    wo.name = "world";
-    wo.store = c->store_.get();
-    wo.wait = c->wait_policy_;
-    c->window_ = transport::SharedWindow::create(wo, start);
-  }
+void Communicator::open_world_window(transport::Deadline deadline) {
+  const World& w = world_;
+  transport::SharedWindow::Options wo;
+  wo.local_rank = w.local_rank;
+  wo.local_size = w.local_size;
+  wo.global_ranks = w.ranks_on_host[w.cross_rank];
+  wo.bytes_per_rank = config_.shm_window_bytes;
+  wo.job_id = w.job_id;
+  // Named, not numbered by creation in this process: a process that
+  // re-initialized (an elastic job's survivor) has made windows before,
+  // and a worker new to the job has not.
+  wo.name = "world";
+  wo.store = store_.get();
+  wo.wait = wait_policy_;
+  window_ = transport::SharedWindow::create(wo, deadline);
+}
 
-  // The ring neighbours, eagerly, in the global lexicographic order of pairs.
-  if (w.size > 1) {
-    const int n = w.size;
-    const auto pos = std::find(w.ring.begin(), w.ring.end(), w.rank) - w.ring.begin();
-    std::set<int> neighbours = {w.ring[(pos + 1) % n], w.ring[(pos + n - 1) % n]};
-    // Ascending peers are the pairs (min, max) in lexicographic order.
-    for (int peer : neighbours) {
-      if (c->pairs_[peer] == nullptr) {
-        c->pairs_[peer] = c->carrier_of_[peer]->connect(peer, start);
-        c->tell_connected(peer);
-      }
+// Eagerly, in the global lexicographic order of pairs: ascending peers are
+// the pairs (min, max) in that order.
+void Communicator::connect_ring_neighbours(transport::Deadline deadline) {
+  const World& w = world_;
+  if (w.size == 1) return;
+  const int n = w.size;
+  const auto pos = std::find(w.ring.begin(), w.ring.end(), w.rank) - w.ring.begin();
+  const std::set<int> neighbours = {w.ring[(pos + 1) % n], w.ring[(pos + n - 1) % n]};
+  for (int peer : neighbours) {
+    if (pairs_[peer] == nullptr) {
+      pairs_[peer] = carrier_of_[peer]->connect(peer, deadline);
+      tell_connected(peer);
     }
   }
-  // From here the runtime's thread uses the store too.
-  c->store_->set_interrupt({});
-  return c;
 }
 
 std::unique_ptr<Communicator> Communicator::create_subset(Communicator& parent,

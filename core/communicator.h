@@ -18,6 +18,8 @@
 
 namespace ringlet::core {
 
+struct LinkPlan;  // which carriers reach which peers (core/bootstrap/link_plan.h)
+
 namespace collectives {
 struct Workspace;       // scratch, request records and round counters of the algorithms
 class MpiCommunicator;  // HOROVOD_CPU_OPERATIONS=MPI: MPI's communicator over the same ranks
@@ -136,6 +138,12 @@ class Communicator {
 
  private:
   Communicator();
+  // create's steps after the rendezvous: the carriers the plan names and
+  // which reaches each peer; the window over the job's one host; the links to
+  // this rank's ring neighbours.
+  void make_links(const LinkPlan& plan);
+  void open_world_window(transport::Deadline deadline);
+  void connect_ring_neighbours(transport::Deadline deadline);
   // Says at debug level that the link to `peer` is up, and over what.
   void tell_connected(int peer) const;
 

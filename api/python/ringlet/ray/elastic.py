@@ -101,6 +101,8 @@ class _WorkerHandle:
     """An ElasticWorker as the driver sees a worker process: poll() gives
     its return code once it ended (0 finished, 1 failed or died)."""
 
+    STOP_GRACE_SECONDS = 0.5
+
     def __init__(self, actor, future):
         self.actor = actor
         self.future = future
@@ -143,6 +145,13 @@ class _WorkerHandle:
     def terminate(self):
         import ray
 
+        # A worker that has returned, or returns within a moment, keeps its
+        # outcome: killing its actor first would turn the failure it reports
+        # (often the cause of its host's drop, while it leaves the job) into a
+        # death without one. A Ray actor has no SIGTERM to end on.
+        ray.wait([self.future], timeout=self.STOP_GRACE_SECONDS)
+        if self.poll() is not None:
+            return
         ray.kill(self.actor)
 
     kill = terminate
