@@ -250,9 +250,9 @@ std::unique_ptr<Communicator> Communicator::create(const Config& config, const L
   facts.interface = config.network_interface;
   facts.have_ucx = kHaveUcx;
   facts.address_reaching_rank0 = [&] { return c->store_->local_address(); };
-  facts.nearest_nic_address = [&] {
+  facts.nearest_nic_address = [&](const std::string& reaching_rank0) {
     return nic_address(host, placed, w.local_rank, rendezvous_host(launch.rendezvous),
-                       c->store_->local_address());
+                       reaching_rank0);
   };
   const LinkPlan plan = plan_links(w, facts);
   c->make_links(plan);

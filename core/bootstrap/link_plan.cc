@@ -61,7 +61,7 @@ LinkPlan plan_links(const World& w, const LinkFacts& facts) {
   }
   plan.address = facts.address_reaching_rank0();
   plan.address_why = "the address reaching rank 0";
-  const std::string nic = facts.nearest_nic_address();
+  const std::string nic = facts.nearest_nic_address(plan.address);
   if (!nic.empty() && nic != plan.address) {
     plan.address = nic;
     plan.address_why = "the nearest NIC's, on rank 0's subnet";

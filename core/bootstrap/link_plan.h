@@ -21,16 +21,17 @@ namespace ringlet::core {
 enum class CarrierKind : uint8_t { kNone, kShm, kTcp, kUcx };
 
 // What the plan reads beyond the world. The two addresses are asked for only
-// where the job spans hosts and no interface is named: finding them talks to
-// the network or reads the topology.
+// where the job spans hosts (the nearest NIC only where no interface is
+// named): finding them reads the store's socket or the topology.
 struct LinkFacts {
   TransportKind transport = TransportKind::kAuto;  // RINGLET_TRANSPORT
   std::string interface;                           // RINGLET_NETWORK_INTERFACE; "" unset
   bool have_ucx = false;                           // this build has the UCX carrier
   // The source address of this rank's connection to rank 0's store.
   std::function<std::string()> address_reaching_rank0;
-  // The address of the NIC nearest this rank on rank 0's subnet; "" none.
-  std::function<std::string()> nearest_nic_address;
+  // The address of the NIC nearest this rank on rank 0's subnet, given the
+  // address reaching rank 0; "" none.
+  std::function<std::string(const std::string& reaching_rank0)> nearest_nic_address;
 };
 
 struct LinkPlan {

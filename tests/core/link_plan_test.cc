@@ -19,6 +19,7 @@ struct Facts {
   int nic_asked = 0;
   std::string reaching = "10.0.0.7";
   std::string nic;
+  std::string nic_asked_for;  // the address reaching rank 0 the NIC was asked against
 
   LinkFacts make(TransportKind t, std::string interface = "", bool have_ucx = true) {
     LinkFacts f;
@@ -29,8 +30,9 @@ struct Facts {
       ++reaching_asked;
       return reaching;
     };
-    f.nearest_nic_address = [this] {
+    f.nearest_nic_address = [this](const std::string& reaching_rank0) {
       ++nic_asked;
+      nic_asked_for = reaching_rank0;
       return nic;
     };
     return f;
@@ -86,6 +88,7 @@ TEST(LinkPlan, AutoAcrossHostsIsSharedMemoryWithinAndTcpAcross) {
   EXPECT_EQ(p.address_why, "the address reaching rank 0");
   EXPECT_EQ(facts.reaching_asked, 1);
   EXPECT_EQ(facts.nic_asked, 1);
+  EXPECT_EQ(facts.nic_asked_for, "10.0.0.7");
 }
 
 TEST(LinkPlan, AutoWithOneRankPerHostHasNoSharedMemoryCarrier) {
@@ -150,6 +153,7 @@ TEST(LinkPlan, ANamedInterfaceIsTheReasonAndNoNicIsLookedFor) {
   Facts facts;
   const LinkPlan across = plan_links(two_hosts(2), facts.make(TransportKind::kAuto, "eth1"));
   EXPECT_EQ(across.address_why, "RINGLET_NETWORK_INTERFACE=eth1");
+  EXPECT_EQ(across.address, "10.0.0.7");  // the route's, as without the plan
   EXPECT_EQ(facts.nic_asked, 0);
   const LinkPlan within = plan_links(one_host(0, 2), facts.make(TransportKind::kTcp, "lo"));
   EXPECT_EQ(within.address_why, "RINGLET_NETWORK_INTERFACE=lo");
